@@ -1,0 +1,1 @@
+"""Cluster adapters behind one protocol (see :mod:`adapters.base`)."""

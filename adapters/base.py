@@ -1,0 +1,55 @@
+"""The one small boundary every cluster adapter implements: ``observe`` and ``execute``.
+
+Exception tree (what the CLI catches and records per action)::
+
+    AdapterError            something outside the project went wrong
+    ├── TemporaryError      a retry may help (controller down, timeout); ``delay`` hints when
+    └── PermanentError      retrying the same call cannot help (rejected request, bad spec)
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from specs.actions import Action
+from specs.snapshot import ClusterState
+
+
+class AdapterError(Exception):
+    retryable = False
+
+
+class TemporaryError(AdapterError):
+    retryable = True
+
+    def __init__(self, message: str, delay: float = 5.0) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class PermanentError(AdapterError):
+    retryable = False
+
+
+class ActionResult(BaseModel):
+    ok: bool
+    job: str | None = None  # the cluster's job id the action created or touched
+    message: str = ""
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """One cluster. ``observe`` reports it; ``execute`` carries out one plan action.
+
+    ``execute`` tags every job it creates with the workload identity and ``plan_id``, so the
+    control plane recognises its own jobs after a crash; it never touches a job whose
+    ``workload`` is null (not ours).
+    """
+
+    cluster: str
+
+    def observe(self) -> ClusterState: ...
+
+    def execute(self, action: Action, *, plan_id: str) -> ActionResult: ...

@@ -1,0 +1,1 @@
+"""Pure scheduling: fairshare division, KAI-order allocation, the CP-SAT model."""

@@ -1,0 +1,1 @@
+"""Spec language, loading and validation, and the data contracts (snapshot, actions)."""

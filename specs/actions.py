@@ -1,0 +1,100 @@
+"""Plan actions and their reasons: the closed vocabulary shared by the reconciler and adapters.
+
+Every action names one workload and carries a :class:`Reason` whose ``code`` comes from a
+closed, documented enum (``docs/reasons.md``) and whose ``message`` is built from sorted
+fragments, so the same inputs always give the same words.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from specs.snapshot import Replica
+
+
+class Op(StrEnum):
+    """What an action does, in the order a reader meets them (least disruptive first)."""
+
+    SUBMIT = "submit"
+    RESIZE = "resize"
+    MOVE = "move"
+    PREEMPT = "preempt"
+    CANCEL = "cancel"
+
+    @property
+    def evicts(self) -> bool:
+        """Frees GPUs: runs before the submissions that need them."""
+        return self in (Op.PREEMPT, Op.CANCEL, Op.MOVE)
+
+
+class ReasonCode(StrEnum):
+    # why a workload is started, kept or grown
+    WITHIN_DESERVED = "within-deserved"
+    OVER_QUOTA = "over-quota"
+    ELASTIC_EXPAND = "elastic-expand"
+    # why something running is disturbed
+    RECLAIM = "reclaim"
+    PRIORITY = "priority"
+    CONSOLIDATE = "consolidate"
+    ELASTIC_SHRINK = "elastic-shrink"
+    PRUNE = "prune"
+    SPEC_CHANGED = "spec-changed"
+    FAN_OUT_LOSER = "fan-out-loser"
+    # why a workload waits
+    OVER_LIMIT = "over-limit"
+    NON_PREEMPTIBLE_OVER_DESERVED = "non-preemptible-over-deserved"
+    NO_CAPACITY = "no-capacity"
+    GANG_UNPLACEABLE = "gang-unplaceable"
+    NO_ELIGIBLE_POOL = "no-eligible-pool"
+    WALLTIME_EXCEEDS_LIMIT = "walltime-exceeds-limit"
+    OVER_BUDGET = "over-budget"
+    FAIRSHARE = "fairshare"
+    SUBMITTED = "submitted"
+    COMPLETED = "completed"
+
+
+class ActionModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class Reason(ActionModel):
+    code: ReasonCode
+    message: str
+
+
+class SubmitDetails(ActionModel):
+    """What an adapter needs to start the workload, so a plan file is self-contained."""
+
+    gpu_type: str | None = None
+    gpus_per_replica: int = 0
+    partition: str | None = None
+    walltime: int | None = Field(default=None, description="seconds")
+    command: list[str] | None = None
+    priority: int = 0
+    preemptible: bool = True
+    checkpoint_signal: str | None = None
+    checkpoint_grace: int | None = None
+    account: str | None = None
+
+
+class Action(ActionModel):
+    op: Op
+    workload: str
+    cluster: str
+    pool: str | None = None
+    job: str | None = None
+    replicas: list[Replica] | None = None
+    reason: Reason
+    submit: SubmitDetails | None = None
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.replicas or [])
+
+
+class Pending(ActionModel):
+    workload: str
+    reason: Reason

@@ -1,0 +1,32 @@
+"""DesiredState: every validated spec document of a spec repo, indexed by kind and name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specs.models import Cluster, Department, Project, Workload
+
+
+@dataclass(frozen=True, order=True)
+class SourceRef:
+    """Where a document (or one of its fields) was written: ``path:line:column``, 1-based."""
+
+    path: str
+    line: int = 1
+    column: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    clusters: dict[str, Cluster] = field(default_factory=dict)
+    departments: dict[str, Department] = field(default_factory=dict)
+    projects: dict[str, Project] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)  # keyed by project/name
+    sources: dict[tuple[str, str], SourceRef] = field(default_factory=dict)  # (kind, name)
+    digest: str = ""  # content hash of the spec files, recorded in every plan
+
+    def source(self, kind: str, name: str) -> SourceRef | None:
+        return self.sources.get((kind, name))

@@ -1,0 +1,64 @@
+"""Durations as people write them in specs: ``90s``, ``45m``, ``2h59m``, ``3d`` or Slurm's ``D-HH:MM:SS``.
+
+Everything inside the project works in whole seconds; this module is the only place that
+knows the spellings, so specs, snapshots and the Slurm adapter agree on them.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_HUMAN = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+# Slurm: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+_SLURM = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+
+HINT = "write it like 90s, 45m, 2h59m, 3d or D-HH:MM:SS"
+
+
+def parse_duration(text: str | int | float) -> int:
+    """Return the number of whole seconds ``text`` stands for; raise ValueError with a fix hint."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected a duration, got {text!r}; {HINT}")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ValueError(f"a duration cannot be negative ({text}); {HINT}")
+        return int(text)
+    s = str(text).strip().lower()
+    if not s:
+        raise ValueError(f"empty duration; {HINT}")
+    m = _HUMAN.fullmatch(s)
+    if m and any(m.groups()):
+        return sum(int(v) * _UNIT_SECONDS[u] for v, u in zip(m.groups(), "wdhms") if v)
+    m = _SLURM.fullmatch(s)
+    if m:
+        days, a, b, c = m.groups()
+        if days is not None:  # D-HH[:MM[:SS]]
+            return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+        if c is not None:  # HH:MM:SS
+            return int(a) * 3600 + int(b) * 60 + int(c)
+        if b is not None:  # MM:SS
+            return int(a) * 60 + int(b)
+        return int(a) * 60  # bare number: Slurm minutes
+    raise ValueError(f"{text!r} is not a duration; {HINT}")
+
+
+def format_duration(seconds: int) -> str:
+    """Compact human spelling (``2h59m``); the inverse of :func:`parse_duration`."""
+    if seconds == 0:
+        return "0s"
+    parts = []
+    rest = seconds
+    for unit in "dhms":
+        n, rest = divmod(rest, _UNIT_SECONDS[unit])
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts)
+
+
+def format_slurm_time(seconds: int) -> str:
+    """Slurm's ``D-HH:MM:SS`` (what ``sbatch --time`` takes), rounded up to whole minutes."""
+    minutes = -(-seconds // 60)
+    days, minutes = divmod(minutes, 1440)
+    hours, minutes = divmod(minutes, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:00"

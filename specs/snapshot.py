@@ -1,0 +1,118 @@
+"""The observed state of the clusters: what adapters report and what ``--observed`` files hold.
+
+A snapshot is the whole truth for one reconcile: nodes with their GPUs, every job on them
+(ours carry a ``workload`` identity, foreign ones have ``workload: null`` and are never
+touched), when each pending workload entered the queue, and finished usage for
+time-based fairshare. ``now`` travels with it, so planning needs no clock.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class SnapshotModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+NodeState = Literal["idle", "mixed", "allocated", "down", "drain"]
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    SUSPENDED = "SUSPENDED"
+    REQUEUED = "REQUEUED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    PREEMPTED = "PREEMPTED"
+    NODE_FAIL = "NODE_FAIL"
+
+    @property
+    def active(self) -> bool:
+        """Still on the cluster: queued, running, or winding down."""
+        return self in _ACTIVE
+
+    @property
+    def holds_gpus(self) -> bool:
+        return self in _HOLDING
+
+
+_ACTIVE = {JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED, JobState.REQUEUED}
+_HOLDING = {JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED}
+
+
+class Node(SnapshotModel):
+    name: str
+    pool: str | None = None
+    gpu_type: str | None = None
+    gpus: int = Field(ge=0)
+    state: NodeState = "idle"
+    partition: str | None = None
+
+    @property
+    def schedulable(self) -> bool:
+        return self.state not in ("down", "drain")
+
+
+class Replica(SnapshotModel):
+    node: str | None = Field(description="null where the cluster's own scheduler places")
+    gpus: int = Field(ge=0)
+
+
+class Job(SnapshotModel):
+    id: str
+    workload: str | None = Field(default=None, description="project/name; null = not ours")
+    state: JobState = JobState.RUNNING
+    submitted_at: AwareDatetime | None = None
+    started_at: AwareDatetime | None = None
+    replicas: list[Replica] = Field(default_factory=list)
+    plan_id: str | None = None
+    pool: str | None = None
+    partition: str | None = None
+    gpu_type: str | None = None
+    walltime: int | None = Field(default=None, description="seconds")
+    reason: str | None = Field(default=None, description="why the cluster keeps it pending")
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.replicas)
+
+
+class ClusterState(SnapshotModel):
+    name: str
+    nodes: list[Node] = Field(default_factory=list)
+    jobs: list[Job] = Field(default_factory=list)
+
+
+class QueueEntry(SnapshotModel):
+    workload: str
+    since: AwareDatetime
+
+
+class UsageRecord(SnapshotModel):
+    project: str
+    gpu_hours: float = Field(ge=0)
+    ended_at: AwareDatetime
+    gpu_type: str | None = None
+
+
+class Snapshot(SnapshotModel):
+    now: AwareDatetime
+    clusters: list[ClusterState] = Field(default_factory=list)
+    queue: list[QueueEntry] = Field(default_factory=list)
+    usage: list[UsageRecord] = Field(default_factory=list)
+
+    def cluster(self, name: str) -> ClusterState | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+    def jobs_of(self, workload: str) -> list[tuple[str, Job]]:
+        """Every (cluster, job) carrying this workload identity."""
+        return [(c.name, j) for c in self.clusters for j in c.jobs if j.workload == workload]
