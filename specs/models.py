@@ -69,7 +69,7 @@ class Metadata(SpecModel):
 
 
 class GpuType(SpecModel):
-    memory_gib: float = Field(gt=0, description="memory per GPU, GiB")
+    memory_gib: float = Field(alias="memoryGiB", gt=0, description="memory per GPU, GiB")
     cost_per_gpu_hour: float = Field(
         default=0.0, ge=0, description="billing weight: cost units (or Slurm SUs) per GPU-hour"
     )
@@ -201,7 +201,7 @@ class WorkloadSpec(SpecModel):
     min_replicas: int | None = Field(default=None, ge=1)
     gpus: NonNegInt = Field(default=1, description="GPUs per replica")
     gpu_types: list[Name] | None = None
-    min_gpu_memory_gib: float | None = Field(default=None, gt=0)
+    min_gpu_memory_gib: float | None = Field(default=None, alias="minGpuMemoryGiB", gt=0)
     clusters: list[Name] | None = None
     walltime: Duration | None = None
     command: list[str] | None = None

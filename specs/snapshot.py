@@ -8,6 +8,9 @@ time-based fairshare. ``now`` travels with it, so planning needs no clock.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from enum import StrEnum
 from typing import Literal
 
@@ -116,3 +119,18 @@ class Snapshot(SnapshotModel):
     def jobs_of(self, workload: str) -> list[tuple[str, Job]]:
         """Every (cluster, job) carrying this workload identity."""
         return [(c.name, j) for c in self.clusters for j in c.jobs if j.workload == workload]
+
+
+def observed_digest(snapshot: Snapshot) -> str:
+    """Hash of what a plan depends on (nodes and jobs), not of ``now``: a plan made against
+    one digest is stale once the clusters report another."""
+    clusters = []
+    for c in sorted(snapshot.clusters, key=lambda c: c.name):
+        nodes = sorted((n.name, n.gpus, n.state, n.pool) for n in c.nodes)
+        jobs = sorted(
+            (j.id, j.workload or "", j.state.value, [(r.node or "", r.gpus) for r in j.replicas])
+            for j in c.jobs
+            if j.state.active
+        )
+        clusters.append([c.name, nodes, jobs])
+    return hashlib.sha256(json.dumps(clusters, sort_keys=True).encode()).hexdigest()

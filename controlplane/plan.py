@@ -1,0 +1,81 @@
+"""The plan: an immutable, reviewable list of actions with reasons, plus what waits and why.
+
+Its JSON form (``cp plan --json``) is a contract (DESIGN.md); it records digests of its
+inputs so that ``cp apply`` can refuse a plan made against a world that has moved on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from specs.actions import Action, Op, Pending
+
+
+class PlanModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class QueueStatus(PlanModel):
+    deserved: float
+    fair_share: float
+    allocated: float  # after the plan
+    limit: float | None = None
+    pending: float = 0  # GPUs of workloads that still wait
+    department: str | None = None
+
+
+class SolverReport(PlanModel):
+    engine: str
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    wall_seconds: float = 0.0
+
+
+class Plan(PlanModel):
+    id: str
+    created_at: datetime
+    spec_digest: str
+    git_commit: str | None = None
+    observed_digest: str
+    actions: list[Action] = Field(default_factory=list)
+    pending: list[Pending] = Field(default_factory=list)
+    projects: dict[str, QueueStatus] = Field(default_factory=dict)
+    departments: dict[str, QueueStatus] = Field(default_factory=dict)
+    solver: SolverReport
+
+    @property
+    def empty(self) -> bool:
+        return not self.actions
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(by_alias=True, indent=indent, exclude_none=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        return cls.model_validate_json(text)
+
+    def execution_order(self) -> list[Action]:
+        """Evictions first, so the submissions that need their GPUs find them free."""
+        return sorted(self.actions, key=lambda a: (not a.op.evicts, _EXEC_RANK[a.op]))
+
+
+# preempt/cancel free GPUs; move frees its old place before it lands; then growth, then starts
+_EXEC_RANK = {Op.CANCEL: 0, Op.PREEMPT: 1, Op.MOVE: 2, Op.RESIZE: 3, Op.SUBMIT: 4}
+# reading order: least disruptive first (KAI tries allocate, consolidate, reclaim, preempt)
+DISPLAY_RANK = {Op.SUBMIT: 0, Op.RESIZE: 1, Op.MOVE: 2, Op.PREEMPT: 3, Op.CANCEL: 4}
+
+
+def plan_id(spec_digest: str, observed_digest: str, actions: list[Action], now: datetime) -> str:
+    """Content-derived, so the same inputs always give the same plan id."""
+    body = json.dumps(
+        [spec_digest, observed_digest, now.isoformat(), [a.model_dump(mode="json") for a in actions]],
+        sort_keys=True,
+    )
+    return hashlib.sha256(body.encode()).hexdigest()[:16]

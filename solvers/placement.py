@@ -1,0 +1,91 @@
+"""GPU bin-packing: which node a replica goes to.
+
+KAI's rule: among the nodes where the replica fits, the one with the fewest free GPUs,
+ties to the alphabetically first name. Nodes of each pool sit in buckets by free GPU
+count, so finding the best node costs a few bucket probes instead of a scan of every node.
+A gang is placed all-or-nothing inside one pool (one Slurm partition, one GPU type).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sortedcontainers import SortedList
+
+from solvers.problem import NodeInfo
+
+PoolKey = tuple[str, str]
+
+
+class FreeIndex:
+    """Free GPUs per node, bucketed per pool; mutable scratch state of one solve."""
+
+    def __init__(self, nodes: dict[str, NodeInfo]) -> None:
+        self.free: dict[str, int] = {}
+        self.pool_of: dict[str, PoolKey] = {}
+        self._buckets: dict[PoolKey, dict[int, SortedList]] = defaultdict(dict)
+        for key, n in nodes.items():
+            if n.pool is None or not n.schedulable:
+                continue
+            self.free[key] = n.free
+            self.pool_of[key] = n.pool
+            self._bucket(n.pool, n.free).add(key)
+
+    def _bucket(self, pool: PoolKey, free: int) -> SortedList:
+        buckets = self._buckets[pool]
+        if free not in buckets:
+            buckets[free] = SortedList()
+        return buckets[free]
+
+    def best_node(self, pool: PoolKey, gpus: int) -> str | None:
+        """The fitting node with the fewest free GPUs, then the first name."""
+        for free in sorted(f for f, b in self._buckets.get(pool, {}).items() if f >= gpus and b):
+            return str(self._buckets[pool][free][0])
+        return None
+
+    def take(self, node: str, gpus: int) -> None:
+        self._move(node, -gpus)
+
+    def give(self, node: str, gpus: int) -> None:
+        self._move(node, gpus)
+
+    def _move(self, node: str, delta: int) -> None:
+        pool = self.pool_of[node]
+        before = self.free[node]
+        self._buckets[pool][before].remove(node)
+        self.free[node] = before + delta
+        self._bucket(pool, before + delta).add(node)
+
+    def pool_free(self, pool: PoolKey) -> tuple[int, int]:
+        """(total free GPUs, largest free block on one node) in a pool."""
+        total = largest = 0
+        for free, bucket in self._buckets.get(pool, {}).items():
+            if bucket:
+                total += free * len(bucket)
+                largest = max(largest, free)
+        return total, largest
+
+    def place_gang(self, pools: list[PoolKey], gpus: int, count: int) -> list[str] | None:
+        """Place ``count`` replicas of ``gpus`` each inside one pool, or nothing.
+
+        Pools are tried in the order of the node the first replica would take (fewest
+        free GPUs, then name), which is plain KAI bin-packing for a single replica.
+        """
+        firsts = []
+        for pool in pools:
+            node = self.best_node(pool, gpus)
+            if node is not None:
+                firsts.append((self.free[node], node, pool))
+        for _, _, pool in sorted(firsts):
+            placed: list[str] = []
+            for _ in range(count):
+                node = self.best_node(pool, gpus)
+                if node is None:
+                    break
+                self.take(node, gpus)
+                placed.append(node)
+            if len(placed) == count:
+                return placed
+            for node in placed:
+                self.give(node, gpus)
+        return None

@@ -1,0 +1,13 @@
+"""Knobs of the scheduling policy that are not part of the specs (site-wide defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Policy:
+    k: float = 1.0  # time-based fairshare: how strongly past usage bends the over-quota split
+    seed: int = 0  # CP-SAT random seed: plans are reproducible
+    workers: int = 2
+    time_limit: float = 10.0  # seconds for the CP-SAT search

@@ -1,0 +1,276 @@
+"""The scheduling problem: desired and observed state joined into plain solver records.
+
+Everything the allocators need, and nothing they must look up again: queues (departments
+and projects) with quotas, nodes with free GPUs, and one :class:`JobRequest` per workload
+with its current placement (if running) and the pools it may use. Pure: ``now`` is an
+argument, no clock is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from specs.actions import Reason, ReasonCode
+from specs.desired import DesiredState
+from specs.hierarchy import ROOT, build_tree
+from specs.durations import format_duration
+from specs.models import Workload
+from specs.snapshot import Job, JobState, Snapshot
+
+
+@dataclass
+class Queue:
+    id: str  # "department:NAME" or "project:NAME"
+    name: str
+    kind: str  # department | project
+    parent: str | None
+    deserved: float
+    limit: float | None
+    weight: float
+    priority: int
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PoolInfo:
+    key: tuple[str, str]  # (cluster, pool)
+    gpu_type: str
+    memory_gib: float
+    gpus_per_node: int
+    partition: str | None
+    max_walltime: int | None
+    cost_per_gpu_hour: float
+    account: str | None
+
+
+@dataclass
+class NodeInfo:
+    name: str
+    cluster: str
+    pool: tuple[str, str] | None
+    capacity: int
+    used: int  # GPUs held by every job on it, ours and others'
+    schedulable: bool
+
+    @property
+    def free(self) -> int:
+        return max(0, self.capacity - self.used) if self.schedulable else 0
+
+
+@dataclass
+class JobRequest:
+    """One workload as the allocator sees it."""
+
+    key: str  # project/name
+    queue: str  # project queue id
+    priority: int
+    preemptible: bool
+    gpus: int  # per replica
+    replicas: int  # wanted
+    min_replicas: int
+    created: datetime  # queue entry (pending) or start (running): older goes first
+    pools: list[tuple[str, str]]  # eligible (cluster, pool), sorted
+    walltime: int | None
+    # current state on a cluster, if it has an active job
+    job_id: str | None = None
+    cluster: str | None = None
+    pool: tuple[str, str] | None = None
+    placed: list[str] = field(default_factory=list)  # node of each running replica
+    started_at: datetime | None = None
+    blocked: Reason | None = None  # set when it can never be placed this round
+
+    @property
+    def running(self) -> bool:
+        return self.job_id is not None
+
+
+@dataclass
+class Problem:
+    now: datetime
+    queues: dict[str, Queue]
+    top: list[str]  # queue ids at the top of the tree
+    nodes: dict[str, NodeInfo]  # keyed by "cluster/node"
+    pools: dict[tuple[str, str], PoolInfo]
+    jobs: dict[str, JobRequest]  # every workload with demand or a running job
+    submitted: dict[str, Job]  # workloads whose job waits in the cluster's own queue
+    completed: set[str]  # workloads whose job finished
+    orphans: list[tuple[str, Job]]  # our jobs whose workload left the specs (prune)
+    duplicates: list[tuple[str, Job]]  # extra active jobs of one workload
+    order: dict[str, int]  # queue creation order (name order)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.capacity for n in self.nodes.values() if n.schedulable)
+
+
+def node_key(cluster: str, node: str) -> str:
+    return f"{cluster}/{node}"
+
+
+def build_problem(desired: DesiredState, observed: Snapshot, now: datetime) -> Problem:
+    queues, top = _queues(desired)
+    pools = _pools(desired)
+    nodes = _nodes(observed, pools)
+    since = {q.workload: q.since for q in observed.queue}
+    jobs: dict[str, JobRequest] = {}
+    submitted: dict[str, Job] = {}
+    completed: set[str] = set()
+    duplicates: list[tuple[str, Job]] = []
+    for key, wl in sorted(desired.workloads.items()):
+        req = _job_request(key, wl, desired, pools, since.get(key, now))
+        active = [(c, j) for c, j in observed.jobs_of(key) if j.state.active]
+        running = [(c, j) for c, j in active if j.state.holds_gpus]
+        if running:
+            cluster, job = min(running, key=lambda cj: (cj[1].started_at or now, cj[1].id))
+            req.job_id, req.cluster = job.id, cluster
+            req.placed = [node_key(cluster, r.node) for r in job.replicas if r.node]
+            req.pool = _pool_of(job, cluster, nodes)
+            req.started_at = job.started_at
+            req.created = job.submitted_at or job.started_at or req.created
+            duplicates += [(c, j) for c, j in active if j is not job]
+            jobs[key] = req
+        elif active:
+            cluster, job = min(active, key=lambda cj: cj[1].id)
+            submitted[key] = job
+            duplicates += [(c, j) for c, j in active if j is not job]
+        elif any(j.state == JobState.COMPLETED for _, j in observed.jobs_of(key)):
+            completed.add(key)
+        else:
+            jobs[key] = req
+    orphans = [
+        (c.name, j)
+        for c in observed.clusters
+        for j in c.jobs
+        if j.workload is not None and j.state.active and j.workload not in desired.workloads
+    ]
+    order = {qid: i for i, qid in enumerate(sorted(queues))}
+    return Problem(now, queues, top, nodes, pools, jobs, submitted, completed, orphans,
+                   duplicates, order)
+
+
+def _queues(desired: DesiredState) -> tuple[dict[str, Queue], list[str]]:
+    tree = build_tree(desired)
+    queues: dict[str, Queue] = {}
+    for qid, data in tree.nodes(data=True):
+        if qid == ROOT:
+            continue
+        parent = next(iter(tree.predecessors(qid)), ROOT)
+        quota = data["quota"]
+        queues[qid] = Queue(
+            id=qid,
+            name=data["name"],
+            kind=data["kind"],
+            parent=None if parent == ROOT else parent,
+            deserved=quota.gpus,
+            limit=quota.limit,
+            weight=quota.over_quota_weight,
+            priority=data["rank"],
+            children=sorted(tree.successors(qid)),
+        )
+    top = sorted(tree.successors(ROOT))
+    return queues, top
+
+
+def _pools(desired: DesiredState) -> dict[tuple[str, str], PoolInfo]:
+    out = {}
+    for cname, cluster in sorted(desired.clusters.items()):
+        account = cluster.spec.slurm.account if cluster.spec.slurm else None
+        for pool in cluster.spec.node_pools:
+            gt = cluster.spec.gpu_types.get(pool.gpu_type)
+            out[(cname, pool.name)] = PoolInfo(
+                key=(cname, pool.name),
+                gpu_type=pool.gpu_type,
+                memory_gib=gt.memory_gib if gt else 0.0,
+                gpus_per_node=pool.gpus_per_node,
+                partition=pool.partition,
+                max_walltime=pool.max_walltime,
+                cost_per_gpu_hour=gt.cost_per_gpu_hour if gt else 0.0,
+                account=account,
+            )
+    return out
+
+
+def _nodes(observed: Snapshot, pools: dict[tuple[str, str], PoolInfo]) -> dict[str, NodeInfo]:
+    nodes: dict[str, NodeInfo] = {}
+    for c in observed.clusters:
+        for n in c.nodes:
+            pool = (c.name, n.pool) if n.pool and (c.name, n.pool) in pools else None
+            nodes[node_key(c.name, n.name)] = NodeInfo(
+                name=n.name, cluster=c.name, pool=pool, capacity=n.gpus, used=0,
+                schedulable=n.schedulable,
+            )
+        for j in c.jobs:
+            if not j.state.holds_gpus:
+                continue
+            for r in j.replicas:
+                if r.node and node_key(c.name, r.node) in nodes:
+                    nodes[node_key(c.name, r.node)].used += r.gpus
+    return nodes
+
+
+def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> tuple[str, str] | None:
+    if job.pool:
+        return (cluster, job.pool)
+    for r in job.replicas:
+        n = nodes.get(node_key(cluster, r.node)) if r.node else None
+        if n and n.pool:
+            return n.pool
+    return None
+
+
+def eligible_pools(
+    wl: Workload, desired: DesiredState, pools: dict[tuple[str, str], PoolInfo]
+) -> list[tuple[str, str]]:
+    """Pools whose GPU type, memory, cluster, node size and walltime suit the workload."""
+    spec = wl.spec
+    out = []
+    for key, pool in pools.items():
+        if spec.clusters is not None and key[0] not in spec.clusters:
+            continue
+        if spec.gpu_types is not None and pool.gpu_type not in spec.gpu_types:
+            continue
+        if spec.min_gpu_memory_gib is not None and pool.memory_gib < spec.min_gpu_memory_gib:
+            continue
+        if pool.gpus_per_node < spec.gpus:
+            continue
+        if pool.max_walltime is not None and spec.walltime is not None and spec.walltime > pool.max_walltime:
+            continue
+        out.append(key)
+    return sorted(out)
+
+
+def _job_request(
+    key: str, wl: Workload, desired: DesiredState, pools: dict[tuple[str, str], PoolInfo],
+    created: datetime,
+) -> JobRequest:
+    spec = wl.spec
+    req = JobRequest(
+        key=key,
+        queue=f"project:{spec.project}",
+        priority=spec.effective_priority,
+        preemptible=spec.is_preemptible,
+        gpus=spec.gpus,
+        replicas=spec.replicas,
+        min_replicas=spec.effective_min_replicas,
+        created=created,
+        pools=eligible_pools(wl, desired, pools),
+        walltime=spec.walltime,
+    )
+    project = desired.projects.get(spec.project)
+    limit = project.spec.max_walltime if project else None
+    if limit is not None and spec.walltime is not None and spec.walltime > limit:
+        req.blocked = Reason(
+            code=ReasonCode.WALLTIME_EXCEEDS_LIMIT,
+            message=f"walltime {format_duration(spec.walltime)} exceeds project {spec.project}'s "
+            f"maxWalltime {format_duration(limit)}",
+        )
+    elif not req.pools:
+        req.blocked = Reason(
+            code=ReasonCode.NO_ELIGIBLE_POOL,
+            message="no node pool matches its gpuTypes, minGpuMemoryGiB, clusters, "
+            f"{spec.gpus} GPUs per replica and walltime",
+        )
+    return req
+
+
