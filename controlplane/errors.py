@@ -1,0 +1,26 @@
+"""The project's own error tree; the CLI catches these and nothing else.
+
+    ControlPlaneError
+    ├── StalePlanError       the clusters moved on since the plan was made: plan again
+    ├── PlanNotFoundError    no plan file or stored plan by that name
+    └── ApplyError           some actions failed; what ran is recorded, a rerun resumes
+(spec problems are specs.diagnostics.SpecError; adapter failures adapters.base.AdapterError)
+"""
+
+from __future__ import annotations
+
+
+class ControlPlaneError(Exception):
+    pass
+
+
+class StalePlanError(ControlPlaneError):
+    pass
+
+
+class PlanNotFoundError(ControlPlaneError):
+    pass
+
+
+class ApplyError(ControlPlaneError):
+    pass

@@ -1,0 +1,34 @@
+"""Observation: ask every cluster's adapter, and add what only the store knows.
+
+The snapshot gets the queue entry time of every waiting workload (first seen, from the
+store) so that job order is "older first" across runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from adapters import make_adapter
+from adapters.base import Adapter
+from controlplane.store import Store
+from specs.desired import DesiredState
+from specs.snapshot import QueueEntry, Snapshot
+
+
+def adapters_for(desired: DesiredState, state_dir: Path, clock: Callable[[], datetime]) -> dict[str, Adapter]:
+    return {name: make_adapter(c, state_dir=state_dir, clock=clock)
+            for name, c in sorted(desired.clusters.items())}
+
+
+def observe(desired: DesiredState, adapters: dict[str, Adapter], now: datetime,
+            store: Store | None = None) -> Snapshot:
+    clusters = [adapters[name].observe() for name in sorted(adapters)]
+    snap = Snapshot(now=now, clusters=clusters)
+    if store is not None:
+        active = {j.workload for c in clusters for j in c.jobs if j.workload and j.state.active}
+        waiting = set(desired.workloads) - active
+        since = store.queue_since(waiting, now)
+        snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
+    return snap

@@ -1,0 +1,121 @@
+"""How plans, quota tables and history look to people: rich for terminals, Markdown for PRs."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from controlplane.plan import Plan, QueueStatus
+from controlplane.store import ActionRow, PlanRow
+from specs.actions import Action, Op
+
+_SYMBOL = {Op.SUBMIT: ("+", "green"), Op.RESIZE: ("~", "cyan"), Op.MOVE: (">", "yellow"),
+           Op.PREEMPT: ("!", "red"), Op.CANCEL: ("-", "red")}
+
+
+def _n(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return str(int(x)) if float(x).is_integer() else f"{x:.2f}"
+
+
+def placement(action: Action) -> str:
+    if not action.replicas:
+        return f"job {action.job}" if action.job else ""
+    by_node = Counter(r.node or "(cluster decides)" for r in action.replicas)
+    per = action.replicas[0].gpus
+    where = ", ".join(f"{n}" if c == 1 else f"{n} x{c}" for n, c in sorted(by_node.items()))
+    count = len(action.replicas)
+    shape = f"{count} x {per} GPUs" if count > 1 else f"{per} GPUs"
+    return f"{shape} on {where}"
+
+
+def summary(plan: Plan) -> str:
+    counts = Counter(a.op for a in plan.actions)
+    parts = [f"{counts[op]} to {op.value}" for op in Op if counts[op]]
+    body = ", ".join(parts) if parts else "no changes"
+    return f"Plan: {body}; {len(plan.pending)} waiting."
+
+
+def print_plan(console: Console, plan: Plan) -> None:
+    console.print(Text.assemble(("Plan ", "bold"), (plan.id, "bold cyan"),
+                                f"  made {plan.created_at.isoformat()}"
+                                + (f"  git {plan.git_commit[:12]}" if plan.git_commit else "")))
+    if plan.actions:
+        t = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+        for col in ("", "op", "workload", "where", "placement", "reason"):
+            t.add_column(col, overflow="fold")
+        for a in plan.actions:
+            sym, color = _SYMBOL[a.op]
+            where = f"{a.cluster}/{a.pool}" if a.pool else a.cluster
+            t.add_row(Text(sym, style=color), Text(a.op.value, style=color), a.workload, where,
+                      placement(a), f"[bold]{a.reason.code.value}[/]: {a.reason.message}")
+        console.print(t)
+    else:
+        console.print("[green]No changes.[/] The clusters match the specs.")
+    if plan.pending:
+        console.print()
+        t = Table(title="Waiting", title_justify="left", box=None, header_style="bold")
+        t.add_column("workload")
+        t.add_column("reason", overflow="fold")
+        for p in plan.pending:
+            t.add_row(p.workload, f"[bold]{p.reason.code.value}[/]: {p.reason.message}")
+        console.print(t)
+    console.print()
+    print_quota(console, plan.projects, plan.departments)
+    console.print()
+    console.print(Text(summary(plan), style="bold"))
+
+
+def print_quota(console: Console, projects: dict[str, QueueStatus],
+                departments: dict[str, QueueStatus]) -> None:
+    t = Table(title="Quota (GPUs, after the plan)", title_justify="left", header_style="bold")
+    for col in ("project", "department", "deserved", "fair share", "allocated", "limit", "waiting"):
+        t.add_column(col, justify="left" if col in ("project", "department") else "right")
+    for name, q in sorted(departments.items()):
+        t.add_row(f"[bold]{name}[/] (dept)", q.department or "", _n(q.deserved), _n(q.fair_share),
+                  _n(q.allocated), _n(q.limit), _n(q.pending))
+    for name, q in sorted(projects.items()):
+        over = q.allocated > q.deserved
+        alloc = f"[yellow]{_n(q.allocated)}[/]" if over else _n(q.allocated)
+        t.add_row(name, q.department or "", _n(q.deserved), _n(q.fair_share), alloc,
+                  _n(q.limit), _n(q.pending))
+    console.print(t)
+
+
+def plan_markdown(plan: Plan) -> str:
+    """A plan as a pull-request comment."""
+    lines = [f"### controlplane plan `{plan.id}`", "", summary(plan), ""]
+    if plan.actions:
+        lines += ["| op | workload | where | placement | reason |", "|---|---|---|---|---|"]
+        for a in plan.actions:
+            where = f"{a.cluster}/{a.pool}" if a.pool else a.cluster
+            lines.append(f"| {a.op.value} | `{a.workload}` | {where} | {placement(a)} | "
+                         f"**{a.reason.code.value}**: {a.reason.message} |")
+        lines.append("")
+    if plan.pending:
+        lines += ["<details><summary>Waiting workloads</summary>", "",
+                  "| workload | reason |", "|---|---|"]
+        lines += [f"| `{p.workload}` | **{p.reason.code.value}**: {p.reason.message} |" for p in plan.pending]
+        lines += ["", "</details>", ""]
+    lines += ["| project | deserved | fair share | allocated | limit | waiting |", "|---|---:|---:|---:|---:|---:|"]
+    for name, q in sorted(plan.projects.items()):
+        lines.append(f"| {name} | {_n(q.deserved)} | {_n(q.fair_share)} | {_n(q.allocated)} | "
+                     f"{_n(q.limit)} | {_n(q.pending)} |")
+    return "\n".join(lines) + "\n"
+
+
+def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> None:
+    t = Table(header_style="bold")
+    for col in ("when", "plan", "op", "workload", "cluster", "job", "status", "reason"):
+        t.add_column(col, overflow="fold")
+    for a, p in rows:
+        when = (a.started_at or p.created_at).strftime("%Y-%m-%d %H:%M:%S")
+        style = {"done": "green", "failed": "red"}.get(a.status, "")
+        t.add_row(when, p.id[:12], a.op, a.workload, a.cluster, a.job or "",
+                  f"[{style}]{a.status}[/]" if style else a.status,
+                  f"{a.reason_code}: {a.reason}" + (f" [dim]({a.message})[/]" if a.message else ""))
+    console.print(t)

@@ -1,0 +1,197 @@
+"""The history store (sqlmodel): plans, every action's outcome, queue entry times, placeholders.
+
+SQLite under the spec repo's ``.cp/`` by default (embedded, zero set-up); any SQLAlchemy
+URL by option. It answers "who preempted my job, when and why": every applied action is
+kept with its reason and result. Only this module talks to the database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sqlalchemy import Column, Text
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from controlplane.plan import Plan
+from specs.actions import Action
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class PlanRow(SQLModel, table=True):
+    __tablename__ = "plans"
+    id: str = Field(primary_key=True)
+    created_at: datetime
+    spec_digest: str
+    observed_digest: str
+    git_commit: str | None = None
+    actions: int = 0
+    status: str = "planned"  # planned | applying | applied | failed
+    applied_at: datetime | None = None
+    body: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class ActionRow(SQLModel, table=True):
+    __tablename__ = "actions"
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: str = Field(index=True, foreign_key="plans.id")
+    seq: int  # position in execution order
+    op: str
+    workload: str = Field(index=True)
+    cluster: str
+    job: str | None = None  # the job acted on, or created
+    reason_code: str
+    reason: str
+    status: str = "pending"  # pending | started | done | failed
+    message: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class QueueRow(SQLModel, table=True):
+    """When a workload was first seen waiting: KAI orders jobs oldest first."""
+
+    __tablename__ = "queue"
+    workload: str = Field(primary_key=True)
+    since: datetime
+
+
+class PlaceholderRow(SQLModel, table=True):
+    """A job submitted but not yet seen running, so the next reconcile doesn't submit it again."""
+
+    __tablename__ = "placeholders"
+    workload: str = Field(primary_key=True)
+    cluster: str = Field(primary_key=True)
+    job: str
+    plan_id: str
+    submitted_at: datetime
+
+
+def default_url(spec_dir: Path) -> str:
+    return f"sqlite:///{(spec_dir / '.cp' / 'controlplane.db').resolve()}"
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = create_engine(url)
+        SQLModel.metadata.create_all(self.engine)
+
+    # ------------------------------------------------------------------ plans
+
+    def save_plan(self, plan: Plan) -> None:
+        with Session(self.engine) as db:
+            if db.get(PlanRow, plan.id) is not None:
+                return  # plans are immutable: the same id is the same plan
+            db.add(PlanRow(
+                id=plan.id, created_at=plan.created_at, spec_digest=plan.spec_digest,
+                observed_digest=plan.observed_digest, git_commit=plan.git_commit,
+                actions=len(plan.actions), body=plan.to_json(indent=None),
+            ))
+            for seq, action in enumerate(plan.execution_order()):
+                db.add(ActionRow(
+                    plan_id=plan.id, seq=seq, op=action.op.value, workload=action.workload,
+                    cluster=action.cluster, job=action.job, reason_code=action.reason.code.value,
+                    reason=action.reason.message,
+                ))
+            db.commit()
+
+    def get_plan(self, ref: str) -> Plan | None:
+        """A plan by id or unique id prefix."""
+        with Session(self.engine) as db:
+            rows = db.exec(select(PlanRow).where(PlanRow.id.startswith(ref))).all()  # type: ignore[attr-defined]
+            return Plan.from_json(rows[0].body) if len(rows) == 1 else None
+
+    def plan_status(self, plan_id: str) -> str | None:
+        with Session(self.engine) as db:
+            row = db.get(PlanRow, plan_id)
+            return row.status if row else None
+
+    def set_plan_status(self, plan_id: str, status: str) -> None:
+        with Session(self.engine) as db:
+            row = db.get(PlanRow, plan_id)
+            if row is not None:
+                row.status = status
+                if status == "applied":
+                    row.applied_at = _utcnow()
+                db.add(row)
+                db.commit()
+
+    def plans(self, limit: int = 20) -> list[PlanRow]:
+        with Session(self.engine) as db:
+            return list(db.exec(select(PlanRow).order_by(PlanRow.created_at.desc()).limit(limit)))  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ actions
+
+    def actions(self, plan_id: str) -> list[ActionRow]:
+        with Session(self.engine) as db:
+            return list(db.exec(select(ActionRow).where(ActionRow.plan_id == plan_id).order_by(ActionRow.seq)))  # type: ignore[arg-type]
+
+    def mark(self, plan_id: str, seq: int, status: str, *, job: str | None = None,
+             message: str = "") -> None:
+        """Record an action's progress; committed at once, so a crash loses nothing done."""
+        with Session(self.engine) as db:
+            row = db.exec(select(ActionRow).where(ActionRow.plan_id == plan_id,
+                                                  ActionRow.seq == seq)).one()
+            row.status = status
+            row.message = message
+            if job is not None:
+                row.job = job
+            if status == "started":
+                row.started_at = _utcnow()
+            else:
+                row.finished_at = _utcnow()
+            db.add(row)
+            db.commit()
+
+    def history(self, workload: str | None = None, limit: int = 50) -> list[tuple[ActionRow, PlanRow]]:
+        """Applied or attempted actions, newest first."""
+        with Session(self.engine) as db:
+            q = select(ActionRow, PlanRow).where(ActionRow.plan_id == PlanRow.id,
+                                                 ActionRow.status != "pending")
+            if workload:
+                q = q.where(ActionRow.workload == workload)
+            q = q.order_by(ActionRow.started_at.desc(), ActionRow.seq.desc()).limit(limit)  # type: ignore[union-attr,attr-defined]
+            return [(a, p) for a, p in db.exec(q)]
+
+    # ------------------------------------------------------------------ queue, placeholders
+
+    def queue_since(self, waiting: set[str], now: datetime) -> dict[str, datetime]:
+        """First-seen times of the waiting workloads (recording new ones as ``now``);
+        workloads no longer waiting leave the queue."""
+        with Session(self.engine) as db:
+            rows = {r.workload: r for r in db.exec(select(QueueRow))}
+            for key, row in rows.items():
+                if key not in waiting:
+                    db.delete(row)
+            for key in waiting - rows.keys():
+                db.add(QueueRow(workload=key, since=now))
+            db.commit()
+            out = {k: r.since for k, r in rows.items() if k in waiting}
+            out.update({k: now for k in waiting - rows.keys()})
+            return {k: v if v.tzinfo else v.replace(tzinfo=timezone.utc) for k, v in out.items()}
+
+    def add_placeholder(self, workload: str, cluster: str, job: str, plan_id: str) -> None:
+        with Session(self.engine) as db:
+            db.merge(PlaceholderRow(workload=workload, cluster=cluster, job=job, plan_id=plan_id,
+                                    submitted_at=_utcnow()))
+            db.commit()
+
+    def placeholders(self) -> list[PlaceholderRow]:
+        with Session(self.engine) as db:
+            return list(db.exec(select(PlaceholderRow)))
+
+    def drop_placeholder(self, workload: str, cluster: str) -> None:
+        with Session(self.engine) as db:
+            row = db.get(PlaceholderRow, (workload, cluster))
+            if row is not None:
+                db.delete(row)
+                db.commit()
+
+
+def action_key(action: Action) -> tuple[str, str, str]:
+    return (action.op.value, action.workload, action.job or "")
