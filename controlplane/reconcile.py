@@ -125,7 +125,8 @@ def _quota_tables(
     for p in pending:
         job = problem.jobs.get(p.workload)
         if job is not None:
-            waiting[job.queue] = waiting.get(job.queue, 0) + job.min_replicas * job.gpus
+            for q in session.chain(job.queue):
+                waiting[q.id] = waiting.get(q.id, 0) + job.min_replicas * job.gpus
     projects, departments = {}, {}
     for qid, q in sorted(problem.queues.items()):
         parent = problem.queues[q.parent].name if q.parent else None

@@ -29,7 +29,8 @@ def placement(action: Action) -> str:
     per = action.replicas[0].gpus
     where = ", ".join(f"{n}" if c == 1 else f"{n} x{c}" for n, c in sorted(by_node.items()))
     count = len(action.replicas)
-    shape = f"{count} x {per} GPUs" if count > 1 else f"{per} GPUs"
+    unit = "GPU" if per == 1 else "GPUs"
+    shape = f"{count} x {per} {unit}" if count > 1 else f"{per} {unit}"
     return f"{shape} on {where}"
 
 
@@ -45,25 +46,24 @@ def print_plan(console: Console, plan: Plan) -> None:
                                 f"  made {plan.created_at.isoformat()}"
                                 + (f"  git {plan.git_commit[:12]}" if plan.git_commit else "")))
     if plan.actions:
-        t = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
-        for col in ("", "op", "workload", "where", "placement", "reason"):
-            t.add_column(col, overflow="fold")
+        width = max(len(a.workload) for a in plan.actions)
         for a in plan.actions:
             sym, color = _SYMBOL[a.op]
             where = f"{a.cluster}/{a.pool}" if a.pool else a.cluster
-            t.add_row(Text(sym, style=color), Text(a.op.value, style=color), a.workload, where,
-                      placement(a), f"[bold]{a.reason.code.value}[/]: {a.reason.message}")
-        console.print(t)
+            line = Text.assemble((f"  {sym} {a.op.value:<8}", color), (f"{a.workload:<{width}}", "bold"),
+                                 f"  {where}  {placement(a)}")
+            console.print(line, soft_wrap=True)
+            console.print(Text.assemble(("      ", ""), (a.reason.code.value, color),
+                                        f": {a.reason.message}", style="dim" if a.op == Op.SUBMIT else ""),
+                          soft_wrap=False)
     else:
         console.print("[green]No changes.[/] The clusters match the specs.")
     if plan.pending:
         console.print()
-        t = Table(title="Waiting", title_justify="left", box=None, header_style="bold")
-        t.add_column("workload")
-        t.add_column("reason", overflow="fold")
+        console.print(Text("Waiting", style="bold"))
         for p in plan.pending:
-            t.add_row(p.workload, f"[bold]{p.reason.code.value}[/]: {p.reason.message}")
-        console.print(t)
+            console.print(Text.assemble(("  ~ ", "yellow"), (p.workload, "bold"), "  ",
+                                        (p.reason.code.value, "yellow"), f": {p.reason.message}"))
     console.print()
     print_quota(console, plan.projects, plan.departments)
     console.print()

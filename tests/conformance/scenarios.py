@@ -34,7 +34,10 @@ def _quota(deserved: int, weight: float, limit: int | None) -> dict[str, Any]:
 
 
 def spec_documents(sc: dict[str, Any]) -> list[dict[str, Any]]:
-    biggest = max(n["gpus"] for n in sc["nodes"])
+    # With --observed the snapshot's nodes are the whole truth; the pool's size only feeds
+    # validation, which rejects a workload no pool could ever hold. KAI's kai-34 asks for
+    # exactly that shape (a 4-GPU task on 2-GPU nodes), so the pool admits the largest task.
+    biggest = max([n["gpus"] for n in sc["nodes"]] + [j["gpus_per_task"] for j in sc["jobs"]])
     docs = [_doc("Cluster", CLUSTER, {
         "adapter": "simulator",
         "gpuTypes": {"gpu": {"memoryGiB": 80}},
