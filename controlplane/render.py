@@ -109,13 +109,14 @@ def plan_markdown(plan: Plan) -> str:
 
 
 def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> None:
-    t = Table(header_style="bold")
-    for col in ("when", "plan", "op", "workload", "cluster", "job", "status", "reason"):
-        t.add_column(col, overflow="fold")
+    """One line per action (when, op, workload, job, outcome), its reason underneath."""
+    width = max(len(a.workload) for a, _ in rows)
     for a, p in rows:
         when = (a.started_at or p.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        style = {"done": "green", "failed": "red"}.get(a.status, "")
-        t.add_row(when, p.id[:12], a.op, a.workload, a.cluster, a.job or "",
-                  f"[{style}]{a.status}[/]" if style else a.status,
-                  f"{a.reason_code}: {a.reason}" + (f" [dim]({a.message})[/]" if a.message else ""))
-    console.print(t)
+        color = {"done": "green", "failed": "red"}.get(a.status, "yellow")
+        console.print(Text.assemble(
+            f"{when}  ", (f"{a.op:<8}", "bold"), (f"{a.workload:<{width}}", "bold"),
+            f"  {a.cluster}" + (f" job {a.job}" if a.job else ""), "  ", (a.status, color),
+            f"  plan {p.id[:12]}"), soft_wrap=True)
+        console.print(Text.assemble("    ", (a.reason_code, color), f": {a.reason}",
+                                    (f"  ({a.message})" if a.message else "", "dim")))
