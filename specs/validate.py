@@ -1,0 +1,402 @@
+"""Cross-document checks: what no single document's schema can see.
+
+A workload naming a project that does not exist, a department tree with a cycle, a
+workload no node pool could ever hold, non-preemptible demand a department can never
+guarantee: each would otherwise surface much later as a job pending forever with a
+puzzling reason. Pure functions over a DesiredState; every diagnostic is anchored at the
+offending document's ``metadata.name`` (``desired.sources``) and names the field, which
+the loader then resolves to the field's own line and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+
+from specs.desired import DesiredState, SourceRef
+from specs.diagnostics import Diagnostic, Severity, name_hint, sort_diagnostics
+from specs.durations import format_duration
+from specs.hierarchy import build_tree, department_cycles, department_id, project_id
+from specs.models import Cluster, NodePool, QuotaSpec, Workload, total_quota
+
+__all__ = ["find_duplicates", "validate"]
+
+_NOWHERE = SourceRef("<unknown>")
+
+
+@dataclass(frozen=True)
+class _Context:
+    desired: DesiredState
+    broken: frozenset[tuple[str, str]]
+    gpu_types: frozenset[str]  # declared by any cluster
+
+    def at(
+        self, kind: str, name: str, field: str, message: str, severity: Severity = "error"
+    ) -> Diagnostic:
+        ref = self.desired.sources.get((kind, name), _NOWHERE)
+        return Diagnostic(ref.path, ref.line, ref.column, message, field, severity)
+
+    def known(self, kind: str, name: str, declared: Collection[str]) -> bool:
+        """Declared, or declared by a document that failed to load (already reported)."""
+        return name in declared or (kind, name) in self.broken
+
+    @property
+    def clusters_complete(self) -> bool:
+        """False when some Cluster failed to load: gpuTypes and pools are then unknowable."""
+        return not any(kind == "Cluster" for kind, _ in self.broken)
+
+
+def validate(
+    desired: DesiredState, *, broken: Collection[tuple[str, str]] = ()
+) -> list[Diagnostic]:
+    """Every cross-reference problem of ``desired``, errors and warnings, sorted by position.
+
+    ``broken`` lists (kind, name) of documents that were written but failed to validate:
+    references to them are not reported again, so one typo yields one error, not hundreds.
+    """
+    gpu_types = frozenset(t for c in desired.clusters.values() for t in c.spec.gpu_types)
+    ctx = _Context(desired, frozenset(broken), gpu_types)
+    found = [
+        *_check_departments(ctx),
+        *_check_projects(ctx),
+        *_check_clusters(ctx),
+        *_check_workloads(ctx),
+        *_check_non_preemptible_demand(ctx),
+    ]
+    return sort_diagnostics(found)
+
+
+def find_duplicates(entries: Iterable[tuple[str, str, SourceRef]]) -> list[Diagnostic]:
+    """Documents of one kind with the same name (workloads: the same ``project/name``).
+
+    Takes (kind, name, where) in load order, since a DesiredState keeps only the first.
+    """
+    first: dict[tuple[str, str], SourceRef] = {}
+    found = []
+    for kind, name, ref in entries:
+        earlier = first.setdefault((kind, name), ref)
+        if earlier is not ref:
+            same = " in the same project" if kind == "Workload" else ""
+            found.append(
+                Diagnostic(
+                    ref.path,
+                    ref.line,
+                    ref.column,
+                    f"{kind} '{name}' is already defined{same} at {earlier}; rename or remove one",
+                    "metadata.name",
+                )
+            )
+    return found
+
+
+# ------------------------------------------------------------------ tree
+
+
+def _check_departments(ctx: _Context) -> Iterator[Diagnostic]:
+    departments = ctx.desired.departments
+    for name, dept in departments.items():
+        parent = dept.spec.parent
+        if parent is not None and not ctx.known("Department", parent, departments):
+            yield ctx.at(
+                "Department",
+                name,
+                "spec.parent",
+                f"unknown parent department '{parent}'{name_hint(parent, departments)}; "
+                "declare it (kind: Department) or remove the parent",
+            )
+        yield from _check_quota_types(ctx, "Department", name, dept.spec.quota)
+    for cycle in department_cycles(ctx.desired):
+        start = min(cycle)
+        chain = [start]
+        while (parent := departments[chain[-1]].spec.parent) is not None and parent != start:
+            chain.append(parent)
+        loop = " -> ".join([*chain, start])
+        yield ctx.at(
+            "Department",
+            start,
+            "spec.parent",
+            f"department parents form a cycle ({loop}); "
+            "a chain of parents must end at a top-level department, remove one parent",
+        )
+
+
+def _check_projects(ctx: _Context) -> Iterator[Diagnostic]:
+    departments = ctx.desired.departments
+    for name, project in ctx.desired.projects.items():
+        dept = project.spec.department
+        if dept is not None and not ctx.known("Department", dept, departments):
+            yield ctx.at(
+                "Project",
+                name,
+                "spec.department",
+                f"unknown department '{dept}'{name_hint(dept, departments)}; "
+                "declare it (kind: Department) or remove the department",
+            )
+        yield from _check_quota_types(ctx, "Project", name, project.spec.quota)
+
+
+def _check_quota_types(
+    ctx: _Context, kind: str, name: str, quota: QuotaSpec
+) -> Iterator[Diagnostic]:
+    """A per-gpuType quota list must name declared gpuTypes, each at most once."""
+    if not isinstance(quota, list):
+        return
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(quota):
+        where = f"spec.quota.{index}.gpuType"
+        if entry.gpu_type in seen:
+            yield ctx.at(
+                kind,
+                name,
+                where,
+                f"gpuType '{entry.gpu_type}' already has a quota (entry {seen[entry.gpu_type]}); "
+                "merge the two entries",
+            )
+        seen.setdefault(entry.gpu_type, index)
+        if ctx.clusters_complete and entry.gpu_type not in ctx.gpu_types:
+            yield ctx.at(kind, name, where, _unknown_gpu_type(entry.gpu_type, ctx.gpu_types))
+
+
+def _unknown_gpu_type(gpu_type: str, declared: Collection[str]) -> str:
+    listed = ", ".join(sorted(declared)) or "none"
+    return (
+        f"unknown gpuType '{gpu_type}'{name_hint(gpu_type, declared)}; "
+        f"gpuTypes are declared under a Cluster's spec.gpuTypes (declared: {listed})"
+    )
+
+
+# ------------------------------------------------------------------ clusters
+
+
+def _check_clusters(ctx: _Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.desired.clusters.items():
+        declared = cluster.spec.gpu_types
+        first_index: dict[str, int] = {}
+        for index, pool in enumerate(cluster.spec.node_pools):
+            earlier = first_index.setdefault(pool.name, index)
+            if earlier != index:
+                yield ctx.at(
+                    "Cluster",
+                    name,
+                    f"spec.nodePools.{index}.name",
+                    f"node pool '{pool.name}' is already defined (spec.nodePools.{earlier}); "
+                    "pool names must be unique within a cluster",
+                )
+            if pool.gpu_type not in declared:
+                yield ctx.at(
+                    "Cluster",
+                    name,
+                    f"spec.nodePools.{index}.gpuType",
+                    f"unknown gpuType '{pool.gpu_type}'{name_hint(pool.gpu_type, declared)}; "
+                    f"declare it under this cluster's spec.gpuTypes "
+                    f"(declared: {', '.join(sorted(declared))})",
+                )
+
+
+# ------------------------------------------------------------------ workloads
+
+
+def _check_workloads(ctx: _Context) -> Iterator[Diagnostic]:
+    desired = ctx.desired
+    for key, workload in desired.workloads.items():
+        spec = workload.spec
+        found: list[Diagnostic] = []
+        project = desired.projects.get(spec.project)
+        if not ctx.known("Project", spec.project, desired.projects):
+            found.append(
+                ctx.at(
+                    "Workload",
+                    key,
+                    "spec.project",
+                    f"unknown project '{spec.project}'{name_hint(spec.project, desired.projects)}; "
+                    "declare it (kind: Project) or fix the name",
+                )
+            )
+        for index, cluster in enumerate(spec.clusters or []):
+            if not ctx.known("Cluster", cluster, desired.clusters):
+                found.append(
+                    ctx.at(
+                        "Workload",
+                        key,
+                        f"spec.clusters.{index}",
+                        f"unknown cluster '{cluster}'{name_hint(cluster, desired.clusters)}; "
+                        f"declared clusters: {', '.join(sorted(desired.clusters)) or 'none'}",
+                    )
+                )
+        for index, gpu_type in enumerate(spec.gpu_types or []):
+            if ctx.clusters_complete and gpu_type not in ctx.gpu_types:
+                found.append(
+                    ctx.at(
+                        "Workload",
+                        key,
+                        f"spec.gpuTypes.{index}",
+                        _unknown_gpu_type(gpu_type, ctx.gpu_types),
+                    )
+                )
+        limit = project.spec.max_walltime if project is not None else None
+        if spec.walltime is not None and limit is not None and spec.walltime > limit:
+            found.append(
+                ctx.at(
+                    "Workload",
+                    key,
+                    "spec.walltime",
+                    f"walltime {format_duration(spec.walltime)} exceeds project "
+                    f"'{spec.project}' maxWalltime {format_duration(limit)}; "
+                    "shorten it (checkpoint and resubmit) or raise the project's maxWalltime",
+                )
+            )
+        # The fit check reads the references above: only meaningful once they are sound.
+        if not found and ctx.clusters_complete:
+            found.extend(_check_fit(ctx, key, workload))
+        yield from found
+
+
+@dataclass(frozen=True)
+class _Shortfall:
+    field: str
+    reason: str
+
+
+def _shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[_Shortfall]:
+    """Why one replica of ``workload`` can never run on a node of ``pool``."""
+    spec = workload.spec
+    gpu = cluster.spec.gpu_types.get(pool.gpu_type)
+    out = []
+    if spec.clusters is not None and cluster.metadata.name not in spec.clusters:
+        out.append(
+            _Shortfall("spec.clusters", f"cluster '{cluster.metadata.name}' is not in clusters")
+        )
+    if spec.gpu_types is not None and pool.gpu_type not in spec.gpu_types:
+        out.append(_Shortfall("spec.gpuTypes", f"gpuType '{pool.gpu_type}' is not in gpuTypes"))
+    need_memory = spec.min_gpu_memory_gib
+    if need_memory is not None and (gpu is None or gpu.memory_gib < need_memory):
+        has = f"{gpu.memory_gib:g} GiB" if gpu is not None else "unknown memory"
+        out.append(
+            _Shortfall(
+                "spec.minGpuMemoryGiB",
+                f"its GPUs have {has}, below minGpuMemoryGiB {need_memory:g}",
+            )
+        )
+    if pool.gpus_per_node < spec.gpus:
+        out.append(
+            _Shortfall(
+                "spec.gpus",
+                f"it has {pool.gpus_per_node} GPUs per node, fewer than the "
+                f"{spec.gpus} each replica needs",
+            )
+        )
+    if (
+        spec.walltime is not None
+        and pool.max_walltime is not None
+        and spec.walltime > pool.max_walltime
+    ):
+        out.append(
+            _Shortfall(
+                "spec.walltime",
+                f"its maxWalltime {format_duration(pool.max_walltime)} is shorter than "
+                f"walltime {format_duration(spec.walltime)}",
+            )
+        )
+    return out
+
+
+def _check_fit(ctx: _Context, key: str, workload: Workload) -> list[Diagnostic]:
+    """A workload no pool could ever hold, with the closest (then biggest) pool and why not."""
+    candidates = [
+        (
+            len(reasons),
+            -pool.gpus_per_node,
+            -_memory(cluster, pool),
+            cluster.metadata.name,
+            pool.name,
+            reasons,
+        )
+        for cluster in ctx.desired.clusters.values()
+        for pool in cluster.spec.node_pools
+        for reasons in [_shortfalls(workload, cluster, pool)]
+    ]
+    if any(not c[-1] for c in candidates):
+        return []
+    spec = workload.spec
+    need = f"one replica needs {spec.gpus} GPU{'s' if spec.gpus != 1 else ''} on one node"
+    if not candidates:
+        return [
+            ctx.at("Workload", key, "spec", f"{need}, but no Cluster with node pools is declared")
+        ]
+    _, _, _, cluster_name, pool_name, reasons = min(candidates, key=lambda c: c[:5])
+    why = "; ".join(r.reason for r in reasons)
+    return [
+        ctx.at(
+            "Workload",
+            key,
+            reasons[0].field,
+            f"no node pool can ever hold this workload ({need}); the closest is "
+            f"{cluster_name}/{pool_name}, but {why}",
+        )
+    ]
+
+
+def _memory(cluster: Cluster, pool: NodePool) -> float:
+    gpu = cluster.spec.gpu_types.get(pool.gpu_type)
+    return gpu.memory_gib if gpu is not None else 0.0
+
+
+# ------------------------------------------------------------------ non-preemptible demand
+
+
+def _check_non_preemptible_demand(ctx: _Context) -> Iterator[Diagnostic]:
+    """Non-preemptible work only runs within deserved quota, on every level of the tree.
+
+    An over-committed department (children deserve more than it does) is normal — until
+    its non-preemptible demand exceeds what it deserves: then some of that work can never
+    be guaranteed, and that is an error. A single non-preemptible workload bigger than
+    its project's deserved quota can never start at all: a warning, since it is allowed
+    to sit pending (KAI keeps such jobs pending too).
+    """
+    desired = ctx.desired
+    demand: dict[str, int] = {}  # project -> non-preemptible GPUs (gpus x minReplicas)
+    for key, workload in desired.workloads.items():
+        spec = workload.spec
+        if spec.is_preemptible:
+            continue
+        need = spec.gpus * spec.effective_min_replicas
+        demand[spec.project] = demand.get(spec.project, 0) + need
+        project = desired.projects.get(spec.project)
+        if project is not None and need > total_quota(project.spec.quota).gpus:
+            yield ctx.at(
+                "Workload",
+                key,
+                "spec.gpus",
+                f"this non-preemptible workload needs {need} GPUs (gpus x minReplicas) but "
+                f"project '{spec.project}' deserves only {total_quota(project.spec.quota).gpus}; "
+                "non-preemptible work only starts within deserved quota, so it will stay "
+                "pending: make it preemptible, shrink it or raise the project's quota.gpus",
+                severity="warning",
+            )
+    if not demand:
+        return
+    tree = build_tree(desired)
+    for name, dept in desired.departments.items():
+        node = department_id(name)
+        deserved = total_quota(dept.spec.quota).gpus
+        children = sum(tree.nodes[child]["quota"].gpus for child in tree.successors(node))
+        if children <= deserved:
+            continue
+        below = nx.descendants(tree, node)
+        need = sum(
+            demand.get(project, 0) for project in desired.projects if project_id(project) in below
+        )
+        if need > deserved:
+            where = "spec.quota.gpus" if not isinstance(dept.spec.quota, list) else "spec.quota"
+            yield ctx.at(
+                "Department",
+                name,
+                where,
+                f"its children deserve {children} GPUs but department '{name}' deserves only "
+                f"{deserved}, and the non-preemptible workloads under it need {need} "
+                "(gpus x minReplicas); non-preemptible work runs only within deserved quota "
+                f"on every level, so raise quota.gpus to at least {need} or lower the "
+                "children's quotas",
+            )
