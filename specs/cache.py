@@ -28,7 +28,7 @@ from specs.models import Document
 FORMAT = "specs-cache/1"
 _SUBDIR = "specs"
 # The modules whose code decides what a file validates to (and where its names sit).
-_SALTED_MODULES = ("models.py", "durations.py", "loader.py", "diagnostics.py", "cache.py")
+_SALTED_MODULES = ("models.py", "durations.py", "loader.py", "yaml_nodes.py", "diagnostics.py", "cache.py")
 
 
 class _Frozen(BaseModel):
