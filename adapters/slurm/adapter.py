@@ -1,0 +1,399 @@
+"""SlurmAdapter: observe a Slurm cluster and carry out plan actions with sbatch/scancel/scontrol.
+
+How each action maps onto Slurm (and why):
+
+``submit``
+    Write a batch script into the work dir and ``sbatch --parsable`` it with the plan's
+    partition, GRES per node, node list, walltime, checkpoint signal and account. The
+    job carries our tag (workload + plan id) in ``--comment``. Idempotent: if an active
+    job with the same workload and plan id exists, it is returned and nothing is
+    submitted, so a retried apply (or one that crashed after sbatch) never doubles a job
+    (idempotency.py: one queue read per plan, not one per submission).
+``preempt``
+    The job is *checkpointable* when its own tag says so (it was submitted with a
+    checkpoint signal: ``ckpt=`` in the comment) or the action's submit details name a
+    checkpoint signal. Checkpointable → ``scontrol requeue`` (same job id, back to
+    PENDING, resumes from its checkpoint when it runs again; a job that is still pending
+    is left alone, it holds no GPUs). Otherwise → ``scancel``: ``--requeue`` alone only
+    means "may restart", and restarting from scratch would just race the plan's winner
+    for the GPUs it was evicted from; the reconciler resubmits it when it fits again.
+``cancel``
+    ``scancel``.
+``move`` / ``resize``
+    Slurm cannot move a running job or change its node count. Both are done as
+    *submit the new shape, then cancel the old job*: the new job (new id, tagged with
+    this plan) pends until the old job's GPUs are free, and if the submission is
+    rejected the old job is still running. A checkpointable workload resumes from its
+    checkpoint (Slurm sends SIGTERM, then SIGKILL after KillWait). Without submit
+    details in the action, partition, GPUs, walltime, account and checkpoint come from
+    the old job and the command from its batch script.
+
+Every action that touches an existing job first reads it back from Slurm: a job that
+has already gone counts as done; a job without our tag, or tagged for another workload,
+is refused with PermanentError.
+
+Errors: controller unreachable, timeouts, ssh failures → TemporaryError; rejections
+(invalid partition, "Requested node configuration is not available", bad options) →
+PermanentError with Slurm's message.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from adapters.base import ActionResult, AdapterError, PermanentError
+from adapters.slurm import parse
+from adapters.slurm.errors import classify, is_gone
+from adapters.slurm.forecast import Never, StartForecast, parse_test_only
+from adapters.slurm.idempotency import PlanIndex
+from adapters.slurm.observation import build_job, build_node
+from adapters.slurm.parse import QueueRow
+from adapters.slurm.script import JobRequest, command_of, render_script, sbatch_options
+from adapters.slurm.tags import Tag, job_name, parse_tag
+from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
+from specs.actions import Action, Op, SubmitDetails
+from specs.models import Cluster, NodePool
+from specs.snapshot import ClusterState, Job, JobState, Replica
+
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class SlurmAdapter:
+    """One Slurm cluster of the specs, reached through a local or SSH transport.
+
+    ``SLURM_CONF`` from the environment is honoured by the local transport (the Slurm
+    tools read it); ``spec.slurm.slurmConf`` wins when set and is the only way to name
+    the config on an SSH host. ``spec.slurm.workDir`` wins over ``work_dir`` (on an SSH
+    host only the spec can name a remote path). ``timeout`` bounds each Slurm command:
+    an unreachable controller makes the client tools retry for about ``MessageTimeout``.
+    Not thread-safe: one apply drives one adapter.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        work_dir: Path,
+        transport: Transport | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.spec = cluster
+        self.cluster = cluster.metadata.name
+        settings = cluster.spec.slurm
+        self.settings = settings
+        if transport is None:
+            ssh_host = settings.ssh_host if settings else None
+            transport = SSHTransport(ssh_host) if ssh_host else LocalTransport()
+        self.transport = transport
+        self.work_dir = str(settings.work_dir) if settings and settings.work_dir else str(work_dir)
+        self.timeout = timeout
+        # Slurm prints zone-less local times; under TZ=UTC they are UTC by construction.
+        # SLURM_TIME_FORMAT=standard keeps a user's custom format from changing them.
+        self.env = {"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
+        if settings and settings.slurm_conf:
+            self.env["SLURM_CONF"] = settings.slurm_conf
+        # which workloads each plan has already submitted (see idempotency.py)
+        self._submitted = PlanIndex(self._queue, self._job)
+
+    @property
+    def pools(self) -> list[NodePool]:
+        return list(self.spec.spec.node_pools)
+
+    # ------------------------------------------------------------------ commands
+
+    def _run(self, argv: Sequence[str], *, stdin: str | None = None) -> Completed:
+        return self.transport.run(argv, env=self.env, stdin=stdin, timeout=self.timeout)
+
+    def _check(self, argv: Sequence[str], *, stdin: str | None = None) -> Completed:
+        done = self._run(argv, stdin=stdin)
+        if not done.ok:
+            raise classify(done)
+        return done
+
+    def _queue(self, *filters: str) -> list[QueueRow]:
+        """squeue rows in every state (terminal ones stay visible for MinJobAge)."""
+        done = self._run(["squeue", "-h", "-a", "-t", "all", *filters, "-o", parse.SQUEUE_FORMAT])
+        if not done.ok:
+            if is_gone(done):  # `-j ID` of a job Slurm has forgotten
+                return []
+            raise classify(done)
+        return parse.parse_squeue(done.stdout)
+
+    def _job(self, job_id: str) -> QueueRow | None:
+        rows = self._queue("-j", job_id)
+        return next((r for r in rows if job_id in (r.job_id, r.unique_id)), None)
+
+    # ------------------------------------------------------------------- observe
+
+    def observe(self) -> ClusterState:
+        """Nodes from sinfo; jobs from squeue (all active jobs, plus our own recently ended ones).
+
+        Ended jobs of ours stay in the snapshot while slurmctld remembers them
+        (MinJobAge, 300 s by default) so the control plane can tell a job that finished
+        from one that never started: an ended job whose ``startedAt`` is null died
+        pending. Consumers must use ``job.state.holds_gpus`` for capacity.
+        """
+        sinfo = self._check(["sinfo", "-h", "-N", "-a", "-o", parse.SINFO_FORMAT])
+        nodes = [build_node(row, self.pools) for row in parse.parse_sinfo(sinfo.stdout)]
+        rows = self._queue()
+        wanted = [
+            r
+            for r in rows
+            if parse.job_state(r.state, has_nodes=bool(r.nodes)).active or parse_tag(r.comment)
+        ]
+        allocations: dict[str, parse.Allocation] = {}
+        # Jobs asking for GPUs per job or per task (``--gpus=3``) have no per-node figure
+        # in squeue; only then is the bigger `scontrol -d` dump worth reading.
+        if any(parse.parse_gpu_gres(r.gres_per_node)[1] == 0 for r in wanted):
+            detail = self._check(["scontrol", "-o", "-d", "show", "job"])
+            allocations = parse.parse_allocations(detail.stdout)
+        jobs = [build_job(r, allocations.get(r.unique_id), self.pools) for r in wanted]
+        return ClusterState(name=self.cluster, nodes=nodes, jobs=jobs)
+
+    def jobs_of(self, workload: str) -> list[Job]:
+        """Our jobs (any state Slurm still remembers) tagged with ``workload``."""
+        rows = self._queue("--name", job_name(workload))
+        return [
+            build_job(r, None, self.pools)
+            for r in rows
+            if (tag := parse_tag(r.comment)) is not None and tag.workload == workload
+        ]
+
+    # ------------------------------------------------------------------- execute
+
+    def execute(self, action: Action, *, plan_id: str) -> ActionResult:
+        if action.cluster != self.cluster:
+            raise PermanentError(
+                f"action for cluster {action.cluster!r} sent to adapter of {self.cluster!r}"
+            )
+        if action.op is Op.SUBMIT:
+            return self._submit(self.request(action, plan_id))
+        if action.op is Op.CANCEL:
+            return self._cancel(action)
+        if action.op is Op.PREEMPT:
+            return self._preempt(action)
+        if action.op in (Op.MOVE, Op.RESIZE):
+            return self._replace(action, plan_id)
+        raise PermanentError(f"the Slurm adapter cannot {action.op}")
+
+    def request(self, action: Action, plan_id: str, *, old: JobRequest | None = None) -> JobRequest:
+        """The Slurm request for a submit (or the new half of a move), defaults from the spec.
+
+        ``old`` fills what a move's action leaves out (it may carry no submit details).
+        """
+        sd = action.submit or SubmitDetails()
+        pool = next((p for p in self.pools if p.name == action.pool), None)
+        replicas = list(action.replicas or [])
+        if not replicas:
+            if old is not None:
+                replicas = [Replica(node=None, gpus=old.gpus_per_node) for _ in old.nodes]
+            else:
+                replicas = [Replica(node=None, gpus=sd.gpus_per_replica)]
+        per_node = sd.gpus_per_replica or replicas[0].gpus
+        if any(r.gpus != per_node for r in replicas):
+            raise PermanentError(
+                f"{action.workload}: replicas ask for {[r.gpus for r in replicas]} GPUs; a Slurm job "
+                "has the same GRES on every node, so all replicas need the same count"
+            )
+        fallback = old or JobRequest(
+            workload=action.workload, plan_id=plan_id, nodes=(None,), gpus_per_node=0
+        )
+        try:
+            return JobRequest(
+                workload=action.workload,
+                plan_id=plan_id,
+                nodes=tuple(r.node for r in replicas),
+                gpus_per_node=per_node,
+                gpu_type=sd.gpu_type or (pool.gpu_type if pool else None) or fallback.gpu_type,
+                partition=sd.partition or (pool.partition if pool else None) or fallback.partition,
+                walltime=sd.walltime or fallback.walltime,
+                command=tuple(sd.command) if sd.command else fallback.command,
+                checkpoint_signal=sd.checkpoint_signal or fallback.checkpoint_signal,
+                checkpoint_grace=sd.checkpoint_grace or fallback.checkpoint_grace,
+                account=sd.account
+                or (self.settings.account if self.settings else None)
+                or fallback.account,
+                preemptible=sd.preemptible if action.submit else fallback.preemptible,
+            )
+        except ValueError as exc:
+            raise PermanentError(f"{action.workload}: {exc}") from exc
+
+    def _script_path(self, req: JobRequest) -> str:
+        stem = _UNSAFE_FILE_CHARS.sub("_", f"{job_name(req.workload)}.{req.plan_id}")
+        return posixpath.join(self.work_dir, f"{stem}.sh")
+
+    def _submit(self, req: JobRequest) -> ActionResult:
+        existing = self._submitted.lookup(req.plan_id, req.workload)
+        if existing is not None:
+            return ActionResult(
+                ok=True, job=existing, message=f"already submitted as job {existing}"
+            )
+        path = self._script_path(req)
+        self.transport.write_file(path, render_script(req), timeout=self.timeout)
+        output = posixpath.join(self.work_dir, "%x-%j.out")
+        try:
+            done = self._check(["sbatch", "--parsable", *sbatch_options(req, output=output), path])
+        except AdapterError:
+            # a timeout or a controller restart may still have queued the job
+            self._submitted.forget(req.plan_id)
+            raise
+        job_id = done.stdout.strip().split(";")[0]  # "id" or "id;cluster"
+        if not job_id.isdigit():
+            self._submitted.forget(req.plan_id)
+            raise PermanentError(f"sbatch printed {done.stdout.strip()!r}, not a job id")
+        self._submitted.record(req.plan_id, req.workload, job_id)
+        return ActionResult(ok=True, job=job_id, message=f"submitted job {job_id}")
+
+    def _owned(self, action: Action) -> tuple[QueueRow, Tag] | None:
+        """The action's job if it still exists and is ours for this workload; None if gone."""
+        if not action.job:
+            raise PermanentError(f"{action.op} of {action.workload} names no job")
+        row = self._job(action.job)
+        if row is None:
+            return None
+        tag = parse_tag(row.comment)
+        if tag is None:
+            raise PermanentError(
+                f"job {action.job} is not tagged as the control plane's (comment {row.comment!r}); "
+                "refusing to touch it"
+            )
+        if tag.workload != action.workload:
+            raise PermanentError(
+                f"job {action.job} belongs to workload {tag.workload}, not {action.workload}; refusing"
+            )
+        return row, tag
+
+    def _scancel(self, job_id: str) -> ActionResult:
+        done = self._run(["scancel", job_id])
+        if not done.ok and not is_gone(done):
+            raise classify(done)
+        return ActionResult(ok=True, job=job_id, message=f"cancelled job {job_id}")
+
+    def _cancel(self, action: Action) -> ActionResult:
+        owned = self._owned(action)
+        if owned is None or not _state(owned[0]).active:
+            return ActionResult(
+                ok=True, job=action.job, message=f"job {action.job} had already ended"
+            )
+        return self._scancel(owned[0].job_id)
+
+    def _preempt(self, action: Action) -> ActionResult:
+        owned = self._owned(action)
+        if owned is None or not _state(owned[0]).active:
+            return ActionResult(
+                ok=True, job=action.job, message=f"job {action.job} had already ended"
+            )
+        row, tag = owned
+        checkpointable = tag.checkpoint is not None or bool(
+            action.submit and action.submit.checkpoint_signal
+        )
+        if not checkpointable:
+            return self._scancel(row.job_id)
+        state = _state(row)
+        if not state.holds_gpus:
+            # requeue refuses a pending job ("Job is pending execution"), and it holds nothing
+            return ActionResult(
+                ok=True, job=row.job_id, message=f"job {row.job_id} is still queued; left as is"
+            )
+        done = self._run(["scontrol", "requeue", row.job_id])
+        if not done.ok:
+            if is_gone(done):
+                return ActionResult(
+                    ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
+                )
+            raise classify(done)
+        return ActionResult(
+            ok=True, job=row.job_id, message=f"requeued job {row.job_id} (checkpointable)"
+        )
+
+    def _replace(self, action: Action, plan_id: str) -> ActionResult:
+        if not action.replicas:
+            raise PermanentError(f"{action.op} of {action.workload} lists no replicas")
+        owned = self._owned(action)
+        old: JobRequest | None = None
+        if owned is not None:
+            row, tag = owned
+            if _state(row) is JobState.COMPLETED:
+                raise PermanentError(
+                    f"job {row.job_id} of {action.workload} has completed; nothing to {action.op}"
+                )
+            if action.submit is None or not action.submit.command:
+                old = self._request_of(row, tag)
+        elif action.submit is None:
+            # a retry after the old job was cancelled: the new one must exist already
+            for job in self.jobs_of(action.workload):
+                if job.plan_id == plan_id and job.state.active:
+                    return ActionResult(
+                        ok=True, job=job.id, message=f"already moved to job {job.id}"
+                    )
+            raise PermanentError(
+                f"job {action.job} of {action.workload} is gone and the action carries no submit details"
+            )
+        result = self._submit(self.request(action, plan_id, old=old))
+        if owned is not None and _state(owned[0]).active:
+            self._scancel(owned[0].job_id)
+        return ActionResult(
+            ok=True,
+            job=result.job,
+            message=f"{action.op}: job {result.job} replaces job {action.job}",
+        )
+
+    def _request_of(self, row: QueueRow, tag: Tag) -> JobRequest:
+        """What an existing job of ours was submitted with: options from Slurm, argv from its script."""
+        detail = self._check(["scontrol", "-o", "show", "job", row.unique_id]).stdout
+        script = self._check(["scontrol", "write", "batch_script", row.unique_id, "-"]).stdout
+        command = command_of(script)
+        if command is None:
+            raise PermanentError(
+                f"job {row.job_id}'s batch script was not written by the control plane; "
+                "the action must carry submit details (command)"
+            )
+        gpu_type, per_node = parse.parse_gpu_gres(row.gres_per_node)
+        requeue = re.search(r"\sRequeue=(\d)", detail)
+        account = re.search(r"\sAccount=(\S+)", detail)
+        signal, _, seconds = (tag.checkpoint or "").partition("@")
+        return JobRequest(
+            workload=tag.workload,
+            plan_id=tag.plan_id or "",
+            nodes=tuple(None for _ in range(max(row.num_nodes, 1))),
+            gpus_per_node=per_node,
+            gpu_type=gpu_type,
+            partition=row.partition,
+            walltime=row.time_limit,
+            command=command,
+            checkpoint_signal=signal or None,
+            checkpoint_grace=int(seconds) if seconds.isdigit() else None,
+            account=account.group(1) if account and account.group(1) != "(null)" else None,
+            preemptible=requeue is None or requeue.group(1) == "1",
+        )
+
+    # ------------------------------------------------------------------ forecast
+
+    def test_only(self, action: Action, *, plan_id: str = "test-only") -> StartForecast | Never:
+        """Slurm's backfill estimate for a submit action: ``sbatch --test-only``.
+
+        Returns when and where it would start, or ``"never"`` when the request can never
+        run there. Nothing is queued, but each call consumes a Slurm job id.
+        """
+        req = self.request(action, plan_id)
+        done = self._run(
+            ["sbatch", "--test-only", *sbatch_options(req, output="/dev/null")],
+            stdin=render_script(req),
+        )
+        forecast = parse_test_only(done.stderr + "\n" + done.stdout)
+        if forecast is None:
+            raise (
+                classify(done)
+                if not done.ok
+                else PermanentError(
+                    f"sbatch --test-only printed nothing usable: {done.stderr.strip()!r}"
+                )
+            )
+        return forecast
+
+
+def _state(row: QueueRow) -> JobState:
+    return parse.job_state(row.state, has_nodes=bool(row.nodes))
