@@ -8,17 +8,21 @@ Safe to interrupt at any point and run again:
    Each is marked ``started`` before and ``done``/``failed`` after, committed at once.
 3. Adapters are idempotent: a submit finds the job its own plan already created (jobs are
    tagged with workload and plan id), a cancel of a job already gone is done.
-4. The first failure stops the run: later actions may depend on it. Nothing is marked
+4. One reconciler applies at a time: a lease in the store (shared PostgreSQL when several
+   reconcilers run) is held for the duration.
+5. The first failure stops the run: later actions may depend on it. Nothing is marked
    done that wasn't; the next apply finishes the job.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapters.base import Adapter, AdapterError
-from controlplane.errors import StalePlanError
+from controlplane.errors import LeaseHeldError, StalePlanError
 from controlplane.plan import Plan
 from controlplane.store import Store
 from specs.actions import Action, Op
@@ -70,6 +74,17 @@ def apply_plan(
             f"plan {plan.id} was made against another state of the clusters "
             "(jobs or nodes changed since); run `cp plan` again"
         )
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    if (other := store.acquire_lease(holder)) is not None:
+        raise LeaseHeldError(f"another reconciler is applying ({other}); try again later")
+    try:
+        return _run(plan, adapters, store, done, resumed, progress)
+    finally:
+        store.release_lease(holder)
+
+
+def _run(plan: Plan, adapters: dict[str, Adapter], store: Store, done: set[int], resumed: bool,
+         progress: Progress | None) -> ApplyReport:
     store.save_plan(plan)
     store.set_plan_status(plan.id, "applying")
     report = ApplyReport(plan.id, resumed=resumed)

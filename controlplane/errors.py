@@ -3,7 +3,8 @@
     ControlPlaneError
     ├── StalePlanError       the clusters moved on since the plan was made: plan again
     ├── PlanNotFoundError    no plan file or stored plan by that name
-    └── ApplyError           some actions failed; what ran is recorded, a rerun resumes
+    ├── ApplyError           some actions failed; what ran is recorded, a rerun resumes
+    └── LeaseHeldError       another reconciler is applying right now
 (spec problems are specs.diagnostics.SpecError; adapter failures adapters.base.AdapterError)
 """
 
@@ -23,4 +24,8 @@ class PlanNotFoundError(ControlPlaneError):
 
 
 class ApplyError(ControlPlaneError):
+    pass
+
+
+class LeaseHeldError(ControlPlaneError):
     pass

@@ -31,4 +31,6 @@ def observe(desired: DesiredState, adapters: dict[str, Adapter], now: datetime,
         waiting = set(desired.workloads) - active
         since = store.queue_since(waiting, now)
         snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
+        store.accrue_usage(snap)
+        snap.usage = store.usage_records()
     return snap

@@ -7,14 +7,15 @@ kept with its reason and result. Only this module talks to the database.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import Column, Text
+from sqlalchemy import Column, Text, delete, event, insert, update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from controlplane.plan import Plan
-from specs.actions import Action
+from specs.snapshot import Snapshot, UsageRecord
 
 
 def _utcnow() -> datetime:
@@ -70,6 +71,29 @@ class PlaceholderRow(SQLModel, table=True):
     submitted_at: datetime
 
 
+class UsageRow(SQLModel, table=True):
+    """GPU time of our jobs, accrued at every observation (granularity: the observe interval)."""
+
+    __tablename__ = "usage"
+    cluster: str = Field(primary_key=True)
+    job: str = Field(primary_key=True)
+    workload: str
+    project: str = Field(index=True)
+    gpu_type: str | None = None
+    gpus: int
+    started_at: datetime
+    last_seen: datetime
+
+
+class LeaseRow(SQLModel, table=True):
+    """Who may apply right now: several reconcilers can share one database (PostgreSQL)."""
+
+    __tablename__ = "leases"
+    name: str = Field(primary_key=True)
+    holder: str
+    expires_at: datetime
+
+
 def default_url(spec_dir: Path) -> str:
     return f"sqlite:///{(spec_dir / '.cp' / 'controlplane.db').resolve()}"
 
@@ -79,6 +103,8 @@ class Store:
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.engine = create_engine(url)
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_foreign_keys)
         SQLModel.metadata.create_all(self.engine)
 
     # ------------------------------------------------------------------ plans
@@ -92,6 +118,7 @@ class Store:
                 observed_digest=plan.observed_digest, git_commit=plan.git_commit,
                 actions=len(plan.actions), body=plan.to_json(indent=None),
             ))
+            db.flush()  # the plan row first: actions reference it (PostgreSQL enforces that)
             for seq, action in enumerate(plan.execution_order()):
                 db.add(ActionRow(
                     plan_id=plan.id, seq=seq, op=action.op.value, workload=action.workload,
@@ -175,6 +202,76 @@ class Store:
             out.update({k: now for k in waiting - rows.keys()})
             return {k: v if v.tzinfo else v.replace(tzinfo=timezone.utc) for k, v in out.items()}
 
+    # ------------------------------------------------------------------ leader lease
+
+    def acquire_lease(self, holder: str, *, ttl: float = 300.0, name: str = "apply",
+                      now: datetime | None = None) -> str | None:
+        """Take (or renew) the lease; return None on success, else who holds it until when.
+
+        One conditional UPDATE (or a guarded INSERT) decides, so two reconcilers racing
+        for an expired lease cannot both win, on SQLite and PostgreSQL alike."""
+        now = now or _utcnow()
+        expires = now + timedelta(seconds=ttl)
+        table = LeaseRow.__table__
+        with self.engine.begin() as conn:
+            taken = conn.execute(
+                update(table)
+                .where(table.c.name == name)
+                .where((table.c.holder == holder) | (table.c.expires_at < now))
+                .values(holder=holder, expires_at=expires)
+            ).rowcount
+            if taken:
+                return None
+            try:
+                with conn.begin_nested():
+                    conn.execute(insert(table).values(name=name, holder=holder, expires_at=expires))
+                return None
+            except IntegrityError:
+                row = conn.execute(select(table.c.holder, table.c.expires_at)
+                                   .where(table.c.name == name)).one()
+                return f"{row.holder} until {_aware(row.expires_at).isoformat()}"
+
+    def release_lease(self, holder: str, name: str = "apply") -> None:
+        table = LeaseRow.__table__
+        with self.engine.begin() as conn:
+            conn.execute(delete(table).where(table.c.name == name, table.c.holder == holder))
+
+    # ------------------------------------------------------------------ usage
+
+    def accrue_usage(self, snapshot: Snapshot) -> None:
+        """Extend the usage of every running job of ours up to ``snapshot.now``."""
+        with Session(self.engine) as db:
+            for c in snapshot.clusters:
+                for j in c.jobs:
+                    if not (j.workload and j.state.holds_gpus and j.started_at):
+                        continue
+                    row = db.get(UsageRow, (c.name, j.id))
+                    if row is None:
+                        row = UsageRow(cluster=c.name, job=j.id, workload=j.workload,
+                                       project=j.workload.split("/", 1)[0], gpu_type=j.gpu_type,
+                                       gpus=j.gpus, started_at=j.started_at, last_seen=snapshot.now)
+                    row.last_seen = max(_aware(row.last_seen), snapshot.now)
+                    row.gpus = j.gpus
+                    db.add(row)
+            db.commit()
+
+    def usage_records(self) -> list[UsageRecord]:
+        """Usage as snapshot records, one per job and calendar month (budgets are monthly)."""
+        out = []
+        with Session(self.engine) as db:
+            for row in db.exec(select(UsageRow)):
+                start, end = _aware(row.started_at), _aware(row.last_seen)
+                while start < end:
+                    nxt = _next_month(start)
+                    stop = min(end, nxt)
+                    hours = row.gpus * (stop - start).total_seconds() / 3600
+                    out.append(UsageRecord(project=row.project, gpu_hours=round(hours, 6),
+                                           ended_at=stop, gpu_type=row.gpu_type))
+                    start = stop
+        return out
+
+    # ------------------------------------------------------------------ placeholders
+
     def add_placeholder(self, workload: str, cluster: str, job: str, plan_id: str) -> None:
         with Session(self.engine) as db:
             db.merge(PlaceholderRow(workload=workload, cluster=cluster, job=job, plan_id=plan_id,
@@ -193,5 +290,17 @@ class Store:
                 db.commit()
 
 
-def action_key(action: Action) -> tuple[str, str, str]:
-    return (action.op.value, action.workload, action.job or "")
+def _sqlite_foreign_keys(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    """SQLite ignores foreign keys unless asked; ask, so it fails where PostgreSQL would."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)  # SQLite drops the zone
+
+
+def _next_month(dt: datetime) -> datetime:
+    first = dt.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
