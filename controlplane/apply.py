@@ -9,7 +9,8 @@ Safe to interrupt at any point and run again:
 3. Adapters are idempotent: a submit finds the job its own plan already created (jobs are
    tagged with workload and plan id), a cancel of a job already gone is done.
 4. One reconciler applies at a time: a lease in the store (shared PostgreSQL when several
-   reconcilers run) is held for the duration.
+   reconcilers run) is held for the duration. A lease left by a process of this host
+   that has died (killed mid-apply) is taken over at once rather than after it expires.
 5. The first failure stops the run: later actions may depend on it. Nothing is marked
    done that wasn't; the next apply finishes the job.
 """
@@ -20,6 +21,7 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from adapters.base import Adapter, AdapterError
 from controlplane.errors import LeaseHeldError, StalePlanError
@@ -76,7 +78,9 @@ def apply_plan(
         )
     holder = f"{socket.gethostname()}:{os.getpid()}"
     if (other := store.acquire_lease(holder)) is not None:
-        raise LeaseHeldError(f"another reconciler is applying ({other}); try again later")
+        dead = store.lease_holder()
+        if dead is None or not _dead_here(dead) or store.acquire_lease(holder, takeover=dead):
+            raise LeaseHeldError(f"another reconciler is applying ({other}); try again later")
     try:
         return _run(plan, adapters, store, done, resumed, progress)
     finally:
@@ -106,7 +110,7 @@ def _run(plan: Plan, adapters: dict[str, Adapter], store: Store, done: set[int],
                 progress(outcome)
             break
         store.mark(plan.id, seq, "done" if result.ok else "failed", job=result.job, message=result.message)
-        if action.op == Op.SUBMIT and result.ok and result.job:
+        if result.ok and result.job and _creates_job(action, result.job):
             store.add_placeholder(action.workload, action.cluster, result.job, plan.id)
         outcome = ActionOutcome(seq, action, "done" if result.ok else "failed", result.job, result.message)
         report.outcomes.append(outcome)
@@ -116,3 +120,30 @@ def _run(plan: Plan, adapters: dict[str, Adapter], store: Store, done: set[int],
             break
     store.set_plan_status(plan.id, "applied" if report.ok else "failed")
     return report
+
+
+def _creates_job(action: Action, job: str) -> bool:
+    """A submit, or a move/resize the adapter did as a new job: it may pend for a while."""
+    return action.op == Op.SUBMIT or (action.op in (Op.MOVE, Op.RESIZE) and job != action.job)
+
+
+def _dead_here(holder: str) -> bool:
+    """``holder`` ("host:pid") is a process of this host that no longer runs.
+
+    Only this host's processes can be checked; a holder elsewhere keeps its lease until
+    it expires. A zombie counts as dead: it can never release the lease itself.
+    """
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"

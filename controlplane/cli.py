@@ -238,7 +238,9 @@ def apply(
             err.print("[yellow]warning:[/] the specs changed since this plan was made")
     store = _store(spec_dir, db)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", _clock(now))
-    current = observe(loaded.desired, adapters, _now(now), None)
+    digest: str | None = None  # a plan made a moment ago: re-observing would only race jobs starting
+    if not (target.is_dir() and auto_approve):
+        digest = observed_digest(observe(loaded.desired, adapters, _now(now), store, record=False))
 
     def progress(o: ActionOutcome) -> None:
         if as_json:
@@ -247,8 +249,7 @@ def apply(
         out.print(f"  [{color}]{o.status:>6}[/] {o.action.op.value:<8} {o.action.workload}"
                   + (f"  job {o.job}" if o.job else "") + (f"  {o.message}" if o.message else ""))
 
-    report = apply_plan(plan, adapters, store, observed_digest=observed_digest(current),
-                        progress=progress)
+    report = apply_plan(plan, adapters, store, observed_digest=digest, progress=progress)
     if as_json:
         sys.stdout.write(json.dumps({
             "plan": plan.id, "resumed": report.resumed, "ok": report.ok,
@@ -411,8 +412,8 @@ def watch(
         if plan.empty or not auto_approve:
             return
         adapters = adapters_for(loaded.desired, spec_dir / ".cp", _clock(None))
-        current = observe(loaded.desired, adapters, _now(None), None)
-        report = apply_plan(plan, adapters, _store(spec_dir, db), observed_digest=observed_digest(current))
+        # planned a moment ago from a fresh observation: no staleness check to race against
+        report = apply_plan(plan, adapters, _store(spec_dir, db), observed_digest=None)
         out.print(f"applied {plan.id}: {sum(o.status == 'done' for o in report.outcomes)} done, "
                   f"{len(report.failed)} failed")
 

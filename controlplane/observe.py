@@ -1,7 +1,8 @@
 """Observation: ask every cluster's adapter, and add what only the store knows.
 
 The snapshot gets the queue entry time of every waiting workload (first seen, from the
-store) so that job order is "older first" across runs.
+store) so that job order is "older first" across runs, and the jobs we submitted that
+the clusters do not show yet (placeholders.py), so nothing is submitted twice.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from adapters import make_adapter
 from adapters.base import Adapter
+from controlplane import placeholders
 from controlplane.store import Store
 from specs.desired import DesiredState
 from specs.snapshot import QueueEntry, Snapshot
@@ -23,14 +25,29 @@ def adapters_for(desired: DesiredState, state_dir: Path, clock: Callable[[], dat
 
 
 def observe(desired: DesiredState, adapters: dict[str, Adapter], now: datetime,
-            store: Store | None = None) -> Snapshot:
+            store: Store | None = None, *, record: bool = True) -> Snapshot:
+    """The clusters' state as of ``now``. With a store: placeholders judged (dead ones
+    dropped, lagging ones injected) and, when ``record``, queue times and usage kept."""
     clusters = [adapters[name].observe() for name in sorted(adapters)]
     snap = Snapshot(now=now, clusters=clusters)
-    if store is not None:
-        active = {j.workload for c in clusters for j in c.jobs if j.workload and j.state.active}
+    if store is None:
+        return snap
+    snap = reap_placeholders(snap, store)
+    if record:
+        active = {j.workload for c in snap.clusters for j in c.jobs if j.workload and j.state.active}
         waiting = set(desired.workloads) - active
         since = store.queue_since(waiting, now)
         snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
         store.accrue_usage(snap)
         snap.usage = store.usage_records()
     return snap
+
+
+def reap_placeholders(snap: Snapshot, store: Store) -> Snapshot:
+    """Drop the placeholders whose job started or died; inject the lagging ones."""
+    verdicts = placeholders.judge(store.placeholders(), snap)
+    for v in verdicts:
+        if not v.fate.live:
+            ph = v.placeholder
+            store.drop_placeholder(ph.workload, ph.cluster, job=ph.job)
+    return placeholders.inject(snap, verdicts)

@@ -205,19 +205,24 @@ class Store:
     # ------------------------------------------------------------------ leader lease
 
     def acquire_lease(self, holder: str, *, ttl: float = 300.0, name: str = "apply",
-                      now: datetime | None = None) -> str | None:
+                      now: datetime | None = None, takeover: str | None = None) -> str | None:
         """Take (or renew) the lease; return None on success, else who holds it until when.
 
-        One conditional UPDATE (or a guarded INSERT) decides, so two reconcilers racing
-        for an expired lease cannot both win, on SQLite and PostgreSQL alike."""
+        ``takeover`` names a holder known to be dead (its process is gone): its lease is
+        taken even before it expires. One conditional UPDATE (or a guarded INSERT)
+        decides, so two reconcilers racing for an expired lease cannot both win, on
+        SQLite and PostgreSQL alike."""
         now = now or _utcnow()
         expires = now + timedelta(seconds=ttl)
         table = LeaseRow.__table__
+        free = (table.c.holder == holder) | (table.c.expires_at < now)
+        if takeover is not None:
+            free = free | (table.c.holder == takeover)
         with self.engine.begin() as conn:
             taken = conn.execute(
                 update(table)
                 .where(table.c.name == name)
-                .where((table.c.holder == holder) | (table.c.expires_at < now))
+                .where(free)
                 .values(holder=holder, expires_at=expires)
             ).rowcount
             if taken:
@@ -230,6 +235,12 @@ class Store:
                 row = conn.execute(select(table.c.holder, table.c.expires_at)
                                    .where(table.c.name == name)).one()
                 return f"{row.holder} until {_aware(row.expires_at).isoformat()}"
+
+    def lease_holder(self, name: str = "apply") -> str | None:
+        """Who holds the lease (expired or not), or None."""
+        with Session(self.engine) as db:
+            row = db.get(LeaseRow, name)
+            return row.holder if row else None
 
     def release_lease(self, holder: str, name: str = "apply") -> None:
         table = LeaseRow.__table__
@@ -282,10 +293,12 @@ class Store:
         with Session(self.engine) as db:
             return list(db.exec(select(PlaceholderRow)))
 
-    def drop_placeholder(self, workload: str, cluster: str) -> None:
+    def drop_placeholder(self, workload: str, cluster: str, job: str | None = None) -> None:
+        """Forget a placeholder; with ``job``, only if it still names that job (a newer
+        submission of the workload may have replaced it since it was judged)."""
         with Session(self.engine) as db:
             row = db.get(PlaceholderRow, (workload, cluster))
-            if row is not None:
+            if row is not None and (job is None or row.job == job):
                 db.delete(row)
                 db.commit()
 

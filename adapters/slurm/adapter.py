@@ -59,6 +59,8 @@ from specs.models import Cluster, NodePool
 from specs.snapshot import ClusterState, Job, JobState, Replica
 
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+# scontrol requeue of a job that is back in the queue already (a race with our read)
+_ALREADY_QUEUED = re.compile(r"Job is pending execution", re.IGNORECASE)
 
 
 class SlurmAdapter:
@@ -298,11 +300,22 @@ class SlurmAdapter:
             return ActionResult(
                 ok=True, job=row.job_id, message=f"job {row.job_id} is still queued; left as is"
             )
+        if state is JobState.COMPLETING:
+            # already on its way out: cancelled, finished, or requeued by an earlier attempt
+            # of this action. Slurm 22.05 accepts a requeue of a job completing after a
+            # cancel and runs it again, which would undo the eviction.
+            return ActionResult(
+                ok=True, job=row.job_id, message=f"job {row.job_id} is already ending"
+            )
         done = self._run(["scontrol", "requeue", row.job_id])
         if not done.ok:
             if is_gone(done):
                 return ActionResult(
                     ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
+                )
+            if _ALREADY_QUEUED.search(done.stderr + done.stdout):
+                return ActionResult(
+                    ok=True, job=row.job_id, message=f"job {row.job_id} is back in the queue"
                 )
             raise classify(done)
         return ActionResult(

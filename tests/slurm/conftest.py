@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 
 from adapters.slurm import SlurmAdapter
 from adapters.slurm.localcluster import LocalSlurm, LocalSlurmError
+from adapters.slurm.tags import parse_tag
 from specs.actions import Action, Op, Reason, ReasonCode, SubmitDetails
 from specs.models import Cluster
 from specs.snapshot import Replica
@@ -174,6 +176,62 @@ def _make_action(
 
 # Helpers reach the tests as fixtures, not imports: a directory without __init__.py
 # makes its conftest a top-level "conftest" module, which another one could shadow.
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One row of ``squeue``, read with a plain format (not the adapter's parser)."""
+
+    id: str
+    state: str
+    partition: str
+    gres: str
+    nodes: str
+    workload: str | None  # from our tag; None for a job that is not the control plane's
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
+
+
+def _squeue() -> list[SlurmJob]:
+    """Every job slurmctld remembers, ended ones included (for MinJobAge)."""
+    done = _slurm("squeue", "-h", "-a", "-t", "all", "-o", "%i|%T|%P|%b|%N|%k")
+    assert done.returncode == 0, done.stderr
+    jobs = []
+    for line in done.stdout.splitlines():
+        jid, state, part, gres, nodes, comment = line.split("|", 5)
+        tag = parse_tag(comment)
+        jobs.append(SlurmJob(jid, state, part, gres, nodes, tag.workload if tag else None))
+    return jobs
+
+
+def _cluster_doc(slurm_conf: Path, work_dir: Path) -> dict[str, Any]:
+    """The Cluster spec of the local test cluster: its partitions as node pools."""
+    return {
+        "apiVersion": "controlplane/v1",
+        "kind": "Cluster",
+        "metadata": {"name": CLUSTER},
+        "spec": {
+            "adapter": "slurm",
+            "slurm": {"slurmConf": str(slurm_conf), "workDir": str(work_dir)},
+            "gpuTypes": {"a100_80": {"memoryGiB": 80}, "v100": {"memoryGiB": 32}},
+            "nodePools": [
+                {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "partition": "gpu-a100"},
+                {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "partition": "gpu-v100"},
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def squeue() -> Callable[[], list[SlurmJob]]:
+    return _squeue
+
+
+@pytest.fixture
+def cluster_doc(local_slurm: LocalSlurm, tmp_path: Path) -> dict[str, Any]:
+    return _cluster_doc(local_slurm.slurm_conf, tmp_path / "slurm-work")
 
 
 @pytest.fixture
