@@ -1,0 +1,116 @@
+"""Why a workload still waits, read off the solved model.
+
+For each pending job the hard constraints are checked against the solution, in the order
+a user can act on them: a queue limit with no room left for this job (the binding
+``limit[q]`` row), non-preemptible work already filling a deserved quota
+(``np_within_deserved[q]``), then capacity in its eligible pools after the placements.
+A job that would still fit was left out for higher-ranked work.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from solvers.cpsat.classes import Base, PoolKey, chain, floor_quota
+from solvers.problem import JobRequest, Problem
+from specs.actions import Reason, ReasonCode
+
+
+def pending_reasons(problem: Problem, base: Base, limit_room: dict[str, int],
+                    np_room: dict[str, int],
+                    placed: dict[str, tuple[PoolKey, list[str]]]) -> dict[str, Reason]:
+    new: dict[str, int] = defaultdict(int)
+    new_np: dict[str, int] = defaultdict(int)
+    free = dict(base.free)
+    for key, (_, nodes) in placed.items():
+        job = problem.jobs[key]
+        for qid in chain(problem, job.queue):
+            new[qid] += len(nodes) * job.gpus
+            if not job.preemptible:
+                new_np[qid] += len(nodes) * job.gpus
+        for n in nodes:
+            free[n] -= job.gpus
+    blocks: dict[PoolKey, list[int]] = defaultdict(list)  # free GPUs per node, per pool
+    for n, f in free.items():
+        pool = problem.nodes[n].pool
+        if pool is not None and f > 0:
+            blocks[pool].append(f)
+    out: dict[str, Reason] = {}
+    for key, job in sorted(problem.jobs.items()):
+        if job.running or (key in placed and (placed[key][1] or job.gpus == 0)):
+            continue
+        if job.blocked is not None:
+            out[key] = job.blocked
+            continue
+        need = job.min_replicas * job.gpus
+        out[key] = (
+            _over_limit(problem, base, job, need, new, limit_room)
+            or _np_over_deserved(problem, base, job, need, new_np, np_room)
+            or _no_capacity(job, blocks)
+        )
+    return out
+
+
+def _over_limit(problem: Problem, base: Base, job: JobRequest, need: int,
+                new: dict[str, int], limit_room: dict[str, int]) -> Reason | None:
+    for qid in chain(problem, job.queue):
+        if qid in limit_room and new[qid] + need > limit_room[qid]:
+            q = problem.queues[qid]
+            held = base.alloc.get(qid, 0) + new[qid]
+            return Reason(
+                code=ReasonCode.OVER_LIMIT,
+                message=f"{q.kind} {q.name} would hold {held + need} GPUs, above its limit of "
+                f"{floor_quota(q.limit)}",
+            )
+    return None
+
+
+def _np_over_deserved(problem: Problem, base: Base, job: JobRequest, need: int,
+                      new_np: dict[str, int], np_room: dict[str, int]) -> Reason | None:
+    if job.preemptible:
+        return None
+    for qid in chain(problem, job.queue):
+        if new_np[qid] + need > np_room[qid]:
+            q = problem.queues[qid]
+            held = base.alloc_np.get(qid, 0) + new_np[qid]
+            return Reason(
+                code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED,
+                message=f"non-preemptible work of {q.kind} {q.name} would use {held + need} "
+                f"GPUs, above its deserved {floor_quota(q.deserved)}; non-preemptible work "
+                "must fit within deserved quota",
+            )
+    return None
+
+
+def _no_capacity(job: JobRequest, blocks: dict[PoolKey, list[int]]) -> Reason:
+    total = largest = 0
+    fits = False
+    for pool in job.pools:
+        free = blocks.get(pool, [])
+        total += sum(free)
+        largest = max([largest, *free])
+        fits = fits or _gang_fits(free, job.gpus, job.min_replicas)
+    shape = f"{job.min_replicas} x {job.gpus} GPUs" if job.min_replicas > 1 else f"{job.gpus} GPUs"
+    names = ", ".join(f"{c}/{p}" for c, p in job.pools)
+    if fits:
+        return Reason(
+            code=ReasonCode.FAIRSHARE,
+            message=f"needs {shape}; the free GPUs in {names} went to work the objective ranks "
+            "higher (in-quota, fair share, priority) within the solver's time limit",
+        )
+    if job.min_replicas > 1 and total >= job.min_replicas * job.gpus:
+        return Reason(
+            code=ReasonCode.GANG_UNPLACEABLE,
+            message=f"gang of {shape} must start at once in one pool; {total} GPUs are free in "
+            f"{names} but not {job.min_replicas} slots of {job.gpus} GPUs",
+        )
+    return Reason(
+        code=ReasonCode.NO_CAPACITY,
+        message=f"needs {shape}; eligible pools {names} have {total} free "
+        f"(largest block {largest} on one node)",
+    )
+
+
+def _gang_fits(blocks: list[int], gpus: int, replicas: int) -> bool:
+    """Whether ``replicas`` of ``gpus`` fit in the free blocks (several may share a node)."""
+    return gpus == 0 or sum(b // gpus for b in blocks) >= replicas
