@@ -183,22 +183,6 @@ def _running(jobs: dict[str, JobRequest], nodes: dict[str, NodeInfo],
         used += job.gpus * job.replicas
 
 
-def partly_used(problem: Problem, grants: dict[str, object]) -> int:
-    """Nodes left with some but not all GPUs free."""
-    from solvers.allocate import Grant
-    from solvers.cpsat.score import new_replicas
-
-    used: Counter[str] = Counter()
-    for key, grant in grants.items():
-        assert isinstance(grant, Grant)
-        for node in new_replicas(problem, key, grant):
-            used[node] += problem.jobs[key].gpus
-    return sum(
-        1 for k, n in problem.nodes.items()
-        if n.schedulable and n.pool and 0 < n.free - used[k] < n.capacity
-    )
-
-
 def run(n_nodes: int, n_pending: int, policy: Policy, seed: int) -> Row:
     problem = make_problem(n_nodes, n_pending, seed)
     started = time.perf_counter()
@@ -223,28 +207,28 @@ def run(n_nodes: int, n_pending: int, policy: Policy, seed: int) -> Row:
         greedy_placed=sum(len(g.nodes) * problem.jobs[k].gpus for k, g in greedy.grants.items()),
         placed=sum(len(g.nodes) * problem.jobs[k].gpus for k, g in result.grants.items()),
         greedy_in_quota=greedy_score.in_quota, in_quota=result.score.in_quota,
-        greedy_partly=partly_used(problem, dict(greedy.grants)),
-        partly=partly_used(problem, dict(result.grants)),
+        greedy_partly=greedy_score.partly_used, partly=result.score.partly_used,
         frag_bound=-frag.bound,
         model=f"{size['classes']} classes, {size['groups']} groups, {size['patterns']} patterns, "
         "stages " + ", ".join(f"{s.tier} {s.status} {s.seconds:.2f}s" for s in report.stages),
     )
 
 
-HEADER = ("| nodes / pending | GPUs (free) | greedy s | CP-SAT s | LP s | status | gap "
-          "| greedy/CP-SAT obj | greedy/CP-SAT time | placed GPUs g / c | in-quota g / c "
-          "| partly-used nodes g / c | partly-used LP bound |")
+HEADER = ("| nodes / pending | GPUs (free) | greedy s | greedy objective | CP-SAT s "
+          "| CP-SAT objective | LP bound | gap | status | objective greedy/CP-SAT "
+          "| time greedy/CP-SAT | LP s | placed GPUs g / c | in-quota g / c "
+          "| partly-used nodes g / c (LP bound) |")
 
 
 def markdown(row: Row) -> str:
     ratio = row.greedy_objective / row.objective if row.objective else 1.0
     return (
         f"| {row.nodes:,} / {row.pending:,} | {row.gpus:,} ({row.free:,}) "
-        f"| {row.greedy_seconds:.2f} | {row.cpsat_seconds:.2f} | {row.lp_seconds:.2f} "
-        f"| {row.status} | {100 * row.gap:.4f}% | {ratio:.6f} "
-        f"| {row.greedy_seconds / row.cpsat_seconds:.2f} "
+        f"| {row.greedy_seconds:.2f} | {row.greedy_objective:.6e} | {row.cpsat_seconds:.2f} "
+        f"| {row.objective:.6e} | {row.bound:.6e} | {100 * row.gap:.4f}% | {row.status} "
+        f"| {ratio:.6f} | {row.greedy_seconds / row.cpsat_seconds:.2f} | {row.lp_seconds:.2f} "
         f"| {row.greedy_placed:,} / {row.placed:,} | {row.greedy_in_quota:,} / {row.in_quota:,} "
-        f"| {row.greedy_partly} / {row.partly} | {max(0.0, row.frag_bound):.1f} |"
+        f"| {row.greedy_partly} / {row.partly} ({max(0.0, row.frag_bound):.1f}) |"
     )
 
 
@@ -258,13 +242,14 @@ def main() -> None:
     args = parser.parse_args()
     policy = Policy(time_limit=args.time_limit, workers=args.workers)
     print(HEADER)
-    print("|" + "---|" * HEADER.count(" | ") + "---|")
+    print("|" + "---|" * (HEADER.count(" | ") + 1))
+    details: list[str] = []
     for pair in args.sizes.split(","):
         n_nodes, n_pending = (int(x) for x in pair.split(":"))
         row = run(n_nodes, n_pending, policy, args.seed)
         print(markdown(row), flush=True)
-        print(f"  model: {row.model}; objective {row.objective:.6g}, bound {row.bound:.6g}, "
-              f"greedy {row.greedy_objective:.6g}", flush=True)
+        details.append(f"- {row.nodes:,} / {row.pending:,}: {row.model}")
+    print("\n".join(details))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from solvers.cpsat.score import new_replicas
 from solvers.policy import Policy
 from solvers.problem import JobRequest, NodeInfo, PoolInfo, Problem, Queue
 from solvers.session import Session
-from specs.actions import ReasonCode
+from specs.actions import Reason, ReasonCode
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 Pool = tuple[str, str]
@@ -230,6 +230,7 @@ def test_limits_hold_on_every_level() -> None:
     assert set(result.grants) == {"x/x-four", "y/y-two"}
     assert result.pending["y/y-four"].code == ReasonCode.OVER_LIMIT
     assert "project y" in result.pending["y/y-four"].message
+    assert "limit[department:d]" in result.report.binding
 
 
 def test_gang_stays_in_one_pool_or_waits() -> None:
@@ -285,6 +286,29 @@ def test_patterns_are_every_multiset_that_fits() -> None:
     assert set(patterns) == {
         (), (1,), (2,), (1, 1), (2, 1), (1, 1, 1), (4,), (2, 2), (2, 1, 1), (1, 1, 1, 1)}
     assert len(patterns) == len(set(patterns))
+
+
+def test_zero_gpu_and_blocked_jobs() -> None:
+    blocked = job("too-long", "p", gpus=1)
+    blocked.blocked = Reason(code=ReasonCode.WALLTIME_EXCEEDS_LIMIT, message="walltime too long")
+    p = problem(
+        [pool("a")],
+        [node("a-0", "a", used=1), node("a-1", "a")],
+        [project("p", deserved=4)],
+        [job("cpu-only", "p", gpus=0), blocked],
+    )
+    _, result = run_both(p)
+    assert result.grants["p/cpu-only"].nodes == ("c/a-0",)  # the fullest node, as KAI would
+    assert result.pending == {"p/too-long": blocked.blocked}
+
+
+def test_no_time_places_nothing_and_says_so() -> None:
+    p = problem([pool("a")], [node("a-0", "a")], [project("p", deserved=4)],
+                [job("j", "p", gpus=2)])
+    result = solve(p, Session.open(p), Policy(time_limit=0))
+    assert result.report.status == "UNKNOWN"
+    assert result.grants == {}
+    assert set(result.pending) == {"p/j"}
 
 
 def test_two_runs_give_identical_grants() -> None:

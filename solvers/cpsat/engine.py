@@ -3,8 +3,8 @@
 1. Aggregate nodes into classes and pending jobs into groups; build the model.
 2. Solve the tiers one CP-SAT stage at a time: each stage maximises its tier with the
    tiers above held at their achieved values, starting from the previous answer as a
-   hint. (One objective with lexicographic weights would need coefficients near 1e18 at
-   4,000 nodes, and merged tiers measured slower and less predictable.)
+   hint. (One objective with lexicographic weights would need coefficients beyond int64
+   at 4,000 nodes; even two or three tiers merged measured slower and less predictable.)
 3. Expand the counts into nodes, derive the grants' reasons and the pending reasons.
 4. Measure: the LP relaxation per tier (GLOP), and one combined objective and bound.
 
@@ -36,9 +36,6 @@ from solvers.problem import Problem
 from solvers.session import Session
 from specs.actions import Reason
 
-STAGE_RANGE = 2**40
-INTERLEAVE = True  # most distinct objective values one CP-SAT stage may weigh together
-
 DEFAULT_POLICY = Policy()
 
 
@@ -68,6 +65,7 @@ class SolveReport:
     tiers: tuple[TierReport, ...]
     stages: tuple[StageReport, ...]
     model_size: dict[str, int]
+    binding: tuple[str, ...]  # hard rows with no room left, e.g. "limit[project:chem]"
     greedy_objective: float | None = None
 
 
@@ -142,6 +140,7 @@ def solve(problem: Problem, session: Session, policy: Policy = DEFAULT_POLICY,
             "variables": len(m.model.proto.variables),
             "constraints": m.base_constraints,
         },
+        binding=_binding(m, values),
         greedy_objective=(
             float(_combined(score(problem, session, greedy), weights, lows))
             if greedy is not None else None
@@ -179,9 +178,9 @@ def _solve_stages(m: AllocationModel, policy: Policy,
         achieved = sum(c * values[v.index] for v, c in tier.terms)
         m.model.add(tier_expr(tier) >= achieved).with_name(f"keep[{tier.name}]")
         m.model.proto.clear_solution_hint()  # the next stage starts from this answer
-        for i, v in enumerate(values):
-            m.model.proto.solution_hint.vars.append(i)
-            m.model.proto.solution_hint.values.append(v)
+        for index, value in enumerate(values):
+            m.model.proto.solution_hint.vars.append(index)
+            m.model.proto.solution_hint.values.append(value)
     return values, reports
 
 
@@ -211,6 +210,18 @@ def _counts(m: AllocationModel, values: list[int]) -> Counts:
         nodes={k: read(v) if values else (len(m.agg.classes[k[0]].nodes) if k[1] == 0 else 0)
                for k, v in m.nodes.items()},
     )
+
+
+def _binding(m: AllocationModel, values: list[int]) -> tuple[str, ...]:
+    """Names of the limit and non-preemptible rows the answer fills exactly."""
+    def used(terms: list[tuple[cp_model.IntVar, int]]) -> int:
+        return sum(c * values[v.index] for v, c in terms) if values else 0
+
+    out = [f"limit[{q}]" for q, room in sorted(m.limit_room.items())
+           if m.new_gpus.get(q) and used(m.new_gpus[q]) == room]
+    out += [f"np_within_deserved[{q}]" for q, room in sorted(m.np_room.items())
+            if m.new_np_gpus.get(q) and used(m.new_np_gpus[q]) == room]
+    return tuple(out)
 
 
 def _combined(s: Score, weights: tuple[int, ...], lows: tuple[int, ...]) -> int:

@@ -36,6 +36,7 @@ def pending_reasons(problem: Problem, base: Base, limit_room: dict[str, int],
         if pool is not None and f > 0:
             blocks[pool].append(f)
     out: dict[str, Reason] = {}
+    capacity: dict[tuple[object, ...], Reason] = {}  # jobs of one shape share the answer
     for key, job in sorted(problem.jobs.items()):
         if job.running or (key in placed and (placed[key][1] or job.gpus == 0)):
             continue
@@ -43,10 +44,13 @@ def pending_reasons(problem: Problem, base: Base, limit_room: dict[str, int],
             out[key] = job.blocked
             continue
         need = job.min_replicas * job.gpus
+        shape = (tuple(job.pools), job.gpus, job.min_replicas)
+        if shape not in capacity:
+            capacity[shape] = _no_capacity(job, blocks)
         out[key] = (
             _over_limit(problem, base, job, need, new, limit_room)
             or _np_over_deserved(problem, base, job, need, new_np, np_room)
-            or _no_capacity(job, blocks)
+            or capacity[shape]
         )
     return out
 
