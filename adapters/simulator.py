@@ -38,8 +38,13 @@ def nodes_from_spec(cluster: Cluster) -> list[Node]:
 class SimulatedCluster:
     """Executes plan actions against a ClusterState held in memory."""
 
-    def __init__(self, state: ClusterState, *, next_id: int = 1000) -> None:
+    def __init__(self, state: ClusterState, *, next_id: int | None = None, id_prefix: str = "") -> None:
         self.state = state
+        self.id_prefix = id_prefix
+        if next_id is None:  # continue after the ids the state already holds
+            numbers = [int(j.id[len(id_prefix):]) for j in state.jobs
+                       if j.id.startswith(id_prefix) and j.id[len(id_prefix):].isdigit()]
+            next_id = max(numbers, default=999) + 1
         self.next_id = next_id
 
     # ------------------------------------------------------------------ views
@@ -94,7 +99,7 @@ class SimulatedCluster:
         replicas = self._placed(action)
         self._check_fits(replicas)
         job = Job(
-            id=str(self.next_id),
+            id=f"{self.id_prefix}{self.next_id}",
             workload=action.workload,
             state=JobState.RUNNING,
             submitted_at=now,
