@@ -51,12 +51,17 @@ def build_node(row: NodeRow, pools: Sequence[NodePool]) -> Node:
     partition: str | None = row.partitions[0] if row.partitions else None
     if pool is not None and pool.partition in row.partitions:
         partition = pool.partition
+    state = node_state(row.state)
+    # the partitions our jobs would go to: the pool's, else any of the node's
+    targets = [partition] if pool is not None and pool.partition else row.partitions
+    if state != "down" and targets and all(p in row.closed for p in targets):
+        state = "drain"  # the node is fine, but no job sent there would start
     return Node(
         name=row.name,
         pool=pool.name if pool else None,
         gpu_type=gpu_type,
         gpus=gpus,
-        state=node_state(row.state),
+        state=state,
         partition=partition,
     )
 

@@ -90,7 +90,8 @@ def parse_squeue(text: str) -> list[QueueRow]:
 
 # ------------------------------------------------------------------------------- sinfo
 
-SINFO_FORMAT = RS + US.join(("%N", "%P", "%T", "%G"))
+# %a: the partition's availability (up, down, drain, inact), per node-and-partition row
+SINFO_FORMAT = RS + US.join(("%N", "%P", "%T", "%G", "%a"))
 
 
 @dataclass
@@ -99,22 +100,30 @@ class NodeRow:
     partitions: list[str] = field(default_factory=list)
     state: str = ""
     gres: str | None = None
+    # partitions of the node that take no new jobs: Slurm queues a job sent there
+    # (PartitionDown) however idle the node is
+    closed: list[str] = field(default_factory=list)
 
 
 def parse_sinfo(text: str) -> list[NodeRow]:
-    """One row per node; ``sinfo -N`` repeats a node once per partition it belongs to."""
+    """One row per node; ``sinfo -N`` repeats a node once per partition it belongs to.
+
+    Records without the availability column (an older format) count as available.
+    """
     nodes: dict[str, NodeRow] = {}
     for record in text.split(RS)[1:]:
         cols = record.rstrip("\n").split(US)
-        if len(cols) != 4:
+        if len(cols) not in (4, 5):
             continue
-        name, part, state, gres = (c.strip() for c in cols)
+        name, part, state, gres, avail = (c.strip() for c in [*cols, "up"][:5])
         if not name:
             continue
         row = nodes.setdefault(name, NodeRow(name=name, state=state, gres=_null(gres)))
         part = part.rstrip("*")  # '*' marks the default partition
         if part and part not in row.partitions:
             row.partitions.append(part)
+            if avail.lower() not in ("up", ""):
+                row.closed.append(part)
     return list(nodes.values())
 
 

@@ -230,3 +230,22 @@ def test_a_submission_the_cluster_does_not_show_yet_is_not_repeated(
     assert [(a["op"], a["workload"]) for a in plan["actions"]] == [("submit", "ph/lag")]
     assert placeholder_rows(specs) == {}
     assert ours(squeue, "ph/lag") == []
+
+
+def test_nodes_of_a_closed_partition_are_not_planned_onto(
+    clean_slurm: Any, cluster_doc: dict[str, Any], tmp_path: Path, capsys: Capsys, slurm: Helper,
+) -> None:
+    """An admin closes gpu-v100 for maintenance: its idle nodes take no jobs, so none are planned."""
+    specs = tmp_path / "specs"
+    write_specs(specs, [cluster_doc, project("p", 8), workload("w", "p", 1, "v100")])
+    assert slurm("scontrol", "update", "PartitionName=gpu-v100", "State=DOWN").returncode == 0
+    try:
+        observed = ok(cp(capsys, "observe", specs)).json()
+        states = {n["name"]: n["state"] for c in observed["clusters"] for n in c["nodes"]}
+        assert states["v100-1"] == states["v100-2"] == "drain" and states["a100-1"] == "idle"
+        plan = ok(cp(capsys, "plan", specs, "--json")).json()
+        assert plan["actions"] == [] and [p["workload"] for p in plan["pending"]] == ["p/w"]
+    finally:
+        slurm("scontrol", "update", "PartitionName=gpu-v100", "State=UP")
+    plan = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert [(a["op"], a["pool"]) for a in plan["actions"]] == [("submit", "v100")]
