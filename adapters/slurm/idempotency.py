@@ -8,14 +8,18 @@ cluster would pay a thousand full reads (measured: 27 ms each with ~1,500 rememb
 jobs, more than twice the sbatch itself).
 
 So the adapter reads the queue once per plan and keeps, per plan id, which workloads
-have an active job. Why this is as safe as a read before every sbatch:
+have a job. Any job Slurm still remembers counts, ended ones too: the plan decided on
+one submission and it happened. A resumed apply that resubmitted a job which had run
+to completion would run the workload twice; whether a failed or cancelled workload
+runs again is the next plan's decision, under a plan id of its own. Why this is as safe
+as a read before every sbatch:
 
 - only this plan creates jobs tagged with its plan id, and the index records every
   job id sbatch returns;
 - an sbatch that fails ambiguously (timeout, controller restart: the job may exist)
   drops the plan's entry, so the next attempt reads the queue again;
-- a hit is confirmed with a cheap ``squeue -j ID``: a job that has since ended is
-  resubmitted, as a fresh read would do;
+- a hit is confirmed with a cheap ``squeue -j ID``: a job Slurm has forgotten
+  (ended more than ``MinJobAge`` ago) is submitted again, as a fresh read would do;
 - a new process (restart after a crash) starts with an empty index, and entries
   older than ``ttl`` are read again.
 
@@ -55,7 +59,7 @@ class PlanIndex:
         self._plans: dict[str, _Entry] = {}
 
     def lookup(self, plan_id: str, workload: str) -> str | None:
-        """The id of an active job this plan already created for ``workload``, if any."""
+        """The id of the job this plan already created for ``workload``, if Slurm remembers it."""
         entry = self._plans.get(plan_id)
         if entry is None or self._clock() - entry.loaded > self._ttl:
             entry = self._load(plan_id)
@@ -63,8 +67,7 @@ class PlanIndex:
         job_id = entry.jobs.get(workload)
         if job_id is None:
             return None
-        row = self._read_job(job_id)
-        if row is not None and job_state(row.state, has_nodes=bool(row.nodes)).active:
+        if self._read_job(job_id) is not None:
             return job_id
         del entry.jobs[workload]
         return None
@@ -80,11 +83,15 @@ class PlanIndex:
 
     def _load(self, plan_id: str) -> _Entry:
         entry = _Entry(loaded=self._clock())
+        ended: dict[str, str] = {}
         for row in self._read_queue():
             tag = parse_tag(row.comment)
             if tag is None or tag.plan_id != plan_id:
                 continue
             if job_state(row.state, has_nodes=bool(row.nodes)).active:
                 entry.jobs.setdefault(tag.workload, row.job_id)
+            else:
+                ended.setdefault(tag.workload, row.job_id)
+        entry.jobs = ended | entry.jobs  # an active job wins over an ended one
         self._plans[plan_id] = entry
         return entry

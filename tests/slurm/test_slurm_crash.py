@@ -234,6 +234,20 @@ def test_sigkill_then_rerun_converges_without_duplicates(
     check_invariants(sc, squeue)
 
 
+def test_a_resumed_submit_whose_job_already_finished_does_not_run_it_again(
+    adapter: SlurmAdapter, cluster_spec: Any, tmp_path: Path, make_action: Helper,
+    wait_for: Helper, squeue: Helper,
+) -> None:
+    """Killed after sbatch, resumed after the (short) job completed: one run, not two."""
+    action = make_action(workload="k/short", command=["true"])
+    first = adapter.execute(action, plan_id="p-short")
+    wait_for(lambda: [j.state for j in squeue() if j.id == first.job] == ["COMPLETED"])
+    # a new process: nothing cached, only what Slurm remembers
+    again = SlurmAdapter(cluster_spec, work_dir=tmp_path / "w2").execute(action, plan_id="p-short")
+    assert again.ok and again.job == first.job and "already submitted" in again.message
+    assert [j.id for j in squeue() if j.workload == "k/short"] == [first.job]
+
+
 # ------------------------------------------------------------- slurmctld down (runs last)
 
 
