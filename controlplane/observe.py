@@ -1,8 +1,11 @@
 """Observation: ask every cluster's adapter, and add what only the store knows.
 
 The snapshot gets the queue entry time of every waiting workload (first seen, from the
-store) so that job order is "older first" across runs, and the jobs we submitted that
-the clusters do not show yet (placeholders.py), so nothing is submitted twice.
+store) so that job order is "older first" across runs; the jobs we submitted that the
+clusters do not show yet (placeholders.py), so nothing is submitted twice; and the
+workloads that ran to completion after the cluster has forgotten their job (Slurm keeps
+an ended job for ``MinJobAge``, five minutes by default), so a finished workload is not
+started again.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from adapters.base import Adapter
 from controlplane import placeholders
 from controlplane.store import Store
 from specs.desired import DesiredState
-from specs.snapshot import QueueEntry, Snapshot
+from specs.snapshot import Job, JobState, QueueEntry, Snapshot
 
 
 def adapters_for(desired: DesiredState, state_dir: Path, clock: Callable[[], datetime]) -> dict[str, Adapter]:
@@ -33,8 +36,10 @@ def observe(desired: DesiredState, adapters: dict[str, Adapter], now: datetime,
     if store is None:
         return snap
     snap = reap_placeholders(snap, store)
+    snap = recall_completions(snap, store, set(desired.workloads))
     if record:
-        active = {j.workload for c in snap.clusters for j in c.jobs if j.workload and j.state.active}
+        active = {j.workload for c in snap.clusters for j in c.jobs
+                  if j.workload and j.state.active}
         waiting = set(desired.workloads) - active
         since = store.queue_since(waiting, now)
         snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
@@ -51,3 +56,23 @@ def reap_placeholders(snap: Snapshot, store: Store) -> Snapshot:
             ph = v.placeholder
             store.drop_placeholder(ph.workload, ph.cluster, job=ph.job)
     return placeholders.inject(snap, verdicts)
+
+
+def recall_completions(snap: Snapshot, store: Store, workloads: set[str]) -> Snapshot:
+    """Record the completed jobs in view; add the remembered ones the clusters no longer show."""
+    done = {(j.workload, c.name): j.id for c in snap.clusters for j in c.jobs
+            if j.workload in workloads and j.state == JobState.COMPLETED}
+    if done:
+        store.record_completions(done, snap.now)
+    shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
+    extra: dict[str, list[Job]] = {}
+    for row in store.completions(workloads):
+        if row.workload not in shown:
+            extra.setdefault(row.cluster, []).append(
+                Job(id=row.job, workload=row.workload, state=JobState.COMPLETED,
+                    reason="completed; remembered by the store"))
+    if not extra:
+        return snap
+    clusters = [c.model_copy(update={"jobs": [*c.jobs, *extra.get(c.name, [])]})
+                for c in snap.clusters]
+    return snap.model_copy(update={"clusters": clusters})

@@ -78,7 +78,7 @@ def judge(
     *,
     grace: timedelta = DEFAULT_GRACE,
 ) -> list[Verdict]:
-    """The fate of every placeholder given what ``snapshot`` shows (``snapshot.now`` is the clock)."""
+    """The fate of each placeholder given what ``snapshot`` shows (its ``now`` is the clock)."""
     clusters = {c.name: {j.id: j for j in c.jobs} for c in snapshot.clusters}
     out = []
     for ph in placeholders:

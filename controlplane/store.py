@@ -1,4 +1,5 @@
-"""The history store (sqlmodel): plans, every action's outcome, queue entry times, placeholders.
+"""The history store (sqlmodel): plans, every action's outcome, queue entry times, placeholders,
+completed workloads.
 
 SQLite under the spec repo's ``.cp/`` by default (embedded, zero set-up); any SQLAlchemy
 URL by option. It answers "who preempted my job, when and why": every applied action is
@@ -69,6 +70,16 @@ class PlaceholderRow(SQLModel, table=True):
     job: str
     plan_id: str
     submitted_at: datetime
+
+
+class CompletionRow(SQLModel, table=True):
+    """A workload whose job ran to completion: clusters forget ended jobs, the store doesn't."""
+
+    __tablename__ = "completions"
+    workload: str = Field(primary_key=True)
+    cluster: str = Field(primary_key=True)
+    job: str
+    seen_at: datetime
 
 
 class UsageRow(SQLModel, table=True):
@@ -301,6 +312,32 @@ class Store:
             if row is not None and (job is None or row.job == job):
                 db.delete(row)
                 db.commit()
+
+
+    # ------------------------------------------------------------------ completions
+
+    def record_completions(self, done: dict[tuple[str, str], str], now: datetime) -> None:
+        """Remember ``{(workload, cluster): job}`` as completed (a newer job replaces an older)."""
+        with Session(self.engine) as db:
+            for (workload, cluster), job in sorted(done.items()):
+                row = db.get(CompletionRow, (workload, cluster))
+                if row is None or row.job != job:
+                    db.merge(CompletionRow(workload=workload, cluster=cluster, job=job, seen_at=now))
+            db.commit()
+
+    def completions(self, workloads: set[str]) -> list[CompletionRow]:
+        """The completions of ``workloads``; those of workloads gone from the specs are
+        forgotten, so a workload removed and added again runs again."""
+        with Session(self.engine) as db:
+            keep = []
+            for row in db.exec(select(CompletionRow)).all():
+                if row.workload in workloads:
+                    db.expunge(row)  # handed out after the commit below
+                    keep.append(row)
+                else:
+                    db.delete(row)
+            db.commit()
+            return keep
 
 
 def _sqlite_foreign_keys(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

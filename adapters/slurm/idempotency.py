@@ -8,18 +8,17 @@ cluster would pay a thousand full reads (measured: 27 ms each with ~1,500 rememb
 jobs, more than twice the sbatch itself).
 
 So the adapter reads the queue once per plan and keeps, per plan id, which workloads
-have a job. Any job Slurm still remembers counts, ended ones too: the plan decided on
-one submission and it happened. A resumed apply that resubmitted a job which had run
-to completion would run the workload twice; whether a failed or cancelled workload
-runs again is the next plan's decision, under a plan id of its own. Why this is as safe
-as a read before every sbatch:
+have a job that is active or COMPLETED. A completed one counts because resubmitting it
+would run finished work twice (a resumed apply whose job was short); a job that failed,
+timed out or was cancelled is submitted again, as a retry of the same decision. Why
+this is as safe as a read before every sbatch:
 
 - only this plan creates jobs tagged with its plan id, and the index records every
   job id sbatch returns;
 - an sbatch that fails ambiguously (timeout, controller restart: the job may exist)
   drops the plan's entry, so the next attempt reads the queue again;
-- a hit is confirmed with a cheap ``squeue -j ID``: a job Slurm has forgotten
-  (ended more than ``MinJobAge`` ago) is submitted again, as a fresh read would do;
+- a hit is confirmed with a cheap ``squeue -j ID``: a job that has since failed, or
+  that Slurm has forgotten, is submitted again, as a fresh read would do;
 - a new process (restart after a crash) starts with an empty index, and entries
   older than ``ttl`` are read again.
 
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 
 from adapters.slurm.parse import QueueRow, job_state
 from adapters.slurm.tags import parse_tag
+from specs.snapshot import JobState
 
 
 @dataclass
@@ -59,7 +59,7 @@ class PlanIndex:
         self._plans: dict[str, _Entry] = {}
 
     def lookup(self, plan_id: str, workload: str) -> str | None:
-        """The id of the job this plan already created for ``workload``, if Slurm remembers it."""
+        """The id of an active or completed job this plan already created for ``workload``."""
         entry = self._plans.get(plan_id)
         if entry is None or self._clock() - entry.loaded > self._ttl:
             entry = self._load(plan_id)
@@ -67,7 +67,8 @@ class PlanIndex:
         job_id = entry.jobs.get(workload)
         if job_id is None:
             return None
-        if self._read_job(job_id) is not None:
+        row = self._read_job(job_id)
+        if row is not None and _counts(row):
             return job_id
         del entry.jobs[workload]
         return None
@@ -83,15 +84,21 @@ class PlanIndex:
 
     def _load(self, plan_id: str) -> _Entry:
         entry = _Entry(loaded=self._clock())
-        ended: dict[str, str] = {}
+        completed: dict[str, str] = {}
         for row in self._read_queue():
             tag = parse_tag(row.comment)
-            if tag is None or tag.plan_id != plan_id:
+            if tag is None or tag.plan_id != plan_id or not _counts(row):
                 continue
             if job_state(row.state, has_nodes=bool(row.nodes)).active:
                 entry.jobs.setdefault(tag.workload, row.job_id)
             else:
-                ended.setdefault(tag.workload, row.job_id)
-        entry.jobs = ended | entry.jobs  # an active job wins over an ended one
+                completed.setdefault(tag.workload, row.job_id)
+        entry.jobs = completed | entry.jobs  # an active job wins over a completed one
         self._plans[plan_id] = entry
         return entry
+
+
+def _counts(row: QueueRow) -> bool:
+    """The job stands for the plan's submission: still on the cluster, or ran to the end."""
+    state = job_state(row.state, has_nodes=bool(row.nodes))
+    return state.active or state is JobState.COMPLETED

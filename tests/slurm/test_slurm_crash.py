@@ -113,7 +113,8 @@ def read_db(db: Path, query: str, *args: str) -> list[tuple[Any, ...]]:
 
 
 def statuses(db: Path, plan_id: str) -> list[str]:
-    return [r[0] for r in read_db(db, "SELECT status FROM actions WHERE plan_id = ? ORDER BY seq", plan_id)]
+    query = "SELECT status FROM actions WHERE plan_id = ? ORDER BY seq"
+    return [r[0] for r in read_db(db, query, plan_id)]
 
 
 @dataclass
@@ -287,15 +288,15 @@ def test_controller_down_mid_apply_is_recorded_and_the_next_apply_finishes(
     assert "Unable to contact slurm controller" in message
     assert "TemporaryError" in message and "rerun `cp apply`" in message, "says a retry may help"
     shown = " ".join(ok(cp(capsys, "show", plan.id, "--dir", sc.specs)).out.split())
-    assert "Apply status: failed" in shown and "failed" in shown and "Unable to contact" in shown
+    assert "Apply status: failed" in shown and "Unable to contact" in shown
 
     controller_back.start()  # idempotent: brings back slurmctld only
     # nothing marked done that wasn't: the done submits exist, the rest were never sent
     jobs = squeue()
-    for (_, _, job), action in zip(rows, order, strict=True):
-        theirs = [j for j in jobs if j.workload == action.workload]
+    for (state, _, job), action in zip(rows, order, strict=True):
         if action.op.value == "submit":
-            assert [j.id for j in theirs] == ([job] if status[order.index(action)] == "done" else [])
+            theirs = [j.id for j in jobs if j.workload == action.workload]
+            assert theirs == ([job] if state == "done" else []), (action.workload, state)
     orphan = next(j for j in jobs if j.id == sc.orphan)
     assert orphan.state != "RUNNING", "the first action, the prune, was done"
 

@@ -62,6 +62,11 @@ def ours(squeue: Helper, workload: str) -> list[Any]:
     return [j for j in squeue() if j.workload == workload]
 
 
+def waiting(plan: dict[str, Any]) -> dict[str, str]:
+    """workload -> the reason code it waits with."""
+    return {p["workload"]: p["reason"]["code"] for p in plan["pending"]}
+
+
 def placeholder_rows(spec_dir: Path) -> dict[str, str]:
     """workload -> job id, read straight from the SQLite store."""
     with sqlite3.connect(spec_dir / ".cp" / "controlplane.db") as db:
@@ -98,8 +103,7 @@ def test_specs_converge_then_an_edit_prunes_and_reclaims(
     submits = {a["workload"]: a for a in planned["actions"]}
     assert {a["op"] for a in planned["actions"]} == {"submit"}
     assert sorted(submits) == ["bio/sweep", "chem/small", "chem/train", "ops/notebook", "ops/tune"]
-    waits = {p["workload"]: p["reason"]["code"] for p in planned["pending"]}
-    assert waits == {"ops/big": "no-capacity"}
+    assert waiting(planned) == {"ops/big": "no-capacity"}
     for w in ("chem/small", "ops/tune", "ops/notebook"):
         assert [r["node"] for r in submits[w]["replicas"]] == ["v100-2"], "not on the foreign node"
 
@@ -118,7 +122,7 @@ def test_specs_converge_then_an_edit_prunes_and_reclaims(
         assert [j.id for j in ours(squeue, w)] == [job]
     again = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
     assert again["actions"] == []
-    assert {p["workload"]: p["reason"]["code"] for p in again["pending"]} == {"ops/big": "no-capacity"}
+    assert waiting(again) == {"ops/big": "no-capacity"}
 
     # edit: chem/small leaves the specs; bio's quota goes to 0 and chem wants a second node
     edited = [d for d in copy.deepcopy(docs) if d["metadata"]["name"] != "small"]
@@ -143,15 +147,15 @@ def test_specs_converge_then_an_edit_prunes_and_reclaims(
     # reclaimed with a checkpoint: requeued under the same id, not resubmitted
     wait_for(lambda: show_job(slurm, jobs["bio/sweep"]).get("JobState") == "PENDING")
     sweep = show_job(slurm, jobs["bio/sweep"])
-    assert sweep["Restarts"] == "1" and [j.id for j in ours(squeue, "bio/sweep")] == [jobs["bio/sweep"]]
+    assert sweep["Restarts"] == "1"
+    assert [j.id for j in ours(squeue, "bio/sweep")] == [jobs["bio/sweep"]]
     extra_job = next(j for j in ours(squeue, "chem/extra"))
     wait_for(lambda: show_job(slurm, extra_job.id).get("JobState") == "RUNNING")
     assert show_job(slurm, extra_job.id)["NodeList"] == sweep_node
 
     final = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
     assert final["actions"] == []
-    waits = {p["workload"]: p["reason"]["code"] for p in final["pending"]}
-    assert waits == {"bio/sweep": "submitted", "ops/big": "no-capacity"}
+    assert waiting(final) == {"bio/sweep": "submitted", "ops/big": "no-capacity"}
     # the foreign job ran through all of it untouched
     assert show_job(slurm, foreign)["JobState"] == "RUNNING"
     assert all(len([j for j in ours(squeue, w) if j.active]) == 1
@@ -181,8 +185,7 @@ def test_placeholders_hold_a_pending_submission_and_are_reaped(
         # recorded and respected: waits as "submitted", nothing submitted again
         plan = ok(cp(capsys, "plan", specs, "--json")).json()
         assert plan["actions"] == []
-        assert [(p["workload"], p["reason"]["code"]) for p in plan["pending"]] == [
-            ("ph/wait", "submitted")]
+        assert waiting(plan) == {"ph/wait": "submitted"}
         assert first in plan["pending"][0]["reason"]["message"]
         assert placeholder_rows(specs) == {"ph/wait": first}
 
@@ -220,7 +223,7 @@ def test_a_submission_the_cluster_does_not_show_yet_is_not_repeated(
 
     plan = ok(cp(capsys, "plan", specs, "--json")).json()
     assert plan["actions"] == []
-    assert [(p["workload"], p["reason"]["code"]) for p in plan["pending"]] == [("ph/lag", "submitted")]
+    assert waiting(plan) == {"ph/lag": "submitted"}
     assert "987654" in plan["pending"][0]["reason"]["message"]
     assert "987654" in placeholder_rows(specs).values()
 
@@ -235,7 +238,7 @@ def test_a_submission_the_cluster_does_not_show_yet_is_not_repeated(
 def test_nodes_of_a_closed_partition_are_not_planned_onto(
     clean_slurm: Any, cluster_doc: dict[str, Any], tmp_path: Path, capsys: Capsys, slurm: Helper,
 ) -> None:
-    """An admin closes gpu-v100 for maintenance: its idle nodes take no jobs, so none are planned."""
+    """gpu-v100 closed for maintenance: its idle nodes take no jobs, so none are planned."""
     specs = tmp_path / "specs"
     write_specs(specs, [cluster_doc, project("p", 8), workload("w", "p", 1, "v100")])
     assert slurm("scontrol", "update", "PartitionName=gpu-v100", "State=DOWN").returncode == 0
@@ -249,3 +252,20 @@ def test_nodes_of_a_closed_partition_are_not_planned_onto(
         slurm("scontrol", "update", "PartitionName=gpu-v100", "State=UP")
     plan = ok(cp(capsys, "plan", specs, "--json")).json()
     assert [(a["op"], a["pool"]) for a in plan["actions"]] == [("submit", "v100")]
+
+
+def test_a_finished_workload_is_remembered_not_rerun(
+    clean_slurm: Any, cluster_doc: dict[str, Any], tmp_path: Path, capsys: Capsys, slurm: Helper,
+    wait_for: Helper,
+) -> None:
+    """Slurm forgets a finished job after MinJobAge; the store keeps the workload completed."""
+    specs = tmp_path / "specs"
+    short = workload("once", "p", 1, "a100_80")
+    short["spec"]["command"] = ["true"]
+    write_specs(specs, [cluster_doc, project("p", 8), short])
+    applied = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
+    [job] = [a["job"] for a in applied["actions"]]
+    wait_for(lambda: show_job(slurm, job).get("JobState") == "COMPLETED")
+    assert ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()["actions"] == []
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        assert list(db.execute("SELECT workload, job FROM completions")) == [("p/once", job)]

@@ -466,17 +466,20 @@ def test_plan_index_reads_the_queue_once_per_plan() -> None:
 
     index = PlanIndex(read_queue, read_job, ttl=60, clock=lambda: now[0])
     assert index.lookup("P", "a/x") == "1" and reads == ["queue"]
-    assert index.lookup("P", "a/y") == "2"  # ended, but this plan submitted it: not again
-    assert index.lookup("P", "a/z") is None and reads == ["queue", "2"]  # another plan's job
-    index.record("P", "a/w", "4")
-    queue.append(queue_row("4", "PENDING", "cp:v1;workload=a/w;plan=P"))
-    assert index.lookup("P", "a/w") == "4" and reads[-1] == "4"  # a hit is confirmed
-    queue[-1] = queue_row("4", "FAILED", "cp:v1;workload=a/w;plan=P")
-    assert index.lookup("P", "a/w") == "4"  # died since: still this plan's one submission
-    queue.pop()
-    assert index.lookup("P", "a/w") is None  # forgotten by Slurm: submit again
+    assert index.lookup("P", "a/y") is None  # cancelled: submit again
+    assert index.lookup("P", "a/z") is None and reads == ["queue"]  # another plan's job
+    index.record("P", "a/y", "4")
+    queue.append(queue_row("4", "PENDING", "cp:v1;workload=a/y;plan=P"))
+    assert index.lookup("P", "a/y") == "4" and reads == ["queue", "4"]  # a hit is confirmed
+    queue[-1] = queue_row("4", "COMPLETED", "cp:v1;workload=a/y;plan=P")
+    assert index.lookup("P", "a/y") == "4"  # ran to the end: never run twice
+    queue[-1] = queue_row("4", "FAILED", "cp:v1;workload=a/y;plan=P")
+    assert index.lookup("P", "a/y") is None  # died since: submit again
+    queue.append(queue_row("5", "COMPLETED", "cp:v1;workload=a/v;plan=P"))
     index.forget("P")
-    assert index.lookup("P", "a/x") == "1" and reads.count("queue") == 2
+    assert index.lookup("P", "a/v") == "5"  # found by a fresh read too
+    index.forget("P")
+    assert index.lookup("P", "a/x") == "1" and reads.count("queue") == 3
     now[0] = 61.0
     index.lookup("P", "a/x")
-    assert reads.count("queue") == 3  # stale after ttl
+    assert reads.count("queue") == 4  # stale after ttl
