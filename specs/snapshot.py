@@ -122,15 +122,24 @@ class Snapshot(SnapshotModel):
 
 
 def observed_digest(snapshot: Snapshot) -> str:
-    """Hash of what a plan depends on (nodes and jobs), not of ``now``: a plan made against
-    one digest is stale once the clusters report another."""
+    """Hash of what a plan depends on; a plan made against one digest is stale once the
+    clusters report another.
+
+    Counted: every node's name, GPUs and whether it takes work, and every job of ours
+    (id, workload, whether it holds GPUs, where). Not counted: ``now``, nodes going
+    idle/mixed/allocated, and foreign jobs — on a busy shared cluster those change every
+    minute, and a plan must survive the time between review and merge. A foreign job that
+    takes planned GPUs makes the submitted job wait in the cluster's queue, and the next
+    reconcile sees it.
+    """
     clusters = []
     for c in sorted(snapshot.clusters, key=lambda c: c.name):
-        nodes = sorted((n.name, n.gpus, n.state, n.pool) for n in c.nodes)
+        nodes = sorted((n.name, n.gpus, n.schedulable, n.pool) for n in c.nodes)
         jobs = sorted(
-            (j.id, j.workload or "", j.state.value, [(r.node or "", r.gpus) for r in j.replicas])
+            (j.id, j.workload, j.state.holds_gpus,
+             sorted((r.node or "", r.gpus) for r in j.replicas) if j.state.holds_gpus else [])
             for j in c.jobs
-            if j.state.active
+            if j.workload is not None and j.state.active
         )
         clusters.append([c.name, nodes, jobs])
     return hashlib.sha256(json.dumps(clusters, sort_keys=True).encode()).hexdigest()
