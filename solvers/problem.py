@@ -78,6 +78,8 @@ class JobRequest:
     pool: tuple[str, str] | None = None
     placed: list[str] = field(default_factory=list)  # node of each running replica
     started_at: datetime | None = None
+    # the project's minRuntime (seconds): a preemptible job younger than this is no victim
+    min_runtime: int | None = None
     blocked: Reason | None = None  # set when it can never be placed this round
 
     @property
@@ -258,6 +260,7 @@ def _job_request(
         walltime=spec.walltime,
     )
     project = desired.projects.get(spec.project)
+    req.min_runtime = project.spec.min_runtime if project else None
     limit = project.spec.max_walltime if project else None
     if limit is not None and spec.walltime is not None and spec.walltime > limit:
         req.blocked = Reason(

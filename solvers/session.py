@@ -23,6 +23,7 @@ class Session:
     fair: dict[str, float] = field(default_factory=dict)
     tasks: dict[str, list[str]] = field(default_factory=dict)  # workload -> node keys
     pool: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> pool
+    _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, problem: Problem, usage: dict[str, float] | None = None, k: float = 1.0) -> Session:
@@ -37,12 +38,15 @@ class Session:
         return s
 
     def chain(self, queue_id: str) -> list[Queue]:
-        """The queue and its ancestors, leaf first."""
+        """The queue and its ancestors, leaf first (cached: the tree is fixed for a session)."""
+        if queue_id in self._chains:
+            return self._chains[queue_id]
         out = []
         q: Queue | None = self.problem.queues.get(queue_id)
         while q is not None:
             out.append(q)
             q = self.problem.queues.get(q.parent) if q.parent else None
+        self._chains[queue_id] = out
         return out
 
     def charge(self, job: JobRequest, gpus: float) -> None:

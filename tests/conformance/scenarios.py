@@ -21,7 +21,8 @@ POOL = "gpu"
 
 
 def load_scenarios() -> list[dict[str, Any]]:
-    return json.loads((HERE / "kai-scenarios.json").read_text())
+    scenarios: list[dict[str, Any]] = json.loads((HERE / "kai-scenarios.json").read_text())
+    return scenarios
 
 
 def _doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -65,10 +66,13 @@ def snapshot(sc: dict[str, Any]) -> dict[str, Any]:
     jobs, queue = [], []
     for j in sc["jobs"]:
         key = f"{j['queue']}/{j['name']}"
-        if j["state"] == "running":
+        if j["state"] in ("running", "mixed"):
+            # a "mixed" gang (some tasks running, some pending) is a RUNNING job whose replica
+            # list is shorter than the workload's replicas: the missing ones still wait
+            placed = [n for n in j["nodes"] if n is not None]
             jobs.append({"id": f"job-{j['name']}", "workload": key, "state": "RUNNING",
                          "submittedAt": created(j), "startedAt": created(j), "pool": POOL,
-                         "replicas": [{"node": n, "gpus": j["gpus_per_task"]} for n in j["nodes"]]})
+                         "replicas": [{"node": n, "gpus": j["gpus_per_task"]} for n in placed]})
         else:
             queue.append({"workload": key, "since": created(j)})
     nodes = [{"name": n["name"], "pool": POOL, "gpuType": "gpu", "gpus": n["gpus"]} for n in sc["nodes"]]

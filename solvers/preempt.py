@@ -1,0 +1,46 @@
+"""Preempt: inside one project, a waiting job evicts strictly lower-priority work.
+
+Priority orders work *within* a project (KAI's job priority: train 50, build 100,
+inference 125); quota decides *between* projects, which is reclaim's business. So:
+
+* Victims: preemptible jobs of the same project with a strictly lower priority.
+* A non-preemptible preemptor must stay within deserved with its non-preemptible work on
+  every level (its own running replicas count); otherwise nothing happens, since it could
+  never be placed on borrowed GPUs anyway.
+* The victim set is KAI's first sufficient one in victim order, verified by simulation
+  (solvers/victims.py); victims placed again are moved instead of evicted.
+"""
+
+from __future__ import annotations
+
+from solvers.disruption import Disruption, Ledger
+from solvers.problem import JobRequest
+from solvers.session import Session
+from specs.actions import Reason, ReasonCode
+
+
+class Preempt(Disruption):
+    name = "preemption"
+
+    def admits(self, job: JobRequest, count: int) -> bool:
+        if job.preemptible:
+            return True
+        s, req = self.s, count * job.gpus
+        return all(s.alloc_np[q.id] + req <= q.deserved for q in s.chain(job.queue))
+
+    def victim_queues(self, job: JobRequest) -> list[str]:
+        return [job.queue]
+
+    def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
+        return victim.queue == job.queue and victim.priority < job.priority
+
+    def why_evicted(self, job: JobRequest, victim: JobRequest, count: int) -> Reason:
+        project = self.s.problem.queues[job.queue].name
+        return Reason(code=ReasonCode.PRIORITY, message=(
+            f"{job.key} (priority {job.priority}) outranks it (priority {victim.priority}) "
+            f"in project {project}"))
+
+
+def preempt(session: Session, ledger: Ledger) -> None:
+    """Run the preempt step on ``session`` (mutating it), recording what it did in ``ledger``."""
+    Preempt(session, ledger).run()
