@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from specs.actions import Action, Op, Pending
+from specs.actions import Action, Op, Pending, ReasonCode
 
 
 class PlanModel(BaseModel):
@@ -62,12 +62,23 @@ class Plan(PlanModel):
         return cls.model_validate_json(text)
 
     def execution_order(self) -> list[Action]:
-        """Evictions first, so the submissions that need their GPUs find them free."""
-        return sorted(self.actions, key=lambda a: (not a.op.evicts, _EXEC_RANK[a.op]))
+        """Evictions first, so the moves and submissions that need their GPUs find them free.
+
+        A resize that takes replicas away (an elastic victim of reclaim or preemption) is an
+        eviction too: it runs with the preemptions, before any move. Within one op the
+        plan's own order holds (the reconciler lists moves in an order that fits)."""
+        def rank(a: Action) -> tuple[bool, int]:
+            if a.op == Op.RESIZE and a.reason.code in _DISTURBS:
+                return (False, _EXEC_RANK[Op.PREEMPT])
+            return (not a.op.evicts, _EXEC_RANK[a.op])
+
+        return sorted(self.actions, key=rank)
 
 
 # preempt/cancel free GPUs; move frees its old place before it lands; then growth, then starts
 _EXEC_RANK = {Op.CANCEL: 0, Op.PREEMPT: 1, Op.MOVE: 2, Op.RESIZE: 3, Op.SUBMIT: 4}
+# reasons that disturb running work: a resize with one of them shrinks the job
+_DISTURBS = {ReasonCode.RECLAIM, ReasonCode.PRIORITY, ReasonCode.ELASTIC_SHRINK}
 # reading order: least disruptive first (KAI tries allocate, consolidate, reclaim, preempt)
 DISPLAY_RANK = {Op.SUBMIT: 0, Op.RESIZE: 1, Op.MOVE: 2, Op.PREEMPT: 3, Op.CANCEL: 4}
 
