@@ -4,9 +4,12 @@ The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
 
 1. Join specs and snapshot into a scheduling problem: which workloads run, wait in a
    cluster's queue, finished, or still need GPUs; which of our jobs no spec asks for.
-2. Open a session: charge running work to its queues, divide fair shares.
-3. Allocate pending work in KAI order (limits, deserved for non-preemptible work, gangs,
-   bin-packing), on idle GPUs only.
+   Site policy: projects that spent this month's budget start nothing new.
+2. Open a session: charge running work to its queues, divide fair shares (past usage,
+   decayed by each project's half-life, bends only the over-quota split).
+3. Allocate pending work on idle GPUs: KAI's greedy order (limits, deserved for
+   non-preemptible work, gangs, bin-packing) beside the CP-SAT model; the better answer
+   by the same lexicographic tiers is kept, KAI's on a tie.
 4. Consolidate: for a preemptible job that still waits although enough GPUs are free,
    move preemptible running jobs so that its gang finds whole nodes (every moved job
    must land again).
@@ -33,12 +36,14 @@ from datetime import datetime
 from controlplane.plan import DISPLAY_RANK, Plan, QueueStatus, SolverReport, plan_id
 from solvers.allocate import Allocator, Grant, allocate
 from solvers.consolidate import consolidate
+from solvers.engine import Allocation, allocate_best
 from solvers.disruption import Ledger
 from solvers.policy import Policy
 from solvers.preempt import preempt
 from solvers.problem import JobRequest, Problem, build_problem, node_key
 from solvers.reclaim import reclaim
 from solvers.session import Session
+from solvers.usage import block_over_budget, fairshare_inputs
 from specs.actions import Action, Op, Pending, Reason, ReasonCode, SubmitDetails
 from specs.desired import DesiredState
 from specs.snapshot import Replica, Snapshot, observed_digest
@@ -52,11 +57,14 @@ def plan(
     policy: Policy = Policy(),
     git_commit: str | None = None,
 ) -> Plan:
-    # 1-2. the problem and a session over it
+    # 1. the problem, with site policy: budgets
     problem = build_problem(desired, observed, now)
-    session = Session.open(problem, k=policy.k)
-    # 3. allocate
-    allocator = allocate(session)
+    block_over_budget(problem, desired, observed.usage, now)
+    # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
+    fs = fairshare_inputs(problem, desired, observed.usage, now)
+    chosen = allocate_best(
+        problem, lambda: Session.open(problem, fs.usage, policy.k, fs.k), policy)
+    session, allocator = chosen.session, chosen
     # 4-6. consolidate, reclaim, preempt: each commits its victims to the session
     ledger = Ledger()
     consolidate(session, ledger)
@@ -84,7 +92,8 @@ def plan(
         pending=pending,
         projects=projects,
         departments=departments,
-        solver=SolverReport(engine="kai-greedy", status="HEURISTIC"),
+        solver=SolverReport(engine=chosen.engine, status=chosen.status,
+                            objective=chosen.objective, bound=chosen.bound, gap=chosen.gap),
     )
 
 
@@ -191,7 +200,7 @@ def _submit(desired: DesiredState, problem: Problem, session: Session, job: JobR
                   replicas=replicas, reason=reason, submit=submit)
 
 
-def _pending(problem: Problem, session: Session, allocator: Allocator,
+def _pending(problem: Problem, session: Session, allocator: Allocator | Allocation,
              ledger: Ledger) -> list[Pending]:
     # a waiting job a disruptive step placed no longer waits; its victims now do
     waits = {**allocator.pending, **ledger.waiting}

@@ -60,7 +60,7 @@ def place(session: Session, job: JobRequest, count: int,
         for n in back:
             s.index.take(n, job.gpus)
     else:
-        nodes = s.index.place_gang(pools, job.gpus, count)
+        nodes = s.index.place_gang(pools, job.gpus, count, frozenset(s.tasks.get(job.key, ())))
     if nodes is None:
         return None
     s.tasks.setdefault(job.key, []).extend(nodes)

@@ -31,6 +31,7 @@ class ShareNode:
     priority: int
     request: float  # allocated + pending GPUs of the whole subtree
     usage: float = 0.0  # past usage normalised by cluster capacity (time-based fairshare)
+    k: float | None = None  # how strongly usage bends this queue's weight (None: the division's k)
     order: tuple[int, str] = (0, "")  # creation order, then name: breaks ties
     children: list[ShareNode] = field(default_factory=list)
     fair_share: float = 0.0
@@ -74,8 +75,11 @@ def _share_weights(level: list[ShareNode], k: float) -> dict[str, float]:
         if n.satisfied():
             continue
         w = n.weight / total_weight
-        # usage above one's normalised weight lowers the share, usage below raises it
-        weights[n.id] = max(0.0, w + k * (w - n.usage))
+        # usage above one's normalised weight lowers the share, usage below raises it. KAI's
+        # w + k(w - u) with one k for all; a project's own k scales only its usage term, so
+        # a project with k = 0 is not penalised for ignoring usage
+        bend = k if n.k is None else n.k
+        weights[n.id] = max(0.0, w + k * w - bend * n.usage)
     return weights
 
 

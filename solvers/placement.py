@@ -20,7 +20,8 @@ PoolKey = tuple[str, str]
 class FreeIndex:
     """Free GPUs per node, bucketed per pool; mutable scratch state of one solve."""
 
-    def __init__(self, nodes: dict[str, NodeInfo]) -> None:
+    def __init__(self, nodes: dict[str, NodeInfo], distinct: frozenset[PoolKey] = frozenset()) -> None:
+        self.distinct = distinct  # pools where a gang takes one replica per node
         self.free: dict[str, int] = {}
         self.pool_of: dict[str, PoolKey] = {}
         self._buckets: dict[PoolKey, dict[int, SortedList]] = defaultdict(dict)
@@ -37,10 +38,12 @@ class FreeIndex:
             buckets[free] = SortedList()
         return buckets[free]
 
-    def best_node(self, pool: PoolKey, gpus: int) -> str | None:
-        """The fitting node with the fewest free GPUs, then the first name."""
+    def best_node(self, pool: PoolKey, gpus: int, avoid: set[str] | None = None) -> str | None:
+        """The fitting node with the fewest free GPUs, then the first name (not in ``avoid``)."""
         for free in sorted(f for f, b in self._buckets.get(pool, {}).items() if f >= gpus and b):
-            return str(self._buckets[pool][free][0])
+            for node in self._buckets[pool][free]:
+                if not avoid or node not in avoid:
+                    return str(node)
         return None
 
     def take(self, node: str, gpus: int) -> None:
@@ -65,7 +68,8 @@ class FreeIndex:
                 largest = max(largest, free)
         return total, largest
 
-    def place_gang(self, pools: list[PoolKey], gpus: int, count: int) -> list[str] | None:
+    def place_gang(self, pools: list[PoolKey], gpus: int, count: int,
+                   holding: frozenset[str] = frozenset()) -> list[str] | None:
         """Place ``count`` replicas of ``gpus`` each inside one pool, or nothing.
 
         Pools are tried in the order of the node the first replica would take (fewest
@@ -78,8 +82,12 @@ class FreeIndex:
                 firsts.append((self.free[node], node, pool))
         for _, _, pool in sorted(firsts):
             placed: list[str] = []
+            # distinct pools: no node twice, nor one the job already holds (``holding``)
+            avoid: set[str] | None = set(holding) if pool in self.distinct else None
             for _ in range(count):
-                node = self.best_node(pool, gpus)
+                node = self.best_node(pool, gpus, avoid)
+                if avoid is not None and node is not None:
+                    avoid.add(node)
                 if node is None:
                     break
                 self.take(node, gpus)

@@ -11,3 +11,4 @@ class Policy:
     seed: int = 0  # CP-SAT random seed: plans are reproducible
     workers: int = 2
     time_limit: float = 10.0  # seconds for the CP-SAT search
+    engine: str = "best"  # "best": greedy and CP-SAT, keep the better; "kai": greedy only

@@ -42,6 +42,8 @@ class PoolInfo:
     max_walltime: int | None
     cost_per_gpu_hour: float
     account: str | None
+    # a gang's replicas on distinct nodes: one Slurm job asks the same GRES of every node
+    one_replica_per_node: bool = False
 
 
 @dataclass
@@ -189,6 +191,7 @@ def _pools(desired: DesiredState) -> dict[tuple[str, str], PoolInfo]:
                 max_walltime=pool.max_walltime,
                 cost_per_gpu_hour=gt.cost_per_gpu_hour if gt else 0.0,
                 account=account,
+                one_replica_per_node=cluster.spec.adapter == "slurm",
             )
     return out
 

@@ -26,15 +26,19 @@ class Session:
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, problem: Problem, usage: dict[str, float] | None = None, k: float = 1.0) -> Session:
-        s = cls(problem, FreeIndex(problem.nodes))
+    def open(cls, problem: Problem, usage: dict[str, float] | None = None, k: float = 1.0,
+             k_by_queue: dict[str, float] | None = None) -> Session:
+        """Charge running work and divide fair shares; ``usage`` (normalised past usage by
+        queue id) and ``k`` bend only the over-quota split (time-based fairshare)."""
+        distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
+        s = cls(problem, FreeIndex(problem.nodes, distinct))
         for job in problem.jobs.values():
             if job.running:
                 s.tasks[job.key] = list(job.placed)
                 if job.pool:
                     s.pool[job.key] = job.pool
                 s.charge(job, len(job.placed) * job.gpus)
-        s.fair = _fair_shares(problem, s, usage or {}, k)
+        s.fair = _fair_shares(problem, s, usage or {}, k, k_by_queue or {})
         return s
 
     def chain(self, queue_id: str) -> list[Queue]:
@@ -61,7 +65,8 @@ class Session:
         return share if q.limit is None else min(share, q.limit)
 
 
-def _fair_shares(problem: Problem, s: Session, usage: dict[str, float], k: float) -> dict[str, float]:
+def _fair_shares(problem: Problem, s: Session, usage: dict[str, float], k: float,
+                 k_by_queue: dict[str, float]) -> dict[str, float]:
     request: dict[str, float] = defaultdict(float)
     for job in problem.jobs.values():
         if job.blocked is not None and not job.running:
@@ -80,6 +85,7 @@ def _fair_shares(problem: Problem, s: Session, usage: dict[str, float], k: float
             priority=q.priority,
             request=request[qid],
             usage=usage.get(qid, 0.0),
+            k=k_by_queue.get(qid),
             order=(problem.order[qid], q.name),
             children=[share_node(c) for c in q.children],
         )

@@ -17,6 +17,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
+from solvers.problem import Problem, Queue
+from specs.actions import Reason, ReasonCode
+from specs.desired import DesiredState
 from specs.snapshot import UsageRecord
 
 DEFAULT_HALF_LIFE = 7 * 86400  # seconds; Slurm's PriorityDecayHalfLife default
@@ -75,3 +78,51 @@ def over_budget(project: str, budget_hours: float | None, budget_cost: float | N
         return (f"project {project} spent {used.cost:,.2f} of its {budget_cost:,.2f} cost units "
                 f"for {month}; new work waits for next month's budget")
     return None
+
+
+@dataclass(frozen=True)
+class FairshareInputs:
+    usage: dict[str, float]  # queue id -> normalised decayed usage
+    k: dict[str, float]  # queue id -> the project's k
+
+
+def fairshare_inputs(problem: Problem, desired: DesiredState, records: list[UsageRecord],
+                     now: datetime) -> FairshareInputs:
+    """Per queue: decayed usage normalised by capacity (departments sum their projects)."""
+    by_project: dict[str, list[UsageRecord]] = defaultdict(list)
+    for r in records:
+        by_project[r.project].append(r)
+    capacity = problem.total_gpus
+    usage: dict[str, float] = defaultdict(float)
+    k: dict[str, float] = {}
+    for name, project in desired.projects.items():
+        fs = project.spec.fairshare
+        qid = f"project:{name}"
+        if qid not in problem.queues:
+            continue
+        if fs is not None:
+            k[qid] = fs.k
+        half_life = fs.half_life if fs and fs.half_life else DEFAULT_HALF_LIFE
+        u = normalised_usage(by_project.get(name, []), now, half_life, capacity)
+        queue: Queue | None = problem.queues[qid]
+        while queue is not None:
+            usage[queue.id] += u
+            queue = problem.queues.get(queue.parent) if queue.parent else None
+    return FairshareInputs(dict(usage), k)
+
+
+def block_over_budget(problem: Problem, desired: DesiredState, records: list[UsageRecord],
+                      now: datetime) -> None:
+    """Mark the waiting work of projects that spent this month's budget; running work goes on."""
+    cost = {p.gpu_type: p.cost_per_gpu_hour for p in problem.pools.values()}
+    used = usage_this_month(records, now, cost)
+    for name, project in desired.projects.items():
+        budget = project.spec.budget
+        if budget is None:
+            continue
+        why = over_budget(name, budget.gpu_hours_per_month, budget.cost_per_month, used.get(name), now)
+        if why is None:
+            continue
+        for job in problem.jobs.values():
+            if job.queue == f"project:{name}" and not job.running and job.blocked is None:
+                job.blocked = Reason(code=ReasonCode.OVER_BUDGET, message=why)

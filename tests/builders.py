@@ -15,11 +15,12 @@ def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "controlplane/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-def cluster(name: str = "sim", pools: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+def cluster(name: str = "sim", pools: list[dict[str, Any]] | None = None,
+            adapter_override: str = "simulator", **spec: Any) -> dict[str, Any]:
     pools = pools or [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
     gpu_types = spec.pop("gpuTypes", {"a100_80": {"memoryGiB": 80, "costPerGpuHour": 3},
                                       "v100": {"memoryGiB": 32, "costPerGpuHour": 1}})
-    return doc("Cluster", name, adapter="simulator", gpuTypes=gpu_types, nodePools=pools, **spec)
+    return doc("Cluster", name, adapter=adapter_override, gpuTypes=gpu_types, nodePools=pools, **spec)
 
 
 def project(name: str, gpus: int = 0, weight: float = 1, limit: int | None = None,

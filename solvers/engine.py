@@ -1,0 +1,89 @@
+"""Two allocators, one answer: KAI's greedy order beside the CP-SAT model, keep the better.
+
+The greedy is exact KAI semantics and fast; the CP-SAT model can do strictly better
+(it never gives in-quota GPUs away to fragment a pool). Both answers are scored by the
+same lexicographic tiers (solvers/cpsat/score.py); CP-SAT's is kept only when it scores
+strictly higher and obeys every placement rule the greedy obeys, so on ties — every KAI
+conformance scenario among them — the plan is KAI's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from solvers.allocate import Grant, allocate
+from solvers.cpsat import score, solve
+from solvers.policy import Policy
+from solvers.problem import Problem
+from solvers.session import Session
+from specs.actions import Reason
+
+
+@dataclass
+class Allocation:
+    """What the allocate step decided, whichever engine decided it."""
+
+    session: Session
+    grants: dict[str, Grant]
+    pending: dict[str, Reason]
+    engine: str
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def allocate_best(problem: Problem, open_session: Callable[[], Session], policy: Policy) -> Allocation:
+    """Allocate with KAI's greedy and (``policy.engine`` "best") CP-SAT; keep the better."""
+    greedy_session = open_session()
+    greedy = allocate(greedy_session)
+    kai = Allocation(greedy_session, dict(greedy.grants), dict(greedy.pending), "kai-greedy",
+                     "HEURISTIC")
+    if policy.engine == "kai" or not any(not j.running for j in problem.jobs.values()):
+        return kai
+    cp_session = open_session()
+    result = solve(problem, cp_session, policy, greedy=greedy.grants)
+    report = result.report
+    greedy_score = score(problem, cp_session, greedy.grants)
+    # the bound: CP-SAT's proven optimum when it has one, else the LP relaxation's
+    bound = report.objective if report.status == "OPTIMAL" else report.bound
+    kai.objective = result.objective_of(greedy_score)
+    kai.bound = bound
+    kai.gap = max(0.0, (bound - kai.objective) / bound) if bound else 0.0
+    if report.status == "OPTIMAL" and not (result.score > greedy_score):
+        kai.status = "OPTIMAL"  # proven: nothing scores higher than the greedy's answer
+    if not (result.score > greedy_score) or report.status not in ("OPTIMAL", "FEASIBLE"):
+        kai.notes.append(f"cp-sat {report.status}: no better than the greedy")
+        return kai
+    if (broken := _rule_broken(problem, cp_session, result.grants)) is not None:
+        kai.notes.append(f"cp-sat answer set aside: {broken}")
+        return kai
+    _commit(cp_session, result.grants)
+    gap = max(0.0, (bound - report.objective) / bound) if bound else 0.0
+    return Allocation(cp_session, dict(result.grants), dict(result.pending), "cp-sat",
+                      report.status, report.objective, bound, gap)
+
+
+def _rule_broken(problem: Problem, session: Session, grants: dict[str, Grant]) -> str | None:
+    """A rule the CP-SAT model does not encode: one replica per node where the pool says so."""
+    for key, grant in grants.items():
+        pool = problem.pools[grant.pool]
+        if pool.one_replica_per_node and max(Counter(grant.nodes).values(), default=0) > 1:
+            return f"{key} would put two replicas on one node of {grant.pool[0]}/{grant.pool[1]}"
+    return None
+
+
+def _commit(session: Session, grants: dict[str, Grant]) -> None:
+    """Take the chosen answer's GPUs and charge its queues, as the greedy's place() does."""
+    for key, grant in sorted(grants.items()):
+        job = session.problem.jobs[key]
+        have = Counter(session.tasks.get(key, []))
+        new = list((Counter(grant.nodes) - have).elements())
+        for node in new:
+            session.index.take(node, job.gpus)
+        session.tasks.setdefault(key, []).extend(new)
+        session.pool[key] = grant.pool
+        session.charge(job, len(new) * job.gpus)
