@@ -25,7 +25,7 @@ from ortools.sat.python import cp_model
 from ortools.sat.python.cp_model_helper import SatParameters
 
 from solvers.allocate import Grant
-from solvers.cpsat.bound import lp_tier_bounds
+from solvers.cpsat.bound import TierLP, lp_tier_bounds
 from solvers.cpsat.classes import aggregate, base_state
 from solvers.cpsat.expand import Counts, expand, grants
 from solvers.cpsat.explain import pending_reasons
@@ -158,30 +158,61 @@ def _solve_stages(m: AllocationModel, policy: Policy,
     """
     values: list[int] = []
     reports: list[StageReport] = []
+    lp = TierLP(m)
+    for tier in m.tiers:  # tiers with nothing to choose are held at once
+        if tier.span <= 0:
+            lp.hold(tier, tier.hi)
     tiers = [t for t in m.tiers if t.span > 0]  # the others leave nothing to choose
     for i, tier in enumerate(tiers):
         remaining = policy.time_limit - (time.perf_counter() - started)
         if remaining <= 0:
             reports.append(StageReport(tier.name, "SKIPPED", 0.0))
             continue
-        budget = remaining if i == len(tiers) - 1 else remaining / 2
-        m.model.maximize(tier_expr(tier))
-        solver = cp_model.CpSolver()
-        _configure(solver.parameters, policy, budget, tier.name)
         stage_started = time.perf_counter()
-        status = solver.solve(m.model)
-        reports.append(StageReport(tier.name, solver.status_name(status),
-                                   time.perf_counter() - stage_started))
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            break
-        values = list(solver.response_proto.solution)
-        achieved = sum(c * values[v.index] for v, c in tier.terms)
+        # nothing can beat the LP bound: an answer that meets it needs no proof
+        target = math.floor(lp.bound(tier) + 1e-6) - tier.constant
+        if values and sum(c * values[v.index] for v, c in tier.terms) >= target:
+            reports.append(StageReport(tier.name, "OPTIMAL", time.perf_counter() - stage_started))
+            achieved = sum(c * values[v.index] for v, c in tier.terms)
+        else:
+            budget = remaining if i == len(tiers) - 1 else remaining / 2
+            m.model.maximize(tier_expr(tier))
+            solver = cp_model.CpSolver()
+            _configure(solver.parameters, policy, budget, tier.name)
+            status = solver.solve(m.model, _StopAt(target))
+            if status == cp_model.FEASIBLE and solver.objective_value >= target:
+                status = cp_model.OPTIMAL  # stopped at the LP bound: proven optimal
+            reports.append(StageReport(tier.name, _status_name(status),
+                                       time.perf_counter() - stage_started))
+            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                break
+            values = list(solver.response_proto.solution)
+            achieved = sum(c * values[v.index] for v, c in tier.terms)
         m.model.add(tier_expr(tier) >= achieved).with_name(f"keep[{tier.name}]")
+        lp.hold(tier, achieved + tier.constant)
         m.model.proto.clear_solution_hint()  # the next stage starts from this answer
         for index, value in enumerate(values):
             m.model.proto.solution_hint.vars.append(index)
             m.model.proto.solution_hint.values.append(value)
     return values, reports
+
+
+class _StopAt(cp_model.CpSolverSolutionCallback):
+    """Ends the search once the objective reaches ``target``, the LP bound."""
+
+    def __init__(self, target: int) -> None:
+        super().__init__()
+        self.target = target
+
+    def on_solution_callback(self) -> None:
+        if self.objective_value >= self.target:
+            self.stop_search()
+
+
+def _status_name(status: object) -> str:
+    names = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
+             cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID"}
+    return next((name for code, name in names.items() if code == status), "UNKNOWN")
 
 
 def _configure(params: SatParameters, policy: Policy, seconds: float, tier: str) -> None:
