@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from solvers import reasons
 from solvers.problem import JobRequest, Queue
 from solvers.session import Session
 from specs.actions import Reason, ReasonCode
@@ -51,7 +52,7 @@ def place(session: Session, job: JobRequest, count: int,
     ``prefer`` (the nodes a job was just evicted from), the replicas go back there when
     they fit, so a job that finds its old place free is not restarted elsewhere."""
     s = session
-    pools = [s.pool[job.key]] if job.key in s.pool else job.pools
+    pools = s.pools_for(job)
     back = (prefer or [])[:count]
     if len(back) == count and all(
             s.index.free.get(n, 0) >= c * job.gpus and s.index.pool_of[n] in pools
@@ -195,25 +196,16 @@ class Allocator:
         s = self.s
         for q in s.chain(job.queue):
             if q.limit is not None and s.alloc[q.id] + gpus > q.limit:
-                return Reason(
-                    code=ReasonCode.OVER_LIMIT,
-                    message=f"{q.kind} {q.name} would hold {_n(s.alloc[q.id] + gpus)} GPUs, "
-                    f"above its limit of {_n(q.limit)}",
-                )
+                return reasons.over_limit(q, s.alloc[q.id] + gpus)
         if not job.preemptible:
             for q in s.chain(job.queue):
                 if s.alloc_np[q.id] + gpus > q.deserved:
-                    return Reason(
-                        code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED,
-                        message=f"non-preemptible work of {q.kind} {q.name} would use "
-                        f"{_n(s.alloc_np[q.id] + gpus)} GPUs, above its deserved {_n(q.deserved)}; "
-                        "non-preemptible work must fit within deserved quota",
-                    )
+                    return reasons.non_preemptible_over_deserved(q, s.alloc_np[q.id] + gpus)
         return None
 
     def _place(self, job: JobRequest, count: int) -> Reason | None:
         s = self.s
-        pools = [s.pool[job.key]] if job.key in s.pool else job.pools
+        pools = s.pools_for(job)
         if place(s, job, count, self.prefer.get(job.key)) is None:
             return self._why_unplaced(job, pools, count)
         self.grants[job.key] = Grant(
@@ -249,21 +241,10 @@ class Allocator:
     def _why_unplaced(self, job: JobRequest, pools: list[tuple[str, str]], count: int) -> Reason:
         total = largest = 0
         for p in pools:
-            t, l = self.s.index.pool_free(p)
-            total, largest = total + t, max(largest, l)
-        shape = f"{count} x {job.gpus} GPUs" if count > 1 else f"{job.gpus} GPUs"
-        names = ", ".join(sorted({f"{c}/{p}" for c, p in pools}))
-        if count > 1 and total >= count * job.gpus:
-            return Reason(
-                code=ReasonCode.GANG_UNPLACEABLE,
-                message=f"gang of {shape} must start at once in one pool; {total} GPUs are free "
-                f"in {names} but not {count} nodes with {job.gpus} free each",
-            )
-        return Reason(
-            code=ReasonCode.NO_CAPACITY,
-            message=f"needs {shape}; eligible pools {names} have {total} free "
-            f"(largest block {largest} on one node)",
-        )
+            t, biggest = self.s.index.pool_free(p)
+            total, largest = total + t, max(largest, biggest)
+        return reasons.no_room(count, job.gpus, pools, total, largest,
+                               gang_would_fit_in_total=total >= count * job.gpus)
 
 
 def allocate(session: Session, prefer: dict[str, list[str]] | None = None) -> Allocator:

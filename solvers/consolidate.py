@@ -30,7 +30,7 @@ class Consolidate(Disruption):
         if not job.preemptible:
             return False
         s = self.s
-        pools = [s.pool[job.key]] if job.key in s.pool else job.pools
+        pools = s.pools_for(job)
         return sum(s.index.pool_free(p)[0] for p in pools) >= count * job.gpus
 
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:

@@ -142,7 +142,7 @@ class Disruption:
         queues = self.victim_queues(job)
         keys = [k for q in (queues if queues is not None else sorted(self._holders))
                 for k in self._holders.get(q, [])]
-        pools = {s.pool[job.key]} if job.key in s.pool else set(job.pools)
+        pools = set(s.pools_for(job))
         out = {}
         for key in keys:
             victim, tasks = jobs[key], s.tasks[key]

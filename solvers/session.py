@@ -53,6 +53,14 @@ class Session:
         self._chains[queue_id] = out
         return out
 
+    def pools_for(self, job: JobRequest) -> list[tuple[str, str]]:
+        """Where the job may place replicas: a job holding GPUs grows in its own pool (one
+        Slurm job, one partition); one that holds none — new, or evicted from everywhere
+        earlier in this plan — may use any eligible pool."""
+        if self.tasks.get(job.key) and job.key in self.pool:
+            return [self.pool[job.key]]
+        return job.pools
+
     def charge(self, job: JobRequest, gpus: float) -> None:
         for q in self.chain(job.queue):
             self.alloc[q.id] += gpus

@@ -7,6 +7,7 @@ applied to the simulator the next plan is empty (the allocation is a fixed point
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 from hypothesis import HealthCheck, given, settings
@@ -57,7 +58,8 @@ def _apply(snap: Snapshot, p) -> Snapshot:  # type: ignore[no-untyped-def]
     return snap
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("CP_PROPERTY_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(orgs())
 def test_plan_apply_replan_invariants(docs: list[dict]) -> None:
     d = desired(docs)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from solvers.cpsat.classes import Base, PoolKey, chain, floor_quota
+from solvers import reasons
+from solvers.cpsat.classes import Base, PoolKey, chain
 from solvers.problem import JobRequest, Problem
 from specs.actions import Reason, ReasonCode
 
@@ -59,13 +60,8 @@ def _over_limit(problem: Problem, base: Base, job: JobRequest, need: int,
                 new: dict[str, int], limit_room: dict[str, int]) -> Reason | None:
     for qid in chain(problem, job.queue):
         if qid in limit_room and new[qid] + need > limit_room[qid]:
-            q = problem.queues[qid]
             held = base.alloc.get(qid, 0) + new[qid]
-            return Reason(
-                code=ReasonCode.OVER_LIMIT,
-                message=f"{q.kind} {q.name} would hold {held + need} GPUs, above its limit of "
-                f"{floor_quota(q.limit)}",
-            )
+            return reasons.over_limit(problem.queues[qid], held + need)
     return None
 
 
@@ -75,14 +71,8 @@ def _np_over_deserved(problem: Problem, base: Base, job: JobRequest, need: int,
         return None
     for qid in chain(problem, job.queue):
         if new_np[qid] + need > np_room[qid]:
-            q = problem.queues[qid]
             held = base.alloc_np.get(qid, 0) + new_np[qid]
-            return Reason(
-                code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED,
-                message=f"non-preemptible work of {q.kind} {q.name} would use {held + need} "
-                f"GPUs, above its deserved {floor_quota(q.deserved)}; non-preemptible work "
-                "must fit within deserved quota",
-            )
+            return reasons.non_preemptible_over_deserved(problem.queues[qid], held + need)
     return None
 
 
@@ -94,25 +84,16 @@ def _no_capacity(job: JobRequest, blocks: dict[PoolKey, list[int]]) -> Reason:
         total += sum(free)
         largest = max([largest, *free])
         fits = fits or _gang_fits(free, job.gpus, job.min_replicas)
-    shape = f"{job.min_replicas} x {job.gpus} GPUs" if job.min_replicas > 1 else f"{job.gpus} GPUs"
-    names = ", ".join(f"{c}/{p}" for c, p in job.pools)
     if fits:
+        names = ", ".join(sorted(f"{c}/{p}" for c, p in job.pools))
         return Reason(
             code=ReasonCode.FAIRSHARE,
-            message=f"needs {shape}; the free GPUs in {names} went to work the objective ranks "
-            "higher (in-quota, fair share, priority) within the solver's time limit",
+            message=f"needs {reasons.shape(job.min_replicas, job.gpus)}; the free GPUs in {names} "
+            "went to work the objective ranks higher (in-quota, fair share, priority) within "
+            "the solver's time limit",
         )
-    if job.min_replicas > 1 and total >= job.min_replicas * job.gpus:
-        return Reason(
-            code=ReasonCode.GANG_UNPLACEABLE,
-            message=f"gang of {shape} must start at once in one pool; {total} GPUs are free in "
-            f"{names} but not {job.min_replicas} slots of {job.gpus} GPUs",
-        )
-    return Reason(
-        code=ReasonCode.NO_CAPACITY,
-        message=f"needs {shape}; eligible pools {names} have {total} free "
-        f"(largest block {largest} on one node)",
-    )
+    return reasons.no_room(job.min_replicas, job.gpus, job.pools, total, largest,
+                           gang_would_fit_in_total=total >= job.min_replicas * job.gpus)
 
 
 def _gang_fits(blocks: list[int], gpus: int, replicas: int) -> bool:
