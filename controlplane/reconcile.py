@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
+from controlplane.converge import converge
 from controlplane.plan import DISPLAY_RANK, Plan, QueueStatus, SolverReport, plan_id
 from solvers.allocate import Allocator, Grant, allocate
 from solvers.consolidate import consolidate
@@ -57,6 +58,30 @@ def plan(
     policy: Policy = Policy(),
     git_commit: str | None = None,
 ) -> Plan:
+    """The plan: KAI cycles (steps 1-9 in :func:`cycle`) run to a fixed point on a virtual
+    copy of the world (controlplane/converge.py), shown as the net actions."""
+    done = converge(lambda world: cycle(desired, world, now=now, policy=policy,
+                                        git_commit=git_commit), observed, now)
+    if done.rounds == 1 or done.actions is done.first.actions:
+        return done.first
+    digest = observed_digest(observed)
+    return done.last.model_copy(update={
+        "id": plan_id(desired.digest, digest, done.actions, now),
+        "observed_digest": digest,
+        "actions": done.actions,
+        "solver": done.first.solver,
+    })
+
+
+def cycle(
+    desired: DesiredState,
+    observed: Snapshot,
+    *,
+    now: datetime,
+    policy: Policy = Policy(),
+    git_commit: str | None = None,
+) -> Plan:
+    """One KAI cycle against ``observed``: the steps narrated at the top of this module."""
     # 1. the problem, with site policy: budgets
     problem = build_problem(desired, observed, now)
     block_over_budget(problem, desired, observed.usage, now)

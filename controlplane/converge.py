@@ -1,0 +1,118 @@
+"""Plans that are fixed points: run KAI cycles on a copy of the world until nothing changes.
+
+One KAI cycle (allocate, consolidate, reclaim, preempt) is not always the end of the
+story: the cycle after it may find a move that lets an elastic job grow, or place work on
+GPUs a reclaim freed. KAI simply runs again a few seconds later; a reviewable plan should
+instead say everything at once, so that applying it leaves nothing for the next plan.
+
+So the reconciler plans a cycle, applies it to a *virtual* copy of the observed state with
+the simulator's engine (pure, in memory), plans again, and so on until a cycle changes
+nothing (or a round limit is hit). The plan shown is the net difference between the
+observed state and the final virtual one: a job started in round 1 and reclaimed in
+round 2 never appears; a job evicted and placed again elsewhere is one ``move``. Each net
+action keeps the reason of the round that caused it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from adapters.base import AdapterError
+from adapters.simulator import SimulatedCluster
+from controlplane.plan import DISPLAY_RANK, Plan
+from specs.actions import Action, Op
+from specs.snapshot import Job, Snapshot
+
+MAX_ROUNDS = 4
+VIRTUAL = "virtual-"  # id prefix of jobs that exist only in the virtual world
+
+
+@dataclass
+class Converged:
+    first: Plan  # the first cycle (its solver report is the plan's)
+    last: Plan  # the last cycle: what still waits, quotas after the plan
+    actions: list[Action]  # the net actions
+    rounds: int
+
+
+def converge(cycle: Callable[[Snapshot], Plan], observed: Snapshot, now: datetime) -> Converged:
+    first = cycle(observed)
+    if not first.actions:
+        return Converged(first, first, [], 1)
+    plans = [first]
+    world = observed.model_copy(deep=True)
+    for _ in range(MAX_ROUNDS - 1):
+        if not _apply(world, plans[-1], now):
+            break  # the virtual world refused a step: keep what was reached
+        nxt = cycle(world)
+        plans.append(nxt)
+        if not nxt.actions:
+            break
+    if len(plans) == 1 or (len(plans) == 2 and not plans[1].actions):
+        return Converged(first, plans[-1], first.actions, len(plans))
+    return Converged(first, plans[-1], net_actions(observed, world, plans), len(plans))
+
+
+def _apply(world: Snapshot, plan: Plan, now: datetime) -> bool:
+    sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL) for c in world.clusters}
+    try:
+        for action in plan.execution_order():
+            sims[action.cluster].execute(action, plan_id=plan.id, now=now)
+    except (AdapterError, KeyError):
+        return False
+    return True
+
+
+def _shape(job: Job) -> Counter[tuple[str, int]]:
+    return Counter((r.node or "", r.gpus) for r in job.replicas)
+
+
+def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[Action]:
+    """The actions that take ``observed`` to ``final``, with the reasons the rounds gave."""
+    before = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.state.active}
+    after = {(c.name, j.id): j for c in final.clusters for j in c.jobs if j.state.active}
+    steps = [a for p in plans for a in p.actions]
+    by_job: dict[tuple[str, str], Action] = {}  # the first action that touched a real job
+    for a in steps:
+        if a.job is not None:
+            by_job.setdefault((a.cluster, a.job), a)
+    submits = {a.workload: a for a in steps if a.op == Op.SUBMIT}  # the latest submit
+
+    out: list[Action] = []
+    new = {k: j for k, j in after.items() if k not in before}
+    replaced: set[tuple[str, str]] = set()
+    for key, job in sorted(before.items()):
+        cluster, job_id = key
+        if key in after:
+            if _shape(after[key]) != _shape(job):
+                reason = by_job[key].reason
+                grown = _shape(after[key]) - _shape(job)
+                shrunk = _shape(job) - _shape(after[key])
+                op = Op.RESIZE if not (grown and shrunk) else Op.MOVE
+                out.append(Action(op=op, workload=job.workload or "", cluster=cluster,
+                                  pool=after[key].pool or job.pool, job=job_id,
+                                  replicas=after[key].replicas, reason=reason))
+            continue
+        first = by_job.get(key)
+        if first is None:
+            continue
+        successor = next((k for k, j in sorted(new.items())
+                          if j.workload == job.workload and k[0] == cluster and k not in replaced), None)
+        if successor is not None and job.state.holds_gpus and first.op == Op.PREEMPT:
+            replaced.add(successor)  # evicted, then placed again: one move
+            out.append(Action(op=Op.MOVE, workload=job.workload or "", cluster=cluster,
+                              pool=new[successor].pool, job=job_id,
+                              replicas=new[successor].replicas, reason=first.reason,
+                              submit=submits[job.workload or ""].submit if job.workload in submits else None))
+        else:
+            out.append(first)
+    for key, job in sorted(new.items()):
+        if key in replaced or job.workload not in submits:
+            continue
+        out.append(submits[job.workload].model_copy(update={"replicas": job.replicas,
+                                                            "pool": job.pool}))
+    out.sort(key=lambda a: (DISPLAY_RANK[a.op], a.workload, a.cluster, a.job or ""))
+    return out
