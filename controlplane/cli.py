@@ -27,7 +27,9 @@ from rich.console import Console
 from adapters.base import AdapterError
 from controlplane import __version__, render
 from controlplane.apply import ActionOutcome, apply_plan
+from controlplane.costs import CandidateTable, candidate_table
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StalePlanError
+from controlplane.forecast import gather
 from controlplane.observe import adapters_for, observe
 from controlplane.plan import Plan
 from controlplane.reconcile import plan as make_plan
@@ -51,6 +53,9 @@ DirArg = Annotated[Path, typer.Argument(help="spec directory (a git repo of YAML
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 DbOpt = Annotated[Optional[str], typer.Option("--db", help="SQLAlchemy URL of the store "
                                               "[default: sqlite under DIR/.cp/]", envvar="CP_DB")]
+ForecastOpt = Annotated[bool, typer.Option(
+    "--forecast/--no-forecast", help="ask the clusters when fan-out candidates would start "
+    "(Slurm: sbatch --test-only, one job id each); without, candidates rank by cost")]
 NowOpt = Annotated[Optional[datetime], typer.Option(
     "--now", help="plan as of this time (ISO 8601); default: the clock", formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"])]
 
@@ -107,9 +112,12 @@ def _clock(now: datetime | None):  # type: ignore[no-untyped-def]
 
 
 def _build_plan(spec_dir: Path, observed: Path | None, now: datetime | None,
-                db: str | None) -> tuple[Plan, LoadResult]:
+                db: str | None, *, forecast: bool = False) -> tuple[Plan, LoadResult]:
+    """Plan DIR; ``forecast``: ask the clusters for fan-out candidates' start estimates
+    (never with ``observed``: a snapshot file has no cluster behind it)."""
     loaded = _load(spec_dir)
     when = _now(now)
+    forecasts = None
     if observed is not None:
         snap = _read_snapshot(observed)
         when = _now(now) if now is not None else snap.now
@@ -118,8 +126,11 @@ def _build_plan(spec_dir: Path, observed: Path | None, now: datetime | None,
         store = _store(spec_dir, db)
         adapters = adapters_for(loaded.desired, spec_dir / ".cp", _clock(now))
         snap = observe(loaded.desired, adapters, when, store)
+        if forecast:
+            forecasts = gather(loaded.desired, snap, adapters, when)
     started = time.perf_counter()
-    plan = make_plan(loaded.desired, snap, now=when, git_commit=_git_commit(spec_dir))
+    plan = make_plan(loaded.desired, snap, now=when, git_commit=_git_commit(spec_dir),
+                     forecasts=forecasts)
     wall = round(time.perf_counter() - started, 4)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
     if store is not None:
@@ -181,11 +192,12 @@ def plan_cmd(
     markdown: Annotated[bool, typer.Option("--markdown", help="a pull-request comment")] = False,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 2 when the plan has changes")] = False,
+    forecast: ForecastOpt = True,
     now: NowOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Show what would change, and why: submissions, evictions, moves, and what waits."""
-    plan, _ = _build_plan(spec_dir, observed, now, db)
+    plan, _ = _build_plan(spec_dir, observed, now, db, forecast=forecast)
     if out_file:
         out_file.write_text(plan.to_json() + "\n")
     if as_json:
@@ -220,7 +232,7 @@ def apply(
         return
     if target.is_dir():
         spec_dir = target
-        plan, loaded = _build_plan(spec_dir, None, now, db)
+        plan, loaded = _build_plan(spec_dir, None, now, db, forecast=True)
         if not as_json:
             render.print_plan(out, plan)
         if plan.empty:
@@ -364,7 +376,7 @@ def explain(
     db: DbOpt = None,
 ) -> None:
     """Why a workload waits, runs, or was evicted: the plan's reason and its history."""
-    plan, loaded = _build_plan(spec_dir, observed, now, db)
+    plan, loaded = _build_plan(spec_dir, observed, now, db, forecast=True)
     if workload not in loaded.desired.workloads:
         raise PlanNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")
     actions = [a for a in plan.actions if a.workload == workload]
@@ -391,6 +403,63 @@ def explain(
 
 
 @app.command()
+def cost(
+    workload: Annotated[str, typer.Argument(help="PROJECT/NAME")],
+    spec_dir: Annotated[Path, typer.Option("--dir", help="spec directory")] = Path("."),
+    observed: Annotated[Optional[Path], typer.Option(
+        help="use this snapshot (no forecasts: candidates rank by cost)")] = None,
+    forecast: ForecastOpt = True,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """The fan-out candidates of a workload: where, shape, mode, estimated start, cost, and
+    which ones a plan submits (any workload: for one without fanOut, what it would choose)."""
+    loaded = _load(spec_dir)
+    if workload not in loaded.desired.workloads:
+        raise PlanNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")
+    if observed is not None:
+        snap = _read_snapshot(observed)
+        when, adapters = (_now(now) if now is not None else snap.now), None
+    else:
+        when = _now(now)
+        adapters = adapters_for(loaded.desired, spec_dir / ".cp", _clock(now))
+        snap = observe(loaded.desired, adapters, when, _store(spec_dir, db), record=False)
+    table = candidate_table(loaded.desired, snap, workload, when,
+                            adapters if forecast else None)
+    if as_json:
+        sys.stdout.write(json.dumps(table.to_json(), indent=2) + "\n")
+        return
+    _print_candidates(table)
+
+
+def _print_candidates(table: CandidateTable) -> None:
+    from rich.table import Table
+
+    from solvers.fanout import describe_start
+    from specs.durations import format_duration
+
+    kind = (f"fan-out, up to {table.max_parallel} at once" if table.fan_out
+            else "no fanOut: what fan-out would choose")
+    t = Table(title=f"{table.workload} ({kind})", title_justify="left", header_style="bold")
+    for col in ("", "candidate", "type", "partition", "nodes", "mode", "estimated start",
+                "walltime", "cost", "note"):
+        t.add_column(col, justify="right" if col in ("nodes", "cost") else "left")
+    for v in table.rows:
+        c = v.candidate
+        wall = format_duration(c.walltime) if c.walltime else "-"
+        if c.time_min:
+            wall = f"{format_duration(c.time_min)}..{wall}"
+        start = describe_start(v.estimate, table.now, table.forecasted).removeprefix("starts ")
+        t.add_row("*" if v.status.value == "chosen" else "", c.name, c.gpu_type,
+                  c.partition or "-", f"{c.nodes} x {c.gpus_per_node}", c.mode.value, start, wall,
+                  f"{c.cost:,.2f}", f"{v.status.value}: {v.note}" if v.note else v.status.value)
+    out.print(t)
+    if not table.rows:
+        out.print("No candidates: no node pool fits its GPU type, memory, clusters and shape.")
+
+
+@app.command()
 def watch(
     spec_dir: DirArg = Path("."),
     interval: Annotated[float, typer.Option(help="seconds between reconciles")] = 30.0,
@@ -403,7 +472,7 @@ def watch(
 
     def cycle() -> None:
         try:
-            plan, loaded = _build_plan(spec_dir, None, None, db)
+            plan, loaded = _build_plan(spec_dir, None, None, db, forecast=True)
         except SpecError as exc:
             for d in exc.diagnostics:
                 err.print(str(d), highlight=False)

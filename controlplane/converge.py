@@ -11,6 +11,10 @@ nothing (or a round limit is hit). The plan shown is the net difference between 
 observed state and the final virtual one: a job started in round 1 and reclaimed in
 round 2 never appears; a job evicted and placed again elsewhere is one ``move``. Each net
 action keeps the reason of the round that caused it.
+
+Fan-out candidates (submits the cluster places, ``submit.candidate`` set) stay PENDING in
+the virtual world: which of them starts is the real cluster's decision, so the next round
+sees them waiting, and each appears in the plan as it was submitted.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ def converge(cycle: Callable[[Snapshot], Plan], observed: Snapshot, now: datetim
 
 
 def _apply(world: Snapshot, plan: Plan, now: datetime) -> bool:
-    sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL) for c in world.clusters}
+    sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL, schedule=False) for c in world.clusters}
     try:
         for action in plan.execution_order():
             sims[action.cluster].execute(action, plan_id=plan.id, now=now)
@@ -79,7 +83,9 @@ def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[
     for a in steps:
         if a.job is not None:
             by_job.setdefault((a.cluster, a.job), a)
-    submits = {a.workload: a for a in steps if a.op == Op.SUBMIT}  # the latest submit
+    # the latest submit of each workload (and fan-out candidate)
+    submits = {(a.workload, a.submit.candidate if a.submit else None): a
+               for a in steps if a.op == Op.SUBMIT}
 
     out: list[Action] = []
     new = {k: j for k, j in after.items() if k not in before}
@@ -106,13 +112,17 @@ def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[
             out.append(Action(op=Op.MOVE, workload=job.workload or "", cluster=cluster,
                               pool=new[successor].pool, job=job_id,
                               replicas=new[successor].replicas, reason=first.reason,
-                              submit=submits[job.workload or ""].submit if job.workload in submits else None))
+                              submit=(s.submit if (s := submits.get((job.workload or "", None)))
+                                      else None)))
         else:
             out.append(first)
     for key, job in sorted(new.items()):
-        if key in replaced or job.workload not in submits:
+        submit = submits.get((job.workload or "", job.candidate))
+        if key in replaced or submit is None:
             continue
-        out.append(submits[job.workload].model_copy(update={"replicas": job.replicas,
-                                                            "pool": job.pool}))
+        if job.candidate is not None:  # the cluster places it: as submitted
+            out.append(submit)
+            continue
+        out.append(submit.model_copy(update={"replicas": job.replicas, "pool": job.pool}))
     out.sort(key=lambda a: (DISPLAY_RANK[a.op], a.workload, a.cluster, a.job or ""))
     return out

@@ -5,7 +5,9 @@ store) so that job order is "older first" across runs; the jobs we submitted tha
 clusters do not show yet (placeholders.py), so nothing is submitted twice; and the
 workloads that ran to completion after the cluster has forgotten their job (Slurm keeps
 an ended job for ``MinJobAge``, five minutes by default), so a finished workload is not
-started again.
+started again. Likewise the run time of a segmented workload's finished segments
+(``progress``) and each workload's streak of failed jobs (``failures``, for the retry
+backoff), both kept by the store from the ended jobs observations see.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from adapters import make_adapter
 from adapters.base import Adapter
 from controlplane import placeholders
 from controlplane.store import Store
+from solvers.backoff import CAP_SECONDS, FAILED_STATES
+from solvers.segments import segmented
 from specs.desired import DesiredState
 from specs.snapshot import Job, JobState, QueueEntry, Snapshot
 
@@ -45,7 +49,27 @@ def observe(desired: DesiredState, adapters: dict[str, Adapter], now: datetime,
         snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
         store.accrue_usage(snap)
         snap.usage = store.usage_records()
+        record_endings(snap, store, desired)
+    snap.progress = store.progress({k for k, w in desired.workloads.items() if segmented(w.spec)})
+    snap.failures = store.failures(set(desired.workloads))
     return snap
+
+
+def record_endings(snap: Snapshot, store: Store, desired: DesiredState) -> None:
+    """Runs of segmented workloads, and the ended jobs that extend or end failure streaks."""
+    store.record_runs(snap, {k for k, w in desired.workloads.items() if segmented(w.spec)})
+    endings = []
+    for c in snap.clusters:
+        for j in c.jobs:
+            if j.workload is None or j.workload not in desired.workloads:
+                continue
+            if (j.ended_at is not None and not j.state.active
+                    and (j.state in FAILED_STATES or j.state == JobState.COMPLETED)):
+                ran = int((j.ended_at - j.started_at).total_seconds()) if j.started_at else 0
+                endings.append((j.workload, j.id, j.ended_at, j.exit_code,
+                                j.state in FAILED_STATES, ran))
+    if endings:
+        store.record_endings(endings, fresh_after=CAP_SECONDS)
 
 
 def reap_placeholders(snap: Snapshot, store: Store) -> Snapshot:

@@ -1,5 +1,5 @@
 """The history store (sqlmodel): plans, every action's outcome, queue entry times, placeholders,
-completed workloads.
+completed workloads, runs of segmented workloads, failure streaks.
 
 SQLite under the spec repo's ``.cp/`` by default (embedded, zero set-up); any SQLAlchemy
 URL by option. It answers "who preempted my job, when and why": every applied action is
@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from controlplane.plan import Plan
-from specs.snapshot import Snapshot, UsageRecord
+from specs.snapshot import Failure, Progress, Snapshot, UsageRecord
 
 
 def _utcnow() -> datetime:
@@ -94,6 +94,33 @@ class UsageRow(SQLModel, table=True):
     gpus: int
     started_at: datetime
     last_seen: datetime
+
+
+class RunRow(SQLModel, table=True):
+    """One run of a job of a workload that runs in checkpoint segments (a requeued job runs
+    again: another row). The runs that completed are its segments; their run time is its
+    progress, kept after the cluster forgets the jobs."""
+
+    __tablename__ = "runs"
+    cluster: str = Field(primary_key=True)
+    job: str = Field(primary_key=True)
+    started_at: datetime = Field(primary_key=True)
+    workload: str = Field(index=True)
+    state: str
+    ended_at: datetime | None = None
+    time_limit: int | None = None  # seconds, as the cluster reports it
+    last_seen: datetime
+
+
+class FailureRow(SQLModel, table=True):
+    """A workload's newest failed job and how many failed in a row (retry backoff)."""
+
+    __tablename__ = "failures"
+    workload: str = Field(primary_key=True)
+    count: int
+    job: str
+    ended_at: datetime
+    exit_code: str | None = None
 
 
 class LeaseRow(SQLModel, table=True):
@@ -338,6 +365,77 @@ class Store:
                     db.delete(row)
             db.commit()
             return keep
+
+
+    # ------------------------------------------------------------------ segments, failures
+
+    def record_runs(self, snapshot: Snapshot, workloads: set[str]) -> None:
+        """Keep every run (job and start) of ``workloads`` the snapshot shows, with its state."""
+        with Session(self.engine) as db:
+            for c in snapshot.clusters:
+                for j in c.jobs:
+                    if j.workload not in workloads or j.started_at is None:
+                        continue
+                    row = db.get(RunRow, (c.name, j.id, j.started_at)) or RunRow(
+                        cluster=c.name, job=j.id, started_at=j.started_at, workload=j.workload,
+                        state=j.state.value, last_seen=snapshot.now)
+                    row.state = j.state.value
+                    row.ended_at = j.ended_at or row.ended_at
+                    row.time_limit = j.walltime or row.time_limit
+                    row.last_seen = snapshot.now
+                    db.add(row)
+            db.commit()
+
+    def progress(self, workloads: set[str]) -> list[Progress]:
+        """Run time of the completed runs of each of ``workloads``; runs of workloads gone
+        from the specs are forgotten (added again, a workload starts from zero)."""
+        done: dict[str, list[tuple[datetime, int, int | None]]] = {}
+        with Session(self.engine) as db:
+            for row in db.exec(select(RunRow)).all():
+                if row.workload not in workloads:
+                    db.delete(row)
+                    continue
+                if row.state != "COMPLETED":
+                    continue
+                end = _aware(row.ended_at or row.last_seen)
+                seconds = max(0, int((end - _aware(row.started_at)).total_seconds()))
+                done.setdefault(row.workload, []).append((end, seconds, row.time_limit))
+            db.commit()
+        out = []
+        for workload, runs in sorted(done.items()):
+            runs.sort()
+            out.append(Progress(workload=workload, elapsed_seconds=sum(r[1] for r in runs),
+                                segments=len(runs), last_seconds=runs[-1][1],
+                                last_limit_seconds=runs[-1][2]))
+        return out
+
+    def record_endings(self, endings: list[tuple[str, str, datetime, str | None, bool, int]],
+                       *, fresh_after: int) -> None:
+        """Update failure streaks from ended jobs: ``(workload, job, ended_at, exit code,
+        failed, seconds it ran)``. A failure newer than the streak's adds to it (or starts a
+        new one if it ran ``fresh_after`` seconds or more); a newer success ends it."""
+        with Session(self.engine) as db:
+            for workload, job, ended, code, failed, ran in sorted(endings, key=lambda e: e[2]):
+                row = db.get(FailureRow, workload)
+                if row is not None and (row.job == job or _aware(row.ended_at) >= ended):
+                    continue
+                if not failed:
+                    if row is not None:
+                        db.delete(row)
+                        db.flush()
+                    continue
+                count = 1 if row is None or ran >= fresh_after else row.count + 1
+                db.merge(FailureRow(workload=workload, count=count, job=job, ended_at=ended,
+                                    exit_code=code))
+                db.flush()
+            db.commit()
+
+    def failures(self, workloads: set[str]) -> list[Failure]:
+        with Session(self.engine) as db:
+            rows = [r for r in db.exec(select(FailureRow)).all() if r.workload in workloads]
+            return [Failure(workload=r.workload, count=r.count, job=r.job,
+                            ended_at=_aware(r.ended_at), exit_code=r.exit_code)
+                    for r in sorted(rows, key=lambda r: r.workload)]
 
 
 def _sqlite_foreign_keys(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

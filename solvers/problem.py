@@ -4,6 +4,11 @@ Everything the allocators need, and nothing they must look up again: queues (dep
 and projects) with quotas, nodes with free GPUs, and one :class:`JobRequest` per workload
 with its current placement (if running) and the pools it may use. Pure: ``now`` is an
 argument, no clock is read.
+
+Fan-out workloads (``strategy.fanOut``) are the exception: the cluster's own scheduler
+picks among their candidate submissions, so KAI's allocator never places them. Until one
+of their jobs runs they are kept in ``fan_out`` (:func:`set_aside_fan_out`), and their
+several waiting jobs are ``candidates``, not duplicates; once one runs, the others are.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from specs.desired import DesiredState
 from specs.hierarchy import ROOT, build_tree
 from specs.durations import format_duration
 from specs.models import Workload
+from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.snapshot import Job, JobState, Snapshot
 
 
@@ -83,6 +89,7 @@ class JobRequest:
     # the project's minRuntime (seconds): a preemptible job younger than this is no victim
     min_runtime: int | None = None
     blocked: Reason | None = None  # set when it can never be placed this round
+    fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
 
     @property
     def running(self) -> bool:
@@ -102,6 +109,12 @@ class Problem:
     orphans: list[tuple[str, Job]]  # our jobs whose workload left the specs (prune)
     duplicates: list[tuple[str, Job]]  # extra active jobs of one workload
     order: dict[str, int]  # queue creation order (name order)
+    # fan-out workloads none of whose jobs runs: set aside from KAI's allocation
+    fan_out: dict[str, JobRequest] = field(default_factory=dict)
+    # the jobs a waiting fan-out workload has in the clusters' queues, by job id
+    candidates: dict[str, list[tuple[str, Job]]] = field(default_factory=dict)
+    # where every workload that runs in checkpoint segments stands
+    segments: dict[str, Segments] = field(default_factory=dict)
 
     @property
     def total_gpus(self) -> int:
@@ -117,30 +130,44 @@ def build_problem(desired: DesiredState, observed: Snapshot, now: datetime) -> P
     pools = _pools(desired)
     nodes = _nodes(observed, pools)
     since = {q.workload: q.since for q in observed.queue}
+    progress = {p.workload: p for p in observed.progress}
     jobs: dict[str, JobRequest] = {}
     submitted: dict[str, Job] = {}
     completed: set[str] = set()
     duplicates: list[tuple[str, Job]] = []
+    candidates: dict[str, list[tuple[str, Job]]] = {}
+    fan_out: dict[str, JobRequest] = {}
+    segments: dict[str, Segments] = {}
     for key, wl in sorted(desired.workloads.items()):
-        req = _job_request(key, wl, desired, pools, since.get(key, now))
-        active = [(c, j) for c, j in observed.jobs_of(key) if j.state.active]
+        req = job_request(key, wl, desired, pools, since.get(key, now))
+        seen = observed.jobs_of(key)
+        seg = segments_of(wl.spec, progress.get(key) or progress_from_jobs(key, (j for _, j in seen)))
+        if seg is not None:
+            segments[key] = seg
+        active = [(c, j) for c, j in seen if j.state.active]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
         if running:
-            cluster, job = min(running, key=lambda cj: (cj[1].started_at or now, cj[1].id))
+            # several fan-out candidates may start at once: the earliest keeps running
+            cluster, job = min(running, key=lambda cj: (cj[1].started_at or now, job_order(cj[1].id)))
             req.job_id, req.cluster = job.id, cluster
-            req.placed = [node_key(cluster, r.node) for r in job.replicas if r.node]
+            req.placed = [node_key(cluster, r.node) for r in job.replicas if r.node
+                          for _ in range(_sharing(r.gpus, req))]
             req.pool = _pool_of(job, cluster, nodes)
             req.started_at = job.started_at
             req.created = job.submitted_at or job.started_at or req.created
             duplicates += [(c, j) for c, j in active if j is not job]
             jobs[key] = req
         elif active:
-            cluster, job = min(active, key=lambda cj: cj[1].id)
-            submitted[key] = job
-            duplicates += [(c, j) for c, j in active if j is not job]
-        elif any(j.state == JobState.COMPLETED for _, j in observed.jobs_of(key)):
+            active.sort(key=lambda cj: job_order(cj[1].id))
+            submitted[key] = active[0][1]
+            if req.fan_out:  # candidates racing to start: none is a duplicate yet
+                candidates[key] = active
+                fan_out[key] = req
+            else:
+                duplicates += active[1:]
+        elif seg.complete if seg is not None else any(j.state == JobState.COMPLETED for _, j in seen):
             completed.add(key)
-        else:
+        else:  # never ran, failed, or a segmented workload between segments
             jobs[key] = req
     orphans = [
         (c.name, j)
@@ -150,7 +177,29 @@ def build_problem(desired: DesiredState, observed: Snapshot, now: datetime) -> P
     ]
     order = {qid: i for i, qid in enumerate(sorted(queues))}
     return Problem(now, queues, top, nodes, pools, jobs, submitted, completed, orphans,
-                   duplicates, order)
+                   duplicates, order, fan_out, candidates, segments)
+
+
+def _sharing(gpus: int, req: JobRequest) -> int:
+    """Replicas one observed replica stands for: a cluster reports a job per node, and a
+    fan-out candidate of the single-node shape runs all its replicas on one node."""
+    if req.fan_out and req.gpus > 0 and gpus > req.gpus and gpus % req.gpus == 0:
+        return gpus // req.gpus
+    return 1
+
+
+def job_order(job_id: str) -> tuple[int, int, str]:
+    """Numeric job ids in numeric order ("9" before "10"), others after them by name."""
+    return (0, int(job_id), "") if job_id.isdigit() else (1, 0, job_id)
+
+
+def set_aside_fan_out(problem: Problem) -> None:
+    """Take the fan-out workloads that wait for a start out of KAI's allocation.
+
+    Called after the site-policy checks have marked what may not start (budgets, retry
+    backoff), so a set-aside workload keeps its ``blocked`` reason."""
+    for key in [k for k, j in problem.jobs.items() if j.fan_out and not j.running]:
+        problem.fan_out[key] = problem.jobs.pop(key)
 
 
 def _queues(desired: DesiredState) -> tuple[dict[str, Queue], list[str]]:
@@ -245,7 +294,7 @@ def eligible_pools(
     return sorted(out)
 
 
-def _job_request(
+def job_request(
     key: str, wl: Workload, desired: DesiredState, pools: dict[tuple[str, str], PoolInfo],
     created: datetime,
 ) -> JobRequest:
@@ -261,6 +310,7 @@ def _job_request(
         created=created,
         pools=eligible_pools(wl, desired, pools),
         walltime=spec.walltime,
+        fan_out=spec.strategy is not None and spec.strategy.fan_out,
     )
     project = desired.projects.get(spec.project)
     req.min_runtime = project.spec.min_runtime if project else None

@@ -35,6 +35,8 @@ class ReasonCode(StrEnum):
     WITHIN_DESERVED = "within-deserved"
     OVER_QUOTA = "over-quota"
     ELASTIC_EXPAND = "elastic-expand"
+    FAN_OUT = "fan-out"
+    CHECKPOINT_RESUME = "checkpoint-resume"
     # why something running is disturbed
     RECLAIM = "reclaim"
     PRIORITY = "priority"
@@ -54,6 +56,7 @@ class ReasonCode(StrEnum):
     FAIRSHARE = "fairshare"
     SUBMITTED = "submitted"
     COMPLETED = "completed"
+    FAILED = "failed"
 
 
 class ActionModel(BaseModel):
@@ -78,6 +81,15 @@ class SubmitDetails(ActionModel):
     checkpoint_signal: str | None = None
     checkpoint_grace: int | None = None
     account: str | None = None
+    # fan-out and checkpoint segments (docs/strategies.md)
+    time_min: int | None = Field(default=None, description="seconds; sbatch --time-min: the "
+                                 "cluster may start the job earlier with a limit this short")
+    nodes: int | None = Field(default=None, description="node count when the cluster places and "
+                              "replicas share nodes (fewer nodes than replicas)")
+    segment: int | None = Field(default=None, description="checkpoint segment number: the job "
+                                "stops itself at a checkpoint before its time limit")
+    candidate: str | None = Field(default=None, description="fan-out candidate name: one workload "
+                                  "may have several submissions in one plan")
 
 
 class Action(ActionModel):

@@ -83,6 +83,9 @@ class Job(SnapshotModel):
     gpu_type: str | None = None
     walltime: int | None = Field(default=None, description="seconds")
     reason: str | None = Field(default=None, description="why the cluster keeps it pending")
+    ended_at: AwareDatetime | None = Field(default=None, description="when it ended (ended jobs only)")
+    exit_code: str | None = Field(default=None, description="e.g. Slurm's 1:0 (code:signal), if known")
+    candidate: str | None = Field(default=None, description="the fan-out candidate it was submitted as")
 
     @property
     def gpus(self) -> int:
@@ -107,11 +110,34 @@ class UsageRecord(SnapshotModel):
     gpu_type: str | None = None
 
 
+class Progress(SnapshotModel):
+    """Run time of a workload that runs in checkpoint segments (normally from the store, which
+    remembers segments after the cluster forgets their jobs)."""
+
+    workload: str
+    elapsed_seconds: int = Field(ge=0, description="run time of its finished segments")
+    segments: int = Field(default=0, ge=0, description="finished segments")
+    last_seconds: int | None = Field(default=None, description="run time of the newest segment")
+    last_limit_seconds: int | None = Field(default=None, description="that job's time limit")
+
+
+class Failure(SnapshotModel):
+    """A workload's newest failed job and how many failed in a row (for retry backoff)."""
+
+    workload: str
+    count: int = Field(ge=1, description="consecutive failures")
+    job: str
+    ended_at: AwareDatetime
+    exit_code: str | None = None
+
+
 class Snapshot(SnapshotModel):
     now: AwareDatetime
     clusters: list[ClusterState] = Field(default_factory=list)
     queue: list[QueueEntry] = Field(default_factory=list)
     usage: list[UsageRecord] = Field(default_factory=list)
+    progress: list[Progress] = Field(default_factory=list)
+    failures: list[Failure] = Field(default_factory=list)
 
     def cluster(self, name: str) -> ClusterState | None:
         return next((c for c in self.clusters if c.name == name), None)

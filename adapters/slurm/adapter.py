@@ -8,7 +8,10 @@ How each action maps onto Slurm (and why):
     job carries our tag (workload + plan id) in ``--comment``. Idempotent: if an active
     job with the same workload and plan id exists, it is returned and nothing is
     submitted, so a retried apply (or one that crashed after sbatch) never doubles a job
-    (idempotency.py: one queue read per plan, not one per submission).
+    (idempotency.py: one queue read per plan, not one per submission). A
+    fan-out plan submits one job per candidate of a workload; the candidate's name is in
+    the tag, and idempotency is per (workload, candidate). A checkpoint segment gets the
+    ``timeout`` wrapper script (script.py), a backfill candidate ``--time-min``.
 ``preempt``
     The job is *checkpointable* when its own tag says so (it was submitted with a
     checkpoint signal: ``ckpt=`` in the comment) or the action's submit details name a
@@ -42,12 +45,20 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from adapters.base import ActionResult, AdapterError, PermanentError
 from adapters.slurm import parse
 from adapters.slurm.errors import classify, is_gone
-from adapters.slurm.forecast import Never, StartForecast, parse_test_only
+from adapters.slurm.forecast import (
+    NEVER,
+    Never,
+    StartForecast,
+    backfill_fits,
+    parse_reservations,
+    parse_test_only,
+)
 from adapters.slurm.idempotency import PlanIndex
 from adapters.slurm.observation import build_job, build_node
 from adapters.slurm.parse import QueueRow
@@ -153,7 +164,33 @@ class SlurmAdapter:
             detail = self._check(["scontrol", "-o", "-d", "show", "job"])
             allocations = parse.parse_allocations(detail.stdout)
         jobs = [build_job(r, allocations.get(r.unique_id), self.pools) for r in wanted]
-        return ClusterState(name=self.cluster, nodes=nodes, jobs=jobs)
+        return ClusterState(name=self.cluster, nodes=nodes, jobs=self._endings(jobs))
+
+    def _endings(self, jobs: list[Job]) -> list[Job]:
+        """End times of our ended jobs (squeue %e; for a running job it is only the limit)
+        and exit codes of the failed ones (only scontrol shows those). Read only when such
+        jobs are in view: slurmctld remembers them for MinJobAge after they end."""
+        ended = [j for j in jobs if j.workload is not None and not j.state.active]
+        if not ended:
+            return jobs
+        done = self._check(["squeue", "-h", "-a", "-t", "all", "-o", "%i|%e"])
+        ends = {}
+        for line in done.stdout.splitlines():
+            job_id, _, end = line.partition("|")
+            ends[job_id.strip()] = parse.parse_time(end)
+        codes: dict[str, str] = {}
+        for job in ended:
+            if job.state in (JobState.FAILED, JobState.NODE_FAIL, JobState.TIMEOUT):
+                detail = self._run(["scontrol", "-o", "show", "job", job.id])
+                m = re.search(r"\sExitCode=(\d+:\d+)", " " + detail.stdout) if detail.ok else None
+                if m:
+                    codes[job.id] = m.group(1)
+        ids = {j.id for j in ended}
+        return [
+            j.model_copy(update={"ended_at": ends.get(j.id), "exit_code": codes.get(j.id)})
+            if j.id in ids and j.workload is not None else j
+            for j in jobs
+        ]
 
     def jobs_of(self, workload: str) -> list[Job]:
         """Our jobs (any state Slurm still remembers) tagged with ``workload``."""
@@ -200,6 +237,15 @@ class SlurmAdapter:
                 f"{action.workload}: replicas ask for {[r.gpus for r in replicas]} GPUs; a Slurm job "
                 "has the same GRES on every node, so all replicas need the same count"
             )
+        tasks = 1
+        if sd.nodes and sd.nodes < len(replicas) and all(r.node is None for r in replicas):
+            # replicas sharing nodes (fan-out's single-node shape): tasks per node, GRES summed
+            if len(replicas) % sd.nodes:
+                raise PermanentError(
+                    f"{action.workload}: {len(replicas)} replicas do not divide over {sd.nodes} nodes")
+            tasks = len(replicas) // sd.nodes
+            replicas = replicas[: sd.nodes]
+            per_node *= tasks
         fallback = old or JobRequest(
             workload=action.workload, plan_id=plan_id, nodes=(None,), gpus_per_node=0
         )
@@ -219,16 +265,22 @@ class SlurmAdapter:
                 or (self.settings.account if self.settings else None)
                 or fallback.account,
                 preemptible=sd.preemptible if action.submit else fallback.preemptible,
+                time_min=sd.time_min,
+                tasks_per_node=tasks,
+                segment=sd.segment,
+                candidate=sd.candidate,
             )
         except ValueError as exc:
             raise PermanentError(f"{action.workload}: {exc}") from exc
 
     def _script_path(self, req: JobRequest) -> str:
-        stem = _UNSAFE_FILE_CHARS.sub("_", f"{job_name(req.workload)}.{req.plan_id}")
-        return posixpath.join(self.work_dir, f"{stem}.sh")
+        stem = f"{job_name(req.workload)}.{req.plan_id}"
+        if req.candidate:
+            stem += f".{req.candidate}"
+        return posixpath.join(self.work_dir, f"{_UNSAFE_FILE_CHARS.sub('_', stem)}.sh")
 
     def _submit(self, req: JobRequest) -> ActionResult:
-        existing = self._submitted.lookup(req.plan_id, req.workload)
+        existing = self._submitted.lookup(req.plan_id, req.workload, req.candidate)
         if existing is not None:
             return ActionResult(
                 ok=True, job=existing, message=f"already submitted as job {existing}"
@@ -246,7 +298,7 @@ class SlurmAdapter:
         if not job_id.isdigit():
             self._submitted.forget(req.plan_id)
             raise PermanentError(f"sbatch printed {done.stdout.strip()!r}, not a job id")
-        self._submitted.record(req.plan_id, req.workload, job_id)
+        self._submitted.record(req.plan_id, req.workload, job_id, req.candidate)
         return ActionResult(ok=True, job=job_id, message=f"submitted job {job_id}")
 
     def _owned(self, action: Action) -> tuple[QueueRow, Tag] | None:
@@ -406,6 +458,36 @@ class SlurmAdapter:
                 )
             )
         return forecast
+
+    def forecast(self, actions: Sequence[Action], *, now: datetime) -> list[datetime | Never | None]:
+        """The estimated start of each submit action (fan-out candidates); None if unknown.
+
+        A plain request asks ``sbatch --test-only``. Slurm 22.05's test-only does not
+        model backfill: it treats a higher-priority pending job as holding its nodes from
+        now, so a request with ``--time-min`` is judged here instead: it starts now when
+        enough nodes of the partition have the GPUs free and no reservation of a pending
+        job (its expected start on its scheduled nodes, squeue %S/%Y) within ``time_min``.
+        """
+        out: list[datetime | Never | None] = []
+        windows: tuple[ClusterState, dict[str, datetime]] | None = None
+        for action in actions:
+            try:
+                if action.submit is not None and action.submit.time_min:
+                    if windows is None:
+                        pending = self._check(["squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y"])
+                        windows = (self.observe(), parse_reservations(pending.stdout))
+                    req = self.request(action, "forecast")
+                    fits = backfill_fits(windows[0], windows[1], now, partition=req.partition,
+                                         gpu_type=req.gpu_type, nodes=len(req.nodes),
+                                         gpus_per_node=req.gpus_per_node,
+                                         time_min=action.submit.time_min)
+                    out.append(now if fits else None)
+                    continue
+                result = self.test_only(action)
+                out.append(result.start if isinstance(result, StartForecast) else NEVER)
+            except AdapterError:
+                out.append(None)  # unknown: the candidate is still ranked, after known ones
+        return out
 
 
 def _state(row: QueueRow) -> JobState:

@@ -10,6 +10,14 @@ and exiting 1 with "Requested node configuration is not available" when the requ
 never run there. Cost to know about: every call consumes a job id (the number in the
 message is real and is skipped by the next submission), and it is one controller RPC;
 do not call it in a tight loop on a busy production controller.
+
+What test-only cannot tell (measured on 22.05): whether a job with ``--time-min`` would
+be *backfilled*. It treats every higher-priority pending job as holding its nodes from
+now on for its whole time limit, so a request that the backfill scheduler would start
+at once in the gap before that job's reservation gets the same late estimate as
+without ``--time-min``. The gap is visible elsewhere: squeue shows a pending job's
+expected start (``%S``) and the nodes it is scheduled on (``%Y``). :func:`backfill_fits`
+judges a backfill request from those reservations and the free GPUs per node.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Literal
 
 from adapters.slurm import hostlist
 from adapters.slurm.parse import parse_time
+from specs.snapshot import ClusterState
 
 Never = Literal["never"]
 NEVER: Never = "never"
@@ -55,3 +64,50 @@ def parse_test_only(text: str) -> StartForecast | Never | None:
     if _IMPOSSIBLE.search(text):
         return NEVER
     return None
+
+
+def parse_reservations(text: str) -> dict[str, datetime]:
+    """``squeue -h -t PD -o "%i|%S|%Y"`` to node -> the earliest expected start of a pending
+    job scheduled on it (the end of the backfill window there). Jobs without a planned
+    start or node list reserve nothing."""
+    out: dict[str, datetime] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != 3:
+            continue
+        start = parse_time(parts[1])
+        if start is None or parts[2].strip() in ("", "(null)"):
+            continue
+        try:
+            nodes = hostlist.expand(parts[2].strip())
+        except ValueError:
+            continue
+        for node in nodes:
+            if node not in out or start < out[node]:
+                out[node] = start
+    return out
+
+
+def backfill_fits(state: ClusterState, reservations: dict[str, datetime], now: datetime, *,
+                  partition: str | None, gpu_type: str | None, nodes: int, gpus_per_node: int,
+                  time_min: int) -> bool:
+    """Could ``nodes`` nodes of ``partition`` start the request now and keep it ``time_min``
+    seconds before a reservation needs them? GPUs only: CPUs and memory are not modelled."""
+    used: dict[str, int] = {}
+    for job in state.jobs:
+        if job.state.holds_gpus:
+            for r in job.replicas:
+                if r.node:
+                    used[r.node] = used.get(r.node, 0) + r.gpus
+    fit = 0
+    for node in state.nodes:
+        if not node.schedulable or (partition is not None and node.partition != partition):
+            continue
+        if gpu_type is not None and node.gpu_type not in (None, gpu_type):
+            continue
+        if node.gpus - used.get(node.name, 0) < gpus_per_node:
+            continue
+        ends = reservations.get(node.name)
+        if ends is None or (ends - now).total_seconds() >= time_min:
+            fit += 1
+    return fit >= nodes

@@ -8,7 +8,7 @@ cluster would pay a thousand full reads (measured: 27 ms each with ~1,500 rememb
 jobs, more than twice the sbatch itself).
 
 So the adapter reads the queue once per plan and keeps, per plan id, which workloads
-have a job that is active or COMPLETED. A completed one counts because resubmitting it
+(and, for fan-out, which candidates of a workload) have a job that is active or COMPLETED. A completed one counts because resubmitting it
 would run finished work twice (a resumed apply whose job was short); a job that failed,
 timed out or was cancelled is submitted again, as a retry of the same decision. Why
 this is as safe as a read before every sbatch:
@@ -40,7 +40,8 @@ from specs.snapshot import JobState
 @dataclass
 class _Entry:
     loaded: float
-    jobs: dict[str, str] = field(default_factory=dict)  # workload -> job id
+    # (workload, fan-out candidate or None) -> job id
+    jobs: dict[tuple[str, str | None], str] = field(default_factory=dict)
 
 
 class PlanIndex:
@@ -58,25 +59,27 @@ class PlanIndex:
         self._clock = clock
         self._plans: dict[str, _Entry] = {}
 
-    def lookup(self, plan_id: str, workload: str) -> str | None:
-        """The id of an active or completed job this plan already created for ``workload``."""
+    def lookup(self, plan_id: str, workload: str, candidate: str | None = None) -> str | None:
+        """The id of an active or completed job this plan already created for ``workload``
+        (as fan-out ``candidate``)."""
+        key = (workload, candidate)
         entry = self._plans.get(plan_id)
         if entry is None or self._clock() - entry.loaded > self._ttl:
             entry = self._load(plan_id)
-            return entry.jobs.get(workload)  # just read: no need to confirm
-        job_id = entry.jobs.get(workload)
+            return entry.jobs.get(key)  # just read: no need to confirm
+        job_id = entry.jobs.get(key)
         if job_id is None:
             return None
         row = self._read_job(job_id)
         if row is not None and _counts(row):
             return job_id
-        del entry.jobs[workload]
+        del entry.jobs[key]
         return None
 
-    def record(self, plan_id: str, workload: str, job_id: str) -> None:
+    def record(self, plan_id: str, workload: str, job_id: str, candidate: str | None = None) -> None:
         entry = self._plans.get(plan_id)
         if entry is not None:
-            entry.jobs[workload] = job_id
+            entry.jobs[(workload, candidate)] = job_id
 
     def forget(self, plan_id: str) -> None:
         """After an ambiguous failure: the next lookup reads the queue again."""
@@ -84,15 +87,16 @@ class PlanIndex:
 
     def _load(self, plan_id: str) -> _Entry:
         entry = _Entry(loaded=self._clock())
-        completed: dict[str, str] = {}
+        completed: dict[tuple[str, str | None], str] = {}
         for row in self._read_queue():
             tag = parse_tag(row.comment)
             if tag is None or tag.plan_id != plan_id or not _counts(row):
                 continue
+            key = (tag.workload, tag.candidate)
             if job_state(row.state, has_nodes=bool(row.nodes)).active:
-                entry.jobs.setdefault(tag.workload, row.job_id)
+                entry.jobs.setdefault(key, row.job_id)
             else:
-                completed.setdefault(tag.workload, row.job_id)
+                completed.setdefault(key, row.job_id)
         entry.jobs = completed | entry.jobs  # an active job wins over a completed one
         self._plans[plan_id] = entry
         return entry

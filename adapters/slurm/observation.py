@@ -108,4 +108,5 @@ def build_job(row: QueueRow, alloc: Allocation | None, pools: Sequence[NodePool]
         gpu_type=gpu_type,
         walltime=row.time_limit,
         reason=row.reason if state in (JobState.PENDING, JobState.REQUEUED) else None,
+        candidate=tag.candidate if tag else None,
     )

@@ -1,7 +1,7 @@
 """How a Slurm job says it belongs to the control plane, and to which workload and plan.
 
 Slurm keeps no labels, so the identity travels in the job's ``--comment``:
-``cp:v1;workload=chem/md-run;plan=<id>[;ckpt=USR1@600]``. The comment survives a
+``cp:v1;workload=chem/md-run;plan=<id>[;ckpt=USR1@600][;cand=<fan-out candidate>]``. The comment survives a
 crash of the control plane, a restart of slurmctld and a requeue, which is what lets
 ``observe`` recognise our jobs and ``execute`` refuse to touch anybody else's.
 
@@ -30,6 +30,9 @@ class Tag:
     # "SIGNAL@SECONDS" when the workload checkpoints on a signal: preempt then requeues
     # rather than cancels, and a move can re-create the --signal option from the job alone
     checkpoint: str | None = None
+    # the fan-out candidate this job was submitted as: one plan may submit several jobs of
+    # one workload, one per candidate, and a resumed apply must find each of them
+    candidate: str | None = None
 
 
 def format_tag(tag: Tag) -> str:
@@ -39,6 +42,8 @@ def format_tag(tag: Tag) -> str:
         parts.append(f"plan={quote(tag.plan_id, safe=_SAFE)}")
     if tag.checkpoint is not None:
         parts.append(f"ckpt={quote(tag.checkpoint, safe=_SAFE)}")
+    if tag.candidate is not None:
+        parts.append(f"cand={quote(tag.candidate, safe=_SAFE)}")
     return ";".join(parts)
 
 
@@ -63,7 +68,10 @@ def parse_tag(comment: str | None) -> Tag | None:
     if not (project and slash and name) or "/" in name:
         return None
     return Tag(
-        workload=workload, plan_id=fields.get("plan") or None, checkpoint=fields.get("ckpt") or None
+        workload=workload,
+        plan_id=fields.get("plan") or None,
+        checkpoint=fields.get("ckpt") or None,
+        candidate=fields.get("cand") or None,
     )
 
 

@@ -1,0 +1,86 @@
+"""``cp cost``: a workload's fan-out candidates as a table, with the ones a plan would submit.
+
+It answers "where could this run, when would it start, and what would it cost?" before
+anything is submitted: the same enumeration and choice the plan makes (solvers/fanout.py)
+for one workload, with start estimates asked of its clusters (controlplane/forecast.py).
+For a workload without ``strategy.fanOut`` it shows what fan-out would choose with
+``maxParallel`` 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from adapters.base import Adapter
+from controlplane.forecast import ForecastRun, candidates_of
+from solvers.fanout import Estimate, Verdict, choose
+from solvers.problem import build_problem
+from specs.desired import DesiredState
+from specs.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    workload: str
+    fan_out: bool
+    max_parallel: int
+    now: datetime
+    forecasted: bool  # estimates were asked of the clusters
+    rows: list[Verdict]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "fanOut": self.fan_out,
+            "maxParallel": self.max_parallel,
+            "now": _iso(self.now),
+            "forecasted": self.forecasted,
+            "candidates": [{
+                "name": v.candidate.name,
+                "cluster": v.candidate.cluster,
+                "pool": v.candidate.pool,
+                "partition": v.candidate.partition,
+                "gpuType": v.candidate.gpu_type,
+                "nodes": v.candidate.nodes,
+                "gpusPerNode": v.candidate.gpus_per_node,
+                "tasksPerNode": v.candidate.tasks_per_node,
+                "mode": v.candidate.mode.value,
+                "walltime": v.candidate.walltime,
+                "timeMin": v.candidate.time_min,
+                "estimatedStart": _estimate_json(v.estimate),
+                "hours": v.candidate.hours,
+                "costPerGpuHour": v.candidate.cost_per_gpu_hour,
+                "cost": v.candidate.cost,
+                "status": v.status.value,
+                "chosen": v.status.value == "chosen",
+                "note": v.note,
+            } for v in self.rows],
+        }
+
+
+def candidate_table(desired: DesiredState, snapshot: Snapshot, workload: str, now: datetime,
+                    adapters: Mapping[str, Adapter] | None) -> CandidateTable:
+    """The candidates of ``workload`` judged as a plan would; ``adapters`` None: no forecasts."""
+    problem = build_problem(desired, snapshot, now)
+    pairs = candidates_of(desired, problem, workload)
+    forecasts: dict[str, Estimate] | None = None
+    if adapters is not None:
+        forecasts = ForecastRun(adapters, now).estimates(pairs)
+    spec = desired.workloads[workload].spec
+    fan_out = spec.strategy is not None and spec.strategy.fan_out
+    parallel = spec.strategy.max_parallel if spec.strategy and fan_out else 1
+    rows = choose([c for c, _ in pairs], forecasts, parallel)
+    return CandidateTable(workload, fan_out, parallel, now, forecasts is not None, rows)
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _estimate_json(e: Estimate) -> str | None:
+    if isinstance(e, datetime):
+        return _iso(e)
+    return e  # "never", or None: unknown

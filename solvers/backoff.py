@@ -1,0 +1,104 @@
+"""Retry backoff for failed jobs: a workload whose job failed waits before it is started again.
+
+Without it a workload whose command fails at once would be submitted on every reconcile,
+forever, filling the cluster's queue and the history with identical failures. The wait
+doubles with every failure in a row — 1, 2, 4, 8 … minutes, at most an hour — counted from
+the failed job's end. The streak is kept by the store (clusters forget ended jobs); it
+ends when a job of the workload completes, and a job that ran at least an hour before it
+failed starts a new streak, so a long service that fails once a week is not punished for
+its history.
+
+Failures are FAILED, NODE_FAIL and TIMEOUT (work that ran out of walltime would only run
+out again); a CANCELLED job was stopped on purpose and is not one. Pure: the failures
+come in through the snapshot, ``now`` is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+
+from solvers.problem import Problem
+from specs.actions import Reason, ReasonCode
+from specs.durations import format_duration
+from specs.snapshot import Failure, Job, JobState, Snapshot
+
+BASE_SECONDS = 60
+CAP_SECONDS = 3600
+FAILED_STATES = frozenset({JobState.FAILED, JobState.NODE_FAIL, JobState.TIMEOUT})
+
+
+def backoff_seconds(count: int) -> int:
+    """How long to wait after the ``count``-th failure in a row: 1, 2, 4 … min, capped at 1 h."""
+    if count < 1:
+        return 0
+    return min(CAP_SECONDS, BASE_SECONDS << min(count - 1, 16))
+
+
+def latest_failure(workload: str, jobs: Iterable[Job], record: Failure | None) -> Failure | None:
+    """The workload's newest failure: from the store's ``record``, or from the ended jobs the
+    snapshot shows when those are newer (a snapshot file has no store behind it).
+
+    A completed job newer than every failure ends the streak."""
+    ended = sorted((j for j in jobs if j.workload == workload and j.ended_at is not None
+                    and not j.state.active), key=lambda j: (j.ended_at, _id_order(j.id)))
+    newest = ended[-1] if ended else None
+    if newest is not None and newest.state == JobState.COMPLETED:
+        return None
+    if newest is None or newest.state not in FAILED_STATES:
+        return record if newest is None or record is None or _not_older(record, newest) else None
+    if record is not None and record.job == newest.id:
+        return record
+    streak = 0
+    for job in reversed(ended):
+        if job.state not in FAILED_STATES:
+            break
+        streak += 1
+    assert newest.ended_at is not None
+    return Failure(workload=workload, count=max(streak, (record.count + 1) if record else 1),
+                   job=newest.id, ended_at=newest.ended_at, exit_code=newest.exit_code)
+
+
+def _not_older(record: Failure, job: Job) -> bool:
+    return job.ended_at is None or record.ended_at >= job.ended_at
+
+
+def _id_order(job_id: str) -> tuple[int, int, str]:
+    return (0, int(job_id), "") if job_id.isdigit() else (1, 0, job_id)
+
+
+def retry_at(failure: Failure) -> datetime:
+    return failure.ended_at + timedelta(seconds=backoff_seconds(failure.count))
+
+
+def why_waiting(failure: Failure, now: datetime) -> Reason | None:
+    """The pending reason while the backoff lasts; None once the workload may run again."""
+    at = retry_at(failure)
+    if now >= at:
+        return None
+    exit_info = f" (exit {failure.exit_code})" if failure.exit_code else ""
+    nth = "1st" if failure.count == 1 else ("2nd" if failure.count == 2 else (
+        "3rd" if failure.count == 3 else f"{failure.count}th"))
+    return Reason(code=ReasonCode.FAILED, message=(
+        f"job {failure.job} failed{exit_info} at {_stamp(failure.ended_at)}, the {nth} failure "
+        f"in a row; retried after {_stamp(at)} (backoff {format_duration(backoff_seconds(failure.count))})"))
+
+
+def _stamp(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def block_failed(problem: Problem, observed: Snapshot, now: datetime) -> None:
+    """Hold back the waiting workloads whose latest job failed until their backoff is over."""
+    records = {f.workload: f for f in observed.failures}
+    jobs: dict[str, list[Job]] = {}
+    for c in observed.clusters:
+        for j in c.jobs:
+            if j.workload is not None:
+                jobs.setdefault(j.workload, []).append(j)
+    for key, job in problem.jobs.items():
+        if job.running or job.blocked is not None:
+            continue
+        failure = latest_failure(key, jobs.get(key, []), records.get(key))
+        if failure is not None and (why := why_waiting(failure, now)) is not None:
+            job.blocked = why
