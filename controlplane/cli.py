@@ -434,29 +434,33 @@ def cost(
 
 
 def _print_candidates(table: CandidateTable) -> None:
-    from rich.table import Table
-
+    """One line per candidate, chosen ones marked ``*`` (plain columns: never truncated)."""
     from solvers.fanout import describe_start
     from specs.durations import format_duration
 
     kind = (f"fan-out, up to {table.max_parallel} at once" if table.fan_out
             else "no fanOut: what fan-out would choose")
-    t = Table(title=f"{table.workload} ({kind})", title_justify="left", header_style="bold")
-    for col in ("", "candidate", "type", "partition", "nodes", "mode", "estimated start",
-                "walltime", "cost", "note"):
-        t.add_column(col, justify="right" if col in ("nodes", "cost") else "left")
+    where = "estimates from the clusters" if table.forecasted else "no estimates: by cost"
+    out.print(f"[bold]{table.workload}[/] ({kind}; {where})", highlight=False)
+    if not table.rows:
+        out.print("No candidates: no node pool fits its GPU type, memory, clusters and shape.")
+        return
+    rows = [("", "candidate", "type", "partition", "nodes", "mode", "estimated start",
+             "walltime", "cost", "")]
     for v in table.rows:
         c = v.candidate
         wall = format_duration(c.walltime) if c.walltime else "-"
         if c.time_min:
             wall = f"{format_duration(c.time_min)}..{wall}"
         start = describe_start(v.estimate, table.now, table.forecasted).removeprefix("starts ")
-        t.add_row("*" if v.status.value == "chosen" else "", c.name, c.gpu_type,
-                  c.partition or "-", f"{c.nodes} x {c.gpus_per_node}", c.mode.value, start, wall,
-                  f"{c.cost:,.2f}", f"{v.status.value}: {v.note}" if v.note else v.status.value)
-    out.print(t)
-    if not table.rows:
-        out.print("No candidates: no node pool fits its GPU type, memory, clusters and shape.")
+        rows.append(("*" if v.status.value == "chosen" else " ", c.name, c.gpu_type,
+                     c.partition or "-", f"{c.nodes} x {c.gpus_per_node}", c.mode.value, start,
+                     wall, f"{c.cost:,.2f}", f"{v.status.value}: {v.note}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, r in enumerate(rows):
+        line = "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
+        out.print(line, style="bold" if i == 0 else None, highlight=False, soft_wrap=True,
+                  markup=False)
 
 
 @app.command()

@@ -80,9 +80,12 @@ def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[
     after = {(c.name, j.id): j for c in final.clusters for j in c.jobs if j.state.active}
     steps = [a for p in plans for a in p.actions]
     by_job: dict[tuple[str, str], Action] = {}  # the first action that touched a real job
+    evicted: dict[tuple[str, str], Action] = {}  # the first that took one away entirely
     for a in steps:
         if a.job is not None:
             by_job.setdefault((a.cluster, a.job), a)
+            if a.op in (Op.PREEMPT, Op.CANCEL):
+                evicted.setdefault((a.cluster, a.job), a)
     # the latest submit of each workload (and fan-out candidate)
     submits = {(a.workload, a.submit.candidate if a.submit else None): a
                for a in steps if a.op == Op.SUBMIT}
@@ -105,6 +108,8 @@ def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[
         first = by_job.get(key)
         if first is None:
             continue
+        if key in evicted and first.op not in (Op.PREEMPT, Op.CANCEL):
+            first = evicted[key]  # shrunk in one round, evicted in a later one: it is gone
         successor = next((k for k, j in sorted(new.items())
                           if j.workload == job.workload and k[0] == cluster and k not in replaced), None)
         if successor is not None and job.state.holds_gpus and first.op == Op.PREEMPT:

@@ -18,6 +18,8 @@ the control plane cancels the others (``fan-out-loser``). Choosing the candidate
    its estimate is earlier than the same shape's full-limit one; drop a candidate that
    another one dominates (no later and no dearer, one of them strictly; a known start
    counts as earlier than an unknown one, two unknown starts are not compared).
+   An estimate of "now" is the cluster's view before this plan: a candidate for which the
+   plan's own placements leave no room counts as unknown instead.
 3. Rank by (estimated start, cost, name) and choose up to ``maxParallel``. Without
    forecasts nothing is dominated and candidates rank by cost.
 4. Gate on quota, as KAI would for one job: the project and its ancestors stay within
@@ -33,7 +35,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Literal
 
@@ -351,7 +353,7 @@ def plan_fan_out(problem: Problem, session: Session, specs: Mapping[str, Workloa
         seg = problem.segments.get(job.key)
         candidates = enumerate_candidates(job, spec, problem.pools, counts, seg)
         parallel = spec.strategy.max_parallel if spec.strategy else 1
-        verdicts = choose(candidates, forecasts, parallel)
+        verdicts = choose(candidates, _after_placements(session, candidates, forecasts), parallel)
         out.verdicts[job.key] = verdicts
         chosen = [v for v in verdicts if v.status is Status.CHOSEN]
         if not chosen:
@@ -369,6 +371,27 @@ def plan_fan_out(problem: Problem, session: Session, specs: Mapping[str, Workloa
             out.actions.append(submit_action(v.candidate, job, spec, reason,
                                              seg.number if seg is not None else None))
     return out
+
+
+def _after_placements(session: Session, candidates: Sequence[Candidate],
+                      forecasts: Mapping[str, Estimate] | None) -> Mapping[str, Estimate] | None:
+    """Forecasts with "now" taken back where the GPUs this plan places leave no room."""
+    if forecasts is None:
+        return None
+    now = session.problem.now
+    out = dict(forecasts)
+    for c in candidates:
+        start = _start(forecasts.get(c.key))
+        if start is not None and start <= now + timedelta(seconds=60) and not _room(session, c):
+            out[c.key] = None
+    return out
+
+
+def _room(session: Session, c: Candidate) -> bool:
+    """Enough nodes of the candidate's pool keep its GPUs free in the session."""
+    pool = (c.cluster, c.pool)
+    free = [f for node, f in session.index.free.items() if session.index.pool_of[node] == pool]
+    return sum(f >= c.gpus_per_node for f in free) >= c.nodes
 
 
 def _why_none(verdicts: list[Verdict]) -> Reason:

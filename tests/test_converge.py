@@ -74,3 +74,20 @@ def test_next_cycle_consolidation_is_folded_into_the_first_plan() -> None:
     for a in first.execution_order():
         sim.execute(a, plan_id=first.id, now=NOW)
     assert plan(d, snap, now=NOW).actions == []
+
+
+def test_shrunk_in_one_round_and_evicted_in_the_next_is_a_preempt() -> None:
+    # found by the property test: round 1 shrank an elastic job, round 2 evicted it; the
+    # net plan showed only the shrink, and the submit that needed its GPUs did not fit
+    observed = _world(Job(id="7", workload="p/w", replicas=[Replica(node="n1", gpus=4),
+                                                            Replica(node="n2", gpus=4)], pool="p"))
+    final = _world(Job(id="virtual-1", workload="p/x", replicas=[Replica(node="n1", gpus=8)], pool="p"))
+    shrink = Action(op=Op.RESIZE, workload="p/w", cluster="c", job="7", reason=RECLAIM,
+                    replicas=[Replica(node="n1", gpus=4)])
+    evict = Action(op=Op.PREEMPT, workload="p/w", cluster="c", job="7",
+                   reason=Reason(code=ReasonCode.PRIORITY, message="x needs it"))
+    start = Action(op=Op.SUBMIT, workload="p/x", cluster="c", pool="p", reason=START,
+                   replicas=[Replica(node="n1", gpus=8)])
+    net = net_actions(observed, final, [_plan(shrink), _plan(evict, start)])
+    assert [(a.op, a.workload, a.reason.code) for a in net] == [
+        (Op.SUBMIT, "p/x", ReasonCode.OVER_QUOTA), (Op.PREEMPT, "p/w", ReasonCode.PRIORITY)]

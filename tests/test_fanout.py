@@ -432,3 +432,16 @@ def test_submit_action_round_trips_as_json() -> None:
     again = [Action.model_validate_json(a.model_dump_json(by_alias=True)) for a in p.actions]
     assert again == p.actions
     assert '"timeMin":null' in p.actions[0].model_dump_json(by_alias=True)
+
+
+def test_a_start_now_the_plan_itself_takes_away_is_not_counted() -> None:
+    """The forecast saw V100 free, but this plan places other work there: not 'now'."""
+    d = specs(workload("w", "p", gpus=4, walltime="30m", strategy=FAN),
+              workload("hog", "p", gpus=4, gpuTypes=["v100"], walltime="30m"),
+              workload("hog2", "p", gpus=4, gpuTypes=["v100"], walltime="30m"))
+    f: dict[str, Estimate] = {"p/w@sim.a100.1x4.direct": at(0), "p/w@sim.v100.1x4.direct": at(0)}
+    p = plan(d, world(d), now=NOW, forecasts=f)
+    fan = [a for a in p.actions if a.workload == "p/w"]
+    # with V100 "now", the cheaper V100 would dominate A100; unknown, it does not
+    assert [a.pool for a in fan] == ["a100", "v100"]
+    assert "start unknown" in fan[1].reason.message
