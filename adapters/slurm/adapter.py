@@ -62,7 +62,13 @@ from adapters.slurm.forecast import (
 from adapters.slurm.idempotency import PlanIndex
 from adapters.slurm.observation import build_job, build_node
 from adapters.slurm.parse import QueueRow
-from adapters.slurm.script import JobRequest, command_of, render_script, sbatch_options
+from adapters.slurm.script import (
+    JobRequest,
+    command_of,
+    render_script,
+    sbatch_options,
+    segment_of,
+)
 from adapters.slurm.tags import Tag, job_name, parse_tag
 from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
 from specs.actions import Action, Op, SubmitDetails
@@ -433,6 +439,9 @@ class SlurmAdapter:
             checkpoint_grace=int(seconds) if seconds.isdigit() else None,
             account=account.group(1) if account and account.group(1) != "(null)" else None,
             preemptible=requeue is None or requeue.group(1) == "1",
+            # a checkpoint segment moved elsewhere stays one (same wrapper, same limit)
+            segment=segment_of(script) if signal and row.time_limit else None,
+            candidate=tag.candidate,
         )
 
     # ------------------------------------------------------------------ forecast

@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 
-from adapters.slurm.script import JobRequest, command_of, render_script, sbatch_options
+from adapters.slurm.script import (
+    JobRequest,
+    command_of,
+    render_script,
+    sbatch_options,
+    segment_of,
+)
 from tests.cli_helpers import Result, cp, write_specs
 
 Helper = Callable[..., Any]
@@ -89,6 +95,10 @@ def test_segment_options() -> None:
     assert "--time=0-01:00:00" in opts
     assert not any(o.startswith("--signal") for o in opts)  # the script signals itself
     assert "ckpt=USR1@300" in next(o for o in opts if o.startswith("--comment="))
+    # a move re-creates a segment from Slurm's copy of its script
+    assert segment_of(render_script(req)) == 1
+    plain = JobRequest(workload="p/x", plan_id="t", nodes=(None,), gpus_per_node=1)
+    assert segment_of(render_script(plain)) is None
 
 
 # ------------------------------------------------------------------ on a real Slurm
