@@ -20,8 +20,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
+
+try:  # recent typer carries its own copy of click; its exceptions are that copy's
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer uses click itself
+    import click  # type: ignore[no-redef]
 from rich.console import Console
 
 from adapters.base import AdapterError
@@ -34,6 +38,7 @@ from controlplane.observe import adapters_for, observe
 from controlplane.plan import Plan
 from controlplane.reconcile import plan as make_plan
 from controlplane.store import Store, default_url
+from solvers.policy import Policy
 from specs.diagnostics import SpecError
 from specs.loader import LoadResult, load_specs
 from specs.snapshot import Snapshot, observed_digest
@@ -112,7 +117,8 @@ def _clock(now: datetime | None):  # type: ignore[no-untyped-def]
 
 
 def _build_plan(spec_dir: Path, observed: Path | None, now: datetime | None,
-                db: str | None, *, forecast: bool = False) -> tuple[Plan, LoadResult]:
+                db: str | None, *, forecast: bool = False,
+                policy: Policy = Policy()) -> tuple[Plan, LoadResult]:
     """Plan DIR; ``forecast``: ask the clusters for fan-out candidates' start estimates
     (never with ``observed``: a snapshot file has no cluster behind it)."""
     loaded = _load(spec_dir)
@@ -130,7 +136,7 @@ def _build_plan(spec_dir: Path, observed: Path | None, now: datetime | None,
             forecasts = gather(loaded.desired, snap, adapters, when)
     started = time.perf_counter()
     plan = make_plan(loaded.desired, snap, now=when, git_commit=_git_commit(spec_dir),
-                     forecasts=forecasts)
+                     forecasts=forecasts, policy=policy)
     wall = round(time.perf_counter() - started, 4)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
     if store is not None:
@@ -193,11 +199,17 @@ def plan_cmd(
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 2 when the plan has changes")] = False,
     forecast: ForecastOpt = True,
+    engine: Annotated[str, typer.Option(help="best: KAI's greedy and CP-SAT, the better answer; "
+                                        "kai: KAI's greedy alone")] = "best",
+    time_limit: Annotated[float, typer.Option(help="seconds for the CP-SAT search")] = Policy().time_limit,
     now: NowOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Show what would change, and why: submissions, evictions, moves, and what waits."""
-    plan, _ = _build_plan(spec_dir, observed, now, db, forecast=forecast)
+    if engine not in ("best", "kai"):
+        raise typer.BadParameter("use best or kai", param_hint="--engine")
+    policy = Policy(engine=engine, time_limit=time_limit)
+    plan, _ = _build_plan(spec_dir, observed, now, db, forecast=forecast, policy=policy)
     if out_file:
         out_file.write_text(plan.to_json() + "\n")
     if as_json:
@@ -540,7 +552,7 @@ def run(args: list[str], argv0: str = "cp") -> int:
     except click.ClickException as exc:  # usage errors: click words them
         exc.show()
         code = exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         err.print("Aborted.")
         code = 1
     except SpecError as exc:

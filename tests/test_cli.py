@@ -244,3 +244,10 @@ def test_cp_passes_other_invocations_to_the_system_copy(tmp_path: Path) -> None:
     missing = subprocess.run([str(exe), str(tmp_path / "nope"), str(dst)], capture_output=True,
                              text=True, env=env)
     assert missing.returncode == 1 and "No such file" in missing.stderr  # coreutils' words
+
+
+def test_usage_errors_are_worded_not_tracebacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = cp(capsys, "plan", tmp_path, "--bogus")
+    assert res.code == 2 and "No such option: --bogus" in res.err and "Traceback" not in res.err
+    res = cp(capsys, "plan", tmp_path, "--engine", "nope")
+    assert res.code == 2 and "use best or kai" in res.err
