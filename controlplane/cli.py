@@ -394,9 +394,11 @@ def explain(
     actions = [a for a in plan.actions if a.workload == workload]
     pending = [p for p in plan.pending if p.workload == workload]
     past = _store(spec_dir, db).history(workload, 10) if observed is None else []
+    chain = plan.quota_chain(loaded.desired.workloads[workload].spec.project)
     if as_json:
         sys.stdout.write(json.dumps({
             "workload": workload,
+            "quota": [{"kind": k, "name": n, **q.model_dump(by_alias=True)} for k, n, q in chain],
             "actions": [a.model_dump(mode="json", by_alias=True) for a in actions],
             "pending": [p.model_dump(mode="json", by_alias=True) for p in pending],
             "history": [{"plan": p.id, "op": a.op, "status": a.status, "reason": a.reason,
@@ -409,6 +411,9 @@ def explain(
         out.print(f"[bold]waits[/] — {p.reason.code.value}: {p.reason.message}")
     if not actions and not pending:
         out.print("[green]running or finished as specified[/]; nothing to change.")
+    out.print()
+    reasons = " ".join(x.reason.message for x in [*actions, *pending])
+    render.print_quota_chain(out, chain, reasons)
     if past:
         out.print("\nHistory:")
         render.print_history(out, past)

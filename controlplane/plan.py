@@ -61,6 +61,19 @@ class Plan(PlanModel):
     def from_json(cls, text: str) -> Plan:
         return cls.model_validate_json(text)
 
+    def quota_chain(self, project: str) -> list[tuple[str, str, QueueStatus]]:
+        """The project and its departments up to the top, as (kind, name, status)."""
+        chain: list[tuple[str, str, QueueStatus]] = []
+        status = self.projects.get(project)
+        kind, name = "project", project
+        while status is not None and len(chain) <= len(self.departments):
+            chain.append((kind, name, status))
+            if status.department is None:
+                break
+            kind, name = "department", status.department
+            status = self.departments.get(name)
+        return chain
+
     def execution_order(self) -> list[Action]:
         """Evictions first, so the moves and submissions that need their GPUs find them free.
 

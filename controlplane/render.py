@@ -120,3 +120,16 @@ def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> No
             f"  plan {p.id[:12]}"), soft_wrap=True)
         console.print(Text.assemble("    ", (a.reason_code, color), f": {a.reason}",
                                     (f"  ({a.message})" if a.message else "", "dim")))
+
+
+def print_quota_chain(console: Console, chain: list[tuple[str, str, QueueStatus]],
+                      reason: str = "") -> None:
+    """The quota levels a workload answers to; the one its reason names is marked."""
+    t = Table(title="Quota levels (GPUs, after the plan)", title_justify="left", header_style="bold")
+    for col in ("level", "deserved", "fair share", "allocated", "limit", "waiting", ""):
+        t.add_column(col, justify="left" if col in ("level", "") else "right")
+    for kind, name, q in chain:
+        binds = f"{kind} {name} " in reason or f"{kind} {name}'s" in reason or reason.endswith(f"{kind} {name}")
+        t.add_row(f"{kind} {name}", _n(q.deserved), _n(q.fair_share), _n(q.allocated), _n(q.limit),
+                  _n(q.pending), "[yellow]<- binds[/]" if binds else "")
+    console.print(t)

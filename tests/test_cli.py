@@ -251,3 +251,14 @@ def test_usage_errors_are_worded_not_tracebacks(tmp_path: Path, capsys: pytest.C
     assert res.code == 2 and "No such option: --bogus" in res.err and "Traceback" not in res.err
     res = cp(capsys, "plan", tmp_path, "--engine", "nope")
     assert res.code == 2 and "use best or kai" in res.err
+
+
+def test_explain_names_the_binding_quota_level(quickstart: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = cp(capsys, "explain", "ads/ctr-train", "--dir", quickstart)
+    assert res.code == 0
+    assert "over-limit: project ads would hold 16 GPUs, above its limit of 12" in res.out
+    binding = [line for line in res.out.splitlines() if "<- binds" in line]
+    assert len(binding) == 1 and "project ads" in binding[0]
+    body = cp(capsys, "explain", "ads/ranker-serve", "--dir", quickstart, "--json").json()
+    assert [(q["kind"], q["name"]) for q in body["quota"]] == [("project", "ads"), ("department", "product")]
+    assert body["pending"][0]["reason"]["code"] == "non-preemptible-over-deserved"
