@@ -41,6 +41,9 @@ The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
    what is left plus the grace, at most the walltime — and one that resumes says so
    (``checkpoint-resume``: "segment 3: 16h of 24h done").
 11. Report every workload that still waits, with the reason, and the quota table.
+
+:func:`plan` runs such cycles on a virtual copy of the world until one changes nothing
+(controlplane/converge.py) and shows the net actions, so an applied plan is a fixed point.
 """
 
 from __future__ import annotations
