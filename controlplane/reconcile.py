@@ -267,18 +267,8 @@ def _submit(desired: DesiredState, problem: Problem, session: Session, job: JobR
     cluster, pool_name = session.pool[job.key]
     pool = problem.pools[session.pool[job.key]]
     spec = desired.workloads[job.key].spec
-    submit = SubmitDetails(
-        gpu_type=pool.gpu_type,
-        gpus_per_replica=job.gpus,
-        partition=pool.partition,
-        walltime=spec.walltime,
-        command=spec.command,
-        priority=job.priority,
-        preemptible=job.preemptible,
-        checkpoint_signal=spec.checkpoint.signal if spec.checkpoint else None,
-        checkpoint_grace=spec.checkpoint.grace if spec.checkpoint else None,
-        account=pool.account,
-    )
+    submit = SubmitDetails.for_workload(spec, gpu_type=pool.gpu_type, partition=pool.partition,
+                                        walltime=spec.walltime, account=pool.account)
     return Action(op=Op.SUBMIT, workload=job.key, cluster=cluster, pool=pool_name,
                   replicas=replicas, reason=reason, submit=submit)
 

@@ -295,23 +295,10 @@ def quota_gate(session: Session, job: JobRequest, gpus: int, held: Mapping[str, 
 def submit_action(c: Candidate, job: JobRequest, spec: WorkloadSpec, reason: Reason,
                   segment: int | None = None) -> Action:
     """The ``submit`` of one candidate: the cluster places it (replica nodes null)."""
-    ck = spec.checkpoint
-    details = SubmitDetails(
-        gpu_type=c.gpu_type,
-        gpus_per_replica=job.gpus,
-        partition=c.partition,
-        walltime=c.walltime,
-        command=spec.command,
-        priority=job.priority,
-        preemptible=job.preemptible,
-        checkpoint_signal=ck.signal if ck else None,
-        checkpoint_grace=ck.grace if ck else None,
-        account=c.account,
-        time_min=c.time_min,
-        nodes=c.nodes if c.nodes != job.replicas else None,
-        segment=segment,
-        candidate=c.name,
-    )
+    details = SubmitDetails.for_workload(
+        spec, gpu_type=c.gpu_type, partition=c.partition, walltime=c.walltime, account=c.account,
+        time_min=c.time_min, nodes=c.nodes if c.nodes != job.replicas else None,
+        segment=segment, candidate=c.name)
     return Action(op=Op.SUBMIT, workload=job.key, cluster=c.cluster, pool=c.pool,
                   replicas=[Replica(node=None, gpus=job.gpus) for _ in range(job.replicas)],
                   reason=reason, submit=details)

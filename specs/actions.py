@@ -12,6 +12,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from specs.models import WorkloadSpec
 from specs.snapshot import Replica
 
 
@@ -90,6 +91,25 @@ class SubmitDetails(ActionModel):
                                 "stops itself at a checkpoint before its time limit")
     candidate: str | None = Field(default=None, description="fan-out candidate name: one workload "
                                   "may have several submissions in one plan")
+
+    @classmethod
+    def for_workload(cls, spec: WorkloadSpec, *, gpu_type: str, partition: str | None,
+                     walltime: int | None, account: str | None, **extra: object) -> SubmitDetails:
+        """The workload's own part (command, GPUs, priority, checkpoint) plus where it goes."""
+        ck = spec.checkpoint
+        return cls.model_validate({
+            "gpu_type": gpu_type,
+            "gpus_per_replica": spec.gpus,
+            "partition": partition,
+            "walltime": walltime,
+            "command": spec.command,
+            "priority": spec.effective_priority,
+            "preemptible": spec.is_preemptible,
+            "checkpoint_signal": ck.signal if ck else None,
+            "checkpoint_grace": ck.grace if ck else None,
+            "account": account,
+            **extra,
+        })
 
 
 class Action(ActionModel):
