@@ -7,13 +7,20 @@ fragments, so the same inputs always give the same words.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from specs.models import WorkloadSpec
 from specs.snapshot import Replica
+
+Never = Literal["never"]
+NEVER: Never = "never"
+# when a submission would start, as a cluster forecasts it: a time, never, or unknown (None)
+Estimate = datetime | Never | None
 
 
 class Op(StrEnum):
@@ -55,13 +62,17 @@ class ReasonCode(StrEnum):
     WALLTIME_EXCEEDS_LIMIT = "walltime-exceeds-limit"
     OVER_BUDGET = "over-budget"
     FAIRSHARE = "fairshare"
+    MIN_RUNTIME = "min-runtime"
     SUBMITTED = "submitted"
     COMPLETED = "completed"
     FAILED = "failed"
+    CLUSTER_UNREACHABLE = "cluster-unreachable"
 
 
 class ActionModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
 
 
 class Reason(ActionModel):
@@ -83,33 +94,68 @@ class SubmitDetails(ActionModel):
     checkpoint_grace: int | None = None
     account: str | None = None
     # fan-out and checkpoint segments (docs/strategies.md)
-    time_min: int | None = Field(default=None, description="seconds; sbatch --time-min: the "
-                                 "cluster may start the job earlier with a limit this short")
-    nodes: int | None = Field(default=None, description="node count when the cluster places and "
-                              "replicas share nodes (fewer nodes than replicas)")
-    segment: int | None = Field(default=None, description="checkpoint segment number: the job "
-                                "stops itself at a checkpoint before its time limit")
-    candidate: str | None = Field(default=None, description="fan-out candidate name: one workload "
-                                  "may have several submissions in one plan")
+    time_min: int | None = Field(
+        default=None,
+        description="seconds; sbatch --time-min: the "
+        "cluster may start the job earlier with a limit this short",
+    )
+    nodes: int | None = Field(
+        default=None,
+        description="node count when the cluster places and "
+        "replicas share nodes (fewer nodes than replicas)",
+    )
+    segment: int | None = Field(
+        default=None,
+        description="checkpoint segment number: the job "
+        "stops itself at a checkpoint before its time limit",
+    )
+    spec_digest: str | None = Field(
+        default=None,
+        description="the workload spec's digest: a job of the same workload and digest that "
+        "is already active is this submission (idempotent across plans)",
+    )
+    candidate: str | None = Field(
+        default=None,
+        description="fan-out candidate name: one workload may have several submissions in one plan",
+    )
+    # Fields added after plans were first stored are left out of the JSON while unset, so a
+    # plan without them (and its content-derived id) reads exactly as it did before.
+    image: str | None = Field(
+        default=None,
+        description="container image (Kubernetes)",
+        exclude_if=lambda v: v is None,
+    )
 
     @classmethod
-    def for_workload(cls, spec: WorkloadSpec, *, gpu_type: str, partition: str | None,
-                     walltime: int | None, account: str | None, **extra: object) -> SubmitDetails:
+    def for_workload(
+        cls,
+        spec: WorkloadSpec,
+        *,
+        gpu_type: str,
+        partition: str | None,
+        walltime: int | None,
+        account: str | None,
+        **extra: object,
+    ) -> SubmitDetails:
         """The workload's own part (command, GPUs, priority, checkpoint) plus where it goes."""
         ck = spec.checkpoint
-        return cls.model_validate({
-            "gpu_type": gpu_type,
-            "gpus_per_replica": spec.gpus,
-            "partition": partition,
-            "walltime": walltime,
-            "command": spec.command,
-            "priority": spec.effective_priority,
-            "preemptible": spec.is_preemptible,
-            "checkpoint_signal": ck.signal if ck else None,
-            "checkpoint_grace": ck.grace if ck else None,
-            "account": account,
-            **extra,
-        })
+        return cls.model_validate(
+            {
+                "gpu_type": gpu_type,
+                "gpus_per_replica": spec.gpus,
+                "partition": partition,
+                "walltime": walltime,
+                "command": spec.command,
+                "priority": spec.effective_priority,
+                "preemptible": spec.is_preemptible,
+                "checkpoint_signal": ck.signal if ck else None,
+                "spec_digest": spec.digest,
+                "checkpoint_grace": ck.grace if ck else None,
+                "account": account,
+                "image": spec.image,
+                **extra,
+            }
+        )
 
 
 class Action(ActionModel):

@@ -12,6 +12,7 @@ never code. Every entry is validated on the way in; anything unreadable is a mis
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -28,7 +29,14 @@ from specs.models import Document
 FORMAT = "specs-cache/1"
 _SUBDIR = "specs"
 # The modules whose code decides what a file validates to (and where its names sit).
-_SALTED_MODULES = ("models.py", "durations.py", "loader.py", "yaml_nodes.py", "diagnostics.py", "cache.py")
+_SALTED_MODULES = (
+    "models.py",
+    "durations.py",
+    "loader.py",
+    "yaml_nodes.py",
+    "diagnostics.py",
+    "cache.py",
+)
 
 
 class _Frozen(BaseModel):
@@ -64,10 +72,8 @@ def _salt() -> bytes:
     here = Path(__file__).parent
     for name in _SALTED_MODULES:
         digest.update(name.encode())
-        try:
+        with contextlib.suppress(OSError):  # installed without sources: the version must do
             digest.update((here / name).read_bytes())
-        except OSError:  # installed without sources (zipapp): the version must do
-            pass
     return digest.digest()
 
 

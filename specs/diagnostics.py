@@ -22,8 +22,6 @@ from typing import Annotated, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from specs.models import GpuTypeQuota, Quota, WorkloadSpec
-
 Severity = Literal["error", "warning"]
 Loc = tuple[str | int, ...]
 
@@ -111,11 +109,6 @@ class Issue:
 
 # Errors raised by whole-model validators carry the model's loc; point at the field a user
 # edits instead. (Budget's check concerns two fields alike, so it stays on the budget key.)
-_VALIDATOR_FIELD: dict[type[BaseModel], str] = {
-    WorkloadSpec: "minReplicas",
-    Quota: "limit",
-    GpuTypeQuota: "limit",
-}
 
 _NAME_RULE = (
     "use 1-63 lowercase letters, digits, '-', '_' or '.', "
@@ -205,11 +198,11 @@ def _issue(err: ErrorDetails, loc: Loc, at_key: bool, raw: object, model: type[B
     if kind == "missing":
         return Issue(loc, f"missing required key '{loc[-1] if loc else '?'}'; add it")
     if kind in ("value_error", "assertion_error"):
-        target = _VALIDATOR_FIELD.get(model_at(model, loc) or BaseModel)
-        holder = _value_at(raw, loc)
-        if target is not None and isinstance(holder, dict) and target in holder:
-            loc = (*loc, target)
-        return Issue(loc, str(ctx.get("error", err["msg"])).removeprefix("Value error, "))
+        message = str(ctx.get("error", err["msg"])).removeprefix("Value error, ")
+        if message.startswith("@") and ": " in message:  # a check across fields (fields.at)
+            target, message = message[1:].split(": ", 1)
+            loc = _deepest_written(raw, loc, _parse_loc(target))
+        return Issue(loc, message)
     if kind == "string_pattern_mismatch":
         what = "name" if "a-z0-9" in str(ctx.get("pattern", "")) else "value"
         rule = _NAME_RULE if what == "name" else f"it must match {ctx.get('pattern')}"
@@ -236,8 +229,26 @@ def _issue(err: ErrorDetails, loc: Loc, at_key: bool, raw: object, model: type[B
         return Issue(loc, f"must be a finite number, got {_show(value)}")
     if kind == "too_short":
         n = ctx.get("min_length", 1)
-        return Issue(loc, f"needs at least {n} entr{'y' if n == 1 else 'ies'}")
+        return Issue(loc, "needs at least one entry" if n == 1 else f"needs at least {n} entries")
+    if kind == "too_long":
+        return Issue(loc, f"has more than the {ctx.get('max_length')} entries allowed here")
     return Issue(loc, str(err["msg"]), at_key=at_key)
+
+
+def _parse_loc(text: str) -> Loc:
+    return tuple(int(part) if part.isdigit() else part for part in text.split("."))
+
+
+def _deepest_written(raw: object, loc: Loc, below: Loc) -> Loc:
+    """``loc`` extended by as much of ``below`` as the user wrote (an omitted field has no
+    position of its own: the error then points at what holds it)."""
+    value = _value_at(raw, loc)
+    for part in below:
+        child = _child(value, part)
+        if child is _ABSENT:
+            break
+        loc, value = (*loc, part), child
+    return loc
 
 
 def _expected_from(kind: str) -> str:

@@ -14,6 +14,9 @@ _HUMAN = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _SLURM = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 
 HINT = "write it like 90s, 45m, 2h59m, 3d or D-HH:MM:SS"
+# the longest duration a spec may give: ten years (anything longer is a typo, and keeps
+# every date computed from it within the calendar)
+MAX_SECONDS = 3650 * 86400
 
 
 def parse_duration(text: str | int | float) -> int:
@@ -21,26 +24,41 @@ def parse_duration(text: str | int | float) -> int:
     if isinstance(text, bool):
         raise ValueError(f"expected a duration, got {text!r}; {HINT}")
     if isinstance(text, (int, float)):
+        if text != text or text in (float("inf"), float("-inf")):
+            raise ValueError(f"a duration must be finite, got {text}; {HINT}")
         if text < 0:
             raise ValueError(f"a duration cannot be negative ({text}); {HINT}")
-        return int(text)
+        return _bounded(int(text), text)
     s = str(text).strip().lower()
     if not s:
         raise ValueError(f"empty duration; {HINT}")
+    if len(s) > 32:
+        raise ValueError(f"{s[:20]!r}... is not a duration; {HINT}")
     m = _HUMAN.fullmatch(s)
     if m and any(m.groups()):
-        return sum(int(v) * _UNIT_SECONDS[u] for v, u in zip(m.groups(), "wdhms") if v)
+        seconds = sum(
+            int(v) * _UNIT_SECONDS[u] for v, u in zip(m.groups(), "wdhms", strict=True) if v
+        )
+        return _bounded(seconds, text)
     m = _SLURM.fullmatch(s)
     if m:
         days, a, b, c = m.groups()
         if days is not None:  # D-HH[:MM[:SS]]
-            return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
-        if c is not None:  # HH:MM:SS
-            return int(a) * 3600 + int(b) * 60 + int(c)
-        if b is not None:  # MM:SS
-            return int(a) * 60 + int(b)
-        return int(a) * 60  # bare number: Slurm minutes
+            seconds = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+        elif c is not None:  # HH:MM:SS
+            seconds = int(a) * 3600 + int(b) * 60 + int(c)
+        elif b is not None:  # MM:SS
+            seconds = int(a) * 60 + int(b)
+        else:
+            seconds = int(a) * 60  # bare number: Slurm minutes
+        return _bounded(seconds, text)
     raise ValueError(f"{text!r} is not a duration; {HINT}")
+
+
+def _bounded(seconds: int, text: object) -> int:
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{text!r} is longer than the 3650 days a spec may ask for")
+    return seconds
 
 
 def format_duration(seconds: int) -> str:

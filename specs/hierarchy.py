@@ -28,11 +28,21 @@ def build_tree(desired: DesiredState) -> nx.DiGraph:
     g = nx.DiGraph()
     g.add_node(ROOT, kind="root", name="", quota=None, rank=0)
     for name, dept in desired.departments.items():
-        g.add_node(department_id(name), kind="department", name=name,
-                   quota=total_quota(dept.spec.quota), rank=dept.spec.rank)
+        g.add_node(
+            department_id(name),
+            kind="department",
+            name=name,
+            quota=total_quota(dept.spec.quota),
+            rank=dept.spec.rank,
+        )
     for name, proj in desired.projects.items():
-        g.add_node(project_id(name), kind="project", name=name,
-                   quota=total_quota(proj.spec.quota), rank=proj.spec.rank)
+        g.add_node(
+            project_id(name),
+            kind="project",
+            name=name,
+            quota=total_quota(proj.spec.quota),
+            rank=proj.spec.rank,
+        )
     for name, dept in desired.departments.items():
         parent = dept.spec.parent
         src = department_id(parent) if parent and parent in desired.departments else ROOT

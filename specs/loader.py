@@ -23,6 +23,7 @@ import contextlib
 import gc
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,7 +52,11 @@ from specs.yaml_nodes import (
     path_to,
 )
 
-__all__ = ["LoadResult", "load_specs"]
+__all__ = ["MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "LoadResult", "load_specs"]
+
+# Limits on what is read at all (a 7,000-document repo is 2.5 MB; ten times that is fine)
+MAX_FILE_BYTES = 16 * 1024**2
+MAX_TOTAL_BYTES = 256 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,60 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def _read_bounded(path: Path, shown: str, budget: int, errors: list[Diagnostic]) -> bytes | None:
+    """The bytes of one spec file, or None with the reason in ``errors``.
+
+    Only regular files are read (a symlink to /dev/zero or a FIFO named x.yaml would never
+    end), and each file, and all of them together, must stay within a size limit; the
+    size is checked before reading, and the read itself stops at the limit (a file may
+    grow in between)."""
+    try:
+        info = path.stat()  # follows symlinks: a link to a regular file is fine
+    except OSError as err:
+        errors.append(Diagnostic(shown, 1, 1, f"cannot read: {err.strerror}"))
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        errors.append(
+            Diagnostic(
+                shown,
+                1,
+                1,
+                (
+                    "not a regular file (a device, FIFO or socket); only regular files are read as "
+                    "specs: remove it or rename it away from .yaml/.yml"
+                ),
+            )
+        )
+        return None
+    limit = min(MAX_FILE_BYTES, budget)
+    if info.st_size > limit:
+        errors.append(Diagnostic(shown, 1, 1, _too_big(info.st_size, limit, budget)))
+        return None
+    try:
+        with path.open("rb") as f:
+            content = f.read(limit + 1)
+    except OSError as err:
+        errors.append(Diagnostic(shown, 1, 1, f"cannot read: {err.strerror}"))
+        return None
+    if len(content) > limit:
+        errors.append(Diagnostic(shown, 1, 1, _too_big(len(content), limit, budget)))
+        return None
+    return content
+
+
+def _too_big(size: int, limit: int, budget: int) -> str:
+    mib = 1024**2
+    if limit == MAX_FILE_BYTES:
+        return (
+            f"the file is {size / mib:,.1f} MiB, above the {MAX_FILE_BYTES // mib} MiB "
+            "limit for one spec file; split it"
+        )
+    return (
+        f"the spec files add up to more than {MAX_TOTAL_BYTES // mib} MiB; is this the "
+        "right directory?"
+    )
+
+
 def _undecodable(path: str, content: bytes, err: UnicodeDecodeError) -> Diagnostic:
     line = content.count(b"\n", 0, err.start) + 1
     column = err.start - (content.rfind(b"\n", 0, err.start) + 1) + 1
@@ -275,13 +334,13 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     broken: list[tuple[str, str]] = []
     contents: dict[str, bytes] = {}
     used: set[str] = set()
+    budget = MAX_TOTAL_BYTES
     for relative, path in _spec_files(root, errors):
         shown = _display(path)
-        try:
-            content = path.read_bytes()
-        except OSError as err:
-            errors.append(Diagnostic(shown, 1, 1, f"cannot read: {err.strerror}"))
+        content = _read_bounded(path, shown, budget, errors)
+        if content is None:
             continue
+        budget -= len(content)
         digest.update(f"{relative}\0{len(content)}\0".encode())
         digest.update(content)
         contents[shown] = content

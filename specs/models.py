@@ -8,41 +8,32 @@ are resolved by properties, so the models stay a faithful image of what the user
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+import hashlib
+from typing import Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    WithJsonSchema,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from specs.durations import parse_duration
+from specs.durations import format_duration
+from specs.fields import (
+    Amount,
+    Argv,
+    Duration,
+    GpuCount,
+    Name,
+    NodeCount,
+    PositiveDuration,
+    QuotaGpus,
+    Rank,
+    Replicas,
+    Signal,
+    Text,
+    Weight,
+    at,
+)
 
 API_GROUP = "controlplane"
 API_VERSION = "controlplane/v1"
-
-Name = Annotated[
-    str,
-    StringConstraints(pattern=r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$"),
-    WithJsonSchema({"type": "string", "pattern": r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$"}),
-]
-Duration = Annotated[
-    int,
-    BeforeValidator(parse_duration),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "description": "90s, 45m, 2h59m, 3d or Slurm's D-HH:MM:SS",
-            "examples": ["45m", "2h59m", "3d", "1-12:00:00"],
-        }
-    ),
-]
-NonNegInt = Annotated[int, Field(ge=0)]
 
 # KAI-Scheduler's priority classes: train 50, build/interactive 100, inference 125.
 DEFAULT_PRIORITY = {"training": 50, "interactive": 100, "inference": 125}
@@ -61,40 +52,85 @@ class SpecModel(BaseModel):
 
 class Metadata(SpecModel):
     name: Name
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=256)
+    annotations: dict[Text, Text] = Field(default_factory=dict, max_length=256)
 
 
 # ----------------------------------------------------------------------------- Cluster
 
 
 class GpuType(SpecModel):
-    memory_gib: float = Field(alias="memoryGiB", gt=0, description="memory per GPU, GiB")
-    cost_per_gpu_hour: float = Field(
-        default=0.0, ge=0, description="billing weight: cost units (or Slurm SUs) per GPU-hour"
+    memory_gib: Amount = Field(alias="memoryGiB", gt=0, description="memory per GPU, GiB")
+    cost_per_gpu_hour: Amount = Field(
+        default=0.0, description="billing weight: cost units (or Slurm SUs) per GPU-hour"
     )
 
 
 class NodePool(SpecModel):
     name: Name
     gpu_type: Name
-    gpus_per_node: NonNegInt
-    nodes: NonNegInt = Field(default=0, description="node count; used only by the simulator")
-    partition: str | None = None
-    max_walltime: Duration | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    gpus_per_node: GpuCount
+    nodes: NodeCount = Field(default=0, description="node count; used only by the simulator")
+    partition: Text | None = None
+    max_walltime: PositiveDuration | None = None
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=256)
 
 
 class SlurmSettings(SpecModel):
-    account: str | None = None
-    ssh_host: str | None = Field(default=None, description="run Slurm commands over ssh on this host")
-    slurm_conf: str | None = Field(default=None, description="SLURM_CONF for the commands")
-    work_dir: str | None = Field(default=None, description="where job scripts and outputs go")
+    account: Text | None = None
+    ssh_host: Text | None = Field(
+        default=None, description="run Slurm commands over ssh on this host"
+    )
+    slurm_conf: Text | None = Field(default=None, description="SLURM_CONF for the commands")
+    work_dir: Text | None = Field(default=None, description="where job scripts and outputs go")
+    accounting: bool = Field(
+        default=False,
+        description="the site runs slurmdbd: usage is read from sacct (exact even for jobs "
+        "that started and ended between two observations)",
+    )
+
+
+# Kubernetes names: a DNS-1123 label (namespaces), a label key or extended resource name
+# (``prefix/name``, the prefix a DNS subdomain), and a namespace prefix (a label's start).
+DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
+)
+Namespace = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
 
 
 class KubernetesSettings(SpecModel):
-    context: str | None = None
-    namespace: str = "default"
+    """How to reach a Kubernetes cluster and read its GPU nodes (adapters/kubernetes/)."""
+
+    kubeconfig: Text | None = Field(
+        default=None,
+        description="kubeconfig file; default $KUBECONFIG, then ~/.kube/config, then the "
+        "in-cluster service account",
+    )
+    context: Text | None = Field(default=None, description="kubeconfig context; default current")
+    namespace: Namespace | None = Field(
+        default=None,
+        description="one namespace for every project; default: a namespace per project "
+        "(the Project's spec.namespace, else namespacePrefix + project name)",
+    )
+    namespace_prefix: Annotated[str, StringConstraints(pattern=r"^([a-z0-9][a-z0-9-]*)?$")] = Field(
+        default="cp-", max_length=40, description="derived namespaces: prefix + project"
+    )
+    gpu_resource: Annotated[str, StringConstraints(pattern=QUALIFIED_NAME)] = Field(
+        default="nvidia.com/gpu", description="the extended resource that counts GPUs"
+    )
+    gpu_type_label: Annotated[str, StringConstraints(pattern=QUALIFIED_NAME)] = Field(
+        default="nvidia.com/gpu.product",
+        description="node label naming the GPU model (reported for nodes no pool selects)",
+    )
+    image: Text | None = Field(
+        default=None, min_length=1, description="container image for workloads without one"
+    )
+
+    def namespace_for(self, project: str, own: str | None = None) -> str:
+        """Where a project's objects live: its own namespace, the cluster's shared one, or
+        the prefix plus its name."""
+        return own or self.namespace or f"{self.namespace_prefix}{project}"
 
 
 class ClusterSpec(SpecModel):
@@ -109,18 +145,19 @@ class ClusterSpec(SpecModel):
 
 
 class Quota(SpecModel):
-    gpus: NonNegInt = Field(default=0, description="deserved GPUs (guaranteed share)")
-    over_quota_weight: float = Field(
-        default=1.0, ge=0, description="share of idle GPUs beyond deserved; 0 = none"
+    gpus: QuotaGpus = Field(default=0, description="deserved GPUs (guaranteed share)")
+    over_quota_weight: Weight = Field(
+        default=1.0, description="share of idle GPUs beyond deserved; 0 = none"
     )
-    limit: NonNegInt | None = Field(default=None, description="hard cap on allocated GPUs")
+    limit: QuotaGpus | None = Field(default=None, description="hard cap on allocated GPUs")
 
     @model_validator(mode="after")
     def _limit_covers_deserved(self) -> Quota:
         if self.limit is not None and self.limit < self.gpus:
-            raise ValueError(
+            raise at(
+                "limit",
                 f"limit {self.limit} is below the deserved {self.gpus} GPUs; "
-                "raise the limit or lower quota.gpus"
+                "raise the limit or lower quota.gpus",
             )
         return self
 
@@ -129,7 +166,7 @@ class GpuTypeQuota(Quota):
     gpu_type: Name
 
 
-QuotaSpec = Union[Quota, list[GpuTypeQuota]]
+QuotaSpec = Quota | list[GpuTypeQuota]
 
 
 def total_quota(quota: QuotaSpec) -> Quota:
@@ -146,18 +183,25 @@ def total_quota(quota: QuotaSpec) -> Quota:
 
 class DepartmentSpec(SpecModel):
     parent: Name | None = None
-    rank: int = Field(default=100, description="higher rank is served first")
+    rank: Rank = Field(default=100, description="higher rank is served first")
     quota: QuotaSpec = Field(default_factory=Quota)
 
 
 class Fairshare(SpecModel):
-    half_life: Duration | None = Field(default=None, description="usage decays by half over this")
-    k: float = Field(default=1.0, ge=0, description="how strongly past usage bends the over-quota split")
+    half_life: PositiveDuration | None = Field(
+        default=None, description="usage decays by half over this"
+    )
+    k: Weight = Field(default=1.0, description="how strongly past usage bends the over-quota split")
+    by_cost: bool = Field(
+        default=False,
+        description="count usage in cost units (GPU-hours x the type's costPerGpuHour, "
+        "Slurm's TRESBillingWeights), so an A100 hour weighs what it costs",
+    )
 
 
 class Budget(SpecModel):
-    gpu_hours_per_month: float | None = Field(default=None, ge=0)
-    cost_per_month: float | None = Field(default=None, ge=0, description="in costPerGpuHour units")
+    gpu_hours_per_month: Amount | None = None
+    cost_per_month: Amount | None = Field(default=None, description="in costPerGpuHour units")
 
     @model_validator(mode="after")
     def _one_unit(self) -> Budget:
@@ -168,13 +212,16 @@ class Budget(SpecModel):
 
 class ProjectSpec(SpecModel):
     department: Name | None = None
-    rank: int = Field(default=100, description="higher rank is served first")
+    rank: Rank = Field(default=100, description="higher rank is served first")
     quota: QuotaSpec = Field(default_factory=Quota)
     fairshare: Fairshare | None = None
     budget: Budget | None = None
-    max_walltime: Duration | None = None
+    max_walltime: PositiveDuration | None = None
     min_runtime: Duration | None = Field(
         default=None, description="preemptible work is protected this long after it starts"
+    )
+    namespace: Namespace | None = Field(
+        default=None, description="Kubernetes namespace of its workloads (default: derived)"
     )
 
 
@@ -182,38 +229,57 @@ class ProjectSpec(SpecModel):
 
 
 class Checkpoint(SpecModel):
-    signal: str = "USR1"
-    grace: Duration = 600
-    total: Duration | None = Field(default=None, description="total run time over all segments")
+    signal: Signal = "USR1"
+    grace: PositiveDuration = 600
+    total: PositiveDuration | None = Field(
+        default=None, description="total run time over all segments"
+    )
 
 
 class Strategy(SpecModel):
     fan_out: bool = False
-    max_parallel: int = Field(default=1, ge=1)
+    max_parallel: int = Field(default=1, ge=1, le=64)
 
 
 class WorkloadSpec(SpecModel):
     project: Name
     type: Literal["training", "interactive", "inference"] = "training"
-    priority: int | None = None
+    priority: Rank | None = None
     preemptible: bool | None = None
-    replicas: int = Field(default=1, ge=1)
-    min_replicas: int | None = Field(default=None, ge=1)
-    gpus: NonNegInt = Field(default=1, description="GPUs per replica")
+    replicas: Replicas = 1
+    min_replicas: Replicas | None = None
+    gpus: GpuCount = Field(default=1, description="GPUs per replica")
     gpu_types: list[Name] | None = None
-    min_gpu_memory_gib: float | None = Field(default=None, alias="minGpuMemoryGiB", gt=0)
+    min_gpu_memory_gib: Amount | None = Field(default=None, alias="minGpuMemoryGiB", gt=0)
     clusters: list[Name] | None = None
-    walltime: Duration | None = None
-    command: list[str] | None = None
+    node_pools: list[Name] | None = Field(
+        default=None,
+        description="the node pools it may use, by name (in any cluster with a pool of that "
+        "name): keeps training off an interactive partition",
+    )
+    walltime: PositiveDuration | None = None
+    command: Argv | None = Field(default=None, description="an argument list, never a shell line")
+    image: Text | None = Field(
+        default=None, min_length=1, description="container image (Kubernetes clusters)"
+    )
     checkpoint: Checkpoint | None = None
     strategy: Strategy | None = None
 
     @model_validator(mode="after")
     def _replica_bounds(self) -> WorkloadSpec:
         if self.min_replicas is not None and self.min_replicas > self.replicas:
-            raise ValueError(
+            raise at(
+                "minReplicas",
                 f"minReplicas {self.min_replicas} exceeds replicas {self.replicas}; "
-                "lower minReplicas or raise replicas"
+                "lower minReplicas or raise replicas",
+            )
+        ck = self.checkpoint
+        if ck is not None and self.walltime is not None and ck.grace >= self.walltime:
+            raise at(
+                "checkpoint.grace",
+                f"the checkpoint grace ({format_duration(ck.grace)}) must be shorter than the "
+                f"walltime ({format_duration(self.walltime)}): the job would be signalled before "
+                "it starts",
             )
         return self
 
@@ -230,6 +296,16 @@ class WorkloadSpec(SpecModel):
     @property
     def effective_min_replicas(self) -> int:
         return self.min_replicas if self.min_replicas is not None else self.replicas
+
+    @property
+    def digest(self) -> str:
+        """What this version of the workload is: a hash of every field that differs from its
+        default. Jobs carry it, so a resubmission of the same spec is recognised whichever
+        plan made it, and an edited spec is told from a running one. Fields at their default
+        are left out, so a field added in a later version does not make every running job
+        look edited (and writing a default out changes nothing)."""
+        body = self.model_dump_json(by_alias=True, exclude_defaults=True)
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- documents
@@ -267,7 +343,7 @@ class Workload(_Document):
         return f"{self.spec.project}/{self.metadata.name}"
 
 
-Document = Annotated[Union[Cluster, Department, Project, Workload], Field(discriminator="kind")]
+Document = Annotated[Cluster | Department | Project | Workload, Field(discriminator="kind")]
 KINDS: dict[str, type[_Document]] = {
     "Cluster": Cluster,
     "Department": Department,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-
 from enum import StrEnum
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from specs.models import WorkloadSpec
 
 
 class SnapshotModel(BaseModel):
@@ -48,7 +49,13 @@ class JobState(StrEnum):
         return self in _HOLDING
 
 
-_ACTIVE = {JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED, JobState.REQUEUED}
+_ACTIVE = {
+    JobState.PENDING,
+    JobState.RUNNING,
+    JobState.COMPLETING,
+    JobState.SUSPENDED,
+    JobState.REQUEUED,
+}
 _HOLDING = {JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED}
 
 
@@ -83,19 +90,61 @@ class Job(SnapshotModel):
     gpu_type: str | None = None
     walltime: int | None = Field(default=None, description="seconds")
     reason: str | None = Field(default=None, description="why the cluster keeps it pending")
-    ended_at: AwareDatetime | None = Field(default=None, description="when it ended (ended jobs only)")
-    exit_code: str | None = Field(default=None, description="e.g. Slurm's 1:0 (code:signal), if known")
-    candidate: str | None = Field(default=None, description="the fan-out candidate it was submitted as")
+    ended_at: AwareDatetime | None = Field(
+        default=None, description="when it ended (ended jobs only)"
+    )
+    exit_code: str | None = Field(
+        default=None, description="e.g. Slurm's 1:0 (code:signal), if known"
+    )
+    spec_digest: str | None = Field(
+        default=None, description="the digest of the workload spec it was submitted for"
+    )
+    candidate: str | None = Field(
+        default=None, description="the fan-out candidate it was submitted as"
+    )
+    owner: str | None = Field(
+        default=None,
+        description="who made it, for jobs not ours (e.g. Kubernetes ReplicaSet/web-7d9f)",
+        exclude_if=lambda v: v is None,
+    )
 
     @property
     def gpus(self) -> int:
         return sum(r.gpus for r in self.replicas)
 
 
+class JobRun(SnapshotModel):
+    """One run of one of our jobs, as the cluster's accounting tells it: when it held its
+    GPUs, how many, of which type. Usage (fairshare, budgets) is computed from runs, so
+    it is exact whatever the observation frequency; a requeued job has one run per start."""
+
+    job: str
+    workload: str = Field(description="project/name (only our jobs are accounted)")
+    started_at: AwareDatetime
+    ended_at: AwareDatetime | None = Field(default=None, description="null while it runs")
+    gpus: int = Field(ge=0, description="GPUs it held, over all its nodes")
+    gpu_type: str | None = None
+    state: JobState = JobState.RUNNING
+    time_limit: int | None = Field(default=None, description="seconds, as the cluster knew it")
+
+
 class ClusterState(SnapshotModel):
+    """One cluster as observed. An unreachable cluster (its adapter failed) is reported
+    with ``reachable: false`` and the error, and no nodes or jobs: nothing is known of it,
+    so the reconciler leaves it and the workloads that may run there alone."""
+
     name: str
     nodes: list[Node] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
+    runs: list[JobRun] = Field(
+        default_factory=list,
+        description="runs of our jobs since the last observation, from the cluster's "
+        "accounting (jobs that started and ended in between included)",
+    )
+    reachable: bool = Field(default=True, exclude_if=lambda v: v is True)
+    error: str | None = Field(
+        default=None, description="why it could not be observed", exclude_if=lambda v: v is None
+    )
 
 
 class QueueEntry(SnapshotModel):
@@ -138,6 +187,13 @@ class Snapshot(SnapshotModel):
     usage: list[UsageRecord] = Field(default_factory=list)
     progress: list[Progress] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
+    versions: dict[str, WorkloadSpec] = Field(
+        default_factory=dict,
+        description="the spec each running job of ours was made of, by the digest it "
+        "carries, where it differs from the specs (normally from the store): what an edit "
+        "changed",
+        exclude_if=lambda v: not v,
+    )
 
     def cluster(self, name: str) -> ClusterState | None:
         return next((c for c in self.clusters if c.name == name), None)
@@ -151,8 +207,9 @@ def observed_digest(snapshot: Snapshot) -> str:
     """Hash of what a plan depends on; a plan made against one digest is stale once the
     clusters report another.
 
-    Counted: every node's name, GPUs and whether it takes work, and every job of ours
-    (id, workload, whether it holds GPUs, where). Not counted: ``now``, nodes going
+    Counted: every node's name, GPUs and whether it takes work, every job of ours
+    (id, workload, whether it holds GPUs, where), and whether a cluster could be reached
+    at all (a plan made while one was down is stale once it answers). Not counted: ``now``, nodes going
     idle/mixed/allocated, and foreign jobs — on a busy shared cluster those change every
     minute, and a plan must survive the time between review and merge. A foreign job that
     takes planned GPUs makes the submitted job wait in the cluster's queue, and the next
@@ -162,10 +219,14 @@ def observed_digest(snapshot: Snapshot) -> str:
     for c in sorted(snapshot.clusters, key=lambda c: c.name):
         nodes = sorted((n.name, n.gpus, n.schedulable, n.pool) for n in c.nodes)
         jobs = sorted(
-            (j.id, j.workload, j.state.holds_gpus,
-             sorted((r.node or "", r.gpus) for r in j.replicas) if j.state.holds_gpus else [])
+            (
+                j.id,
+                j.workload,
+                j.state.holds_gpus,
+                sorted((r.node or "", r.gpus) for r in j.replicas) if j.state.holds_gpus else [],
+            )
             for j in c.jobs
             if j.workload is not None and j.state.active
         )
-        clusters.append([c.name, nodes, jobs])
+        clusters.append([c.name, nodes, jobs] if c.reachable else [c.name, "unreachable"])
     return hashlib.sha256(json.dumps(clusters, sort_keys=True).encode()).hexdigest()

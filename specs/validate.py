@@ -3,7 +3,9 @@
 A workload naming a project that does not exist, a department tree with a cycle, a
 workload no node pool could ever hold, non-preemptible demand a department can never
 guarantee: each would otherwise surface much later as a job pending forever with a
-puzzling reason. Pure functions over a DesiredState; every diagnostic is anchored at the
+puzzling reason. Quotas that cannot all be honoured (above what the clusters hold, or
+children deserving more than their department) are allowed, as in KAI, but warned
+about: a deserved quota is a promise. Pure functions over a DesiredState; every diagnostic is anchored at the
 offending document's ``metadata.name`` (``desired.sources``) and names the field, which
 the loader then resolves to the field's own line and column.
 """
@@ -19,6 +21,7 @@ from specs.desired import DesiredState, SourceRef
 from specs.diagnostics import Diagnostic, Severity, name_hint, sort_diagnostics
 from specs.durations import format_duration
 from specs.hierarchy import build_tree, department_cycles, department_id, project_id
+from specs.kubernetes import check_kubernetes
 from specs.models import Cluster, NodePool, QuotaSpec, Workload, total_quota
 
 __all__ = ["find_duplicates", "validate"]
@@ -62,8 +65,18 @@ def validate(
         *_check_departments(ctx),
         *_check_projects(ctx),
         *_check_clusters(ctx),
+        *check_kubernetes(desired, ctx.at),
         *_check_workloads(ctx),
         *_check_non_preemptible_demand(ctx),
+        *_check_capacity(ctx),
+        *_check_overcommitted(ctx),
+    ]
+    # an error about a field says more than a warning about the same field
+    erred = {(d.path, d.line, d.column, d.field) for d in found if d.severity == "error"}
+    found = [
+        d
+        for d in found
+        if d.severity == "error" or (d.path, d.line, d.column, d.field) not in erred
     ]
     return sort_diagnostics(found)
 
@@ -223,6 +236,18 @@ def _check_workloads(ctx: _Context) -> Iterator[Diagnostic]:
                         f"spec.clusters.{index}",
                         f"unknown cluster '{cluster}'{name_hint(cluster, desired.clusters)}; "
                         f"declared clusters: {', '.join(sorted(desired.clusters)) or 'none'}",
+                    )
+                )
+        pools = {p.name for c in desired.clusters.values() for p in c.spec.node_pools}
+        for index, pool in enumerate(spec.node_pools or []):
+            if ctx.clusters_complete and pool not in pools:
+                found.append(
+                    ctx.at(
+                        "Workload",
+                        key,
+                        f"spec.nodePools.{index}",
+                        f"unknown node pool '{pool}'{name_hint(pool, pools)}; "
+                        f"declared pools: {', '.join(sorted(pools)) or 'none'}",
                     )
                 )
         for index, gpu_type in enumerate(spec.gpu_types or []):
@@ -400,3 +425,106 @@ def _check_non_preemptible_demand(ctx: _Context) -> Iterator[Diagnostic]:
                 f"on every level, so raise quota.gpus to at least {need} or lower the "
                 "children's quotas",
             )
+
+
+# ------------------------------------------------------------------ promises quotas make
+
+
+def _capacity(desired: DesiredState) -> tuple[int | None, dict[str, int]]:
+    """GPUs the clusters hold, in total and per GPU type, as far as the specs say: a pool
+    tells only with ``nodes`` (real clusters need not declare it; the snapshot knows). The
+    total is None unless every pool declares nodes; a type is missing unless all of its
+    pools do."""
+    total = 0
+    known = True
+    by_type: dict[str, int] = {}
+    unknown_types: set[str] = set()
+    for c in desired.clusters.values():
+        for pool in c.spec.node_pools:
+            if pool.nodes <= 0:
+                known = False
+                unknown_types.add(pool.gpu_type)
+                continue
+            gpus = pool.nodes * pool.gpus_per_node
+            total += gpus
+            by_type[pool.gpu_type] = by_type.get(pool.gpu_type, 0) + gpus
+    types = {t: g for t, g in by_type.items() if t not in unknown_types}
+    return (total if known and desired.clusters else None), types
+
+
+def _check_capacity(ctx: _Context) -> Iterator[Diagnostic]:
+    """Deserved quota the clusters cannot hold: for one queue, or the top level together."""
+    desired = ctx.desired
+    total, by_type = _capacity(desired)
+    queues: list[tuple[str, str, QuotaSpec, bool]] = [
+        ("Department", name, d.spec.quota, d.spec.parent is None)
+        for name, d in sorted(desired.departments.items())
+    ] + [
+        ("Project", name, p.spec.quota, p.spec.department is None)
+        for name, p in sorted(desired.projects.items())
+    ]
+    held = f"the clusters hold {total} GPUs" if total is not None else ""
+    for kind, name, quota, _ in queues:
+        if isinstance(quota, list):
+            for index, entry in enumerate(quota):
+                have = by_type.get(entry.gpu_type)
+                if have is not None and entry.gpus > have:
+                    yield ctx.at(
+                        kind,
+                        name,
+                        f"spec.quota.{index}.gpus",
+                        f"deserved {entry.gpus} {entry.gpu_type} GPUs, but the clusters hold "
+                        f"only {have} of that type; lower it to at most {have} or add nodes",
+                        severity="warning",
+                    )
+        elif total is not None and quota.gpus > total:
+            yield ctx.at(
+                kind,
+                name,
+                "spec.quota.gpus",
+                f"deserved {quota.gpus} GPUs, but {held}; this quota can never be honoured: "
+                f"lower it to at most {total} or add nodes",
+                severity="warning",
+            )
+    top = [(kind, name, q) for kind, name, q, is_top in queues if is_top]
+    promised = sum(total_quota(q).gpus for _, _, q in top)
+    if total is not None and promised > total and len(top) > 1:
+        kind, name, biggest = max(top, key=lambda t: (total_quota(t[2]).gpus, t[1]))
+        parts = ", ".join(
+            f"{n} {total_quota(q).gpus}"
+            for _, n, q in sorted(top, key=lambda t: t[1])
+            if total_quota(q).gpus
+        )
+        yield ctx.at(
+            kind,
+            name,
+            "spec.quota" if isinstance(biggest, list) else "spec.quota.gpus",
+            f"the top-level deserved quotas add up to {promised} GPUs ({parts}), but {held}; "
+            "they cannot all be honoured at once: lower them or add nodes",
+            severity="warning",
+        )
+
+
+def _check_overcommitted(ctx: _Context) -> Iterator[Diagnostic]:
+    """A department whose children deserve more than it does (allowed, as in KAI: the
+    children share the department's quota, but they cannot all get theirs at once)."""
+    tree = build_tree(ctx.desired)
+    for name, dept in sorted(ctx.desired.departments.items()):
+        deserved = total_quota(dept.spec.quota).gpus
+        children = sorted(
+            (tree.nodes[c]["name"], tree.nodes[c]["quota"].gpus)
+            for c in tree.successors(department_id(name))
+        )
+        together = sum(g for _, g in children)
+        if together <= deserved:
+            continue
+        parts = ", ".join(f"{n} {g}" for n, g in children if g)
+        yield ctx.at(
+            "Department",
+            name,
+            "spec.quota" if isinstance(dept.spec.quota, list) else "spec.quota.gpus",
+            f"its children deserve {together} GPUs together ({parts}), more than department "
+            f"'{name}' deserves ({deserved}); they cannot all get their deserved quota at once: "
+            f"raise quota.gpus to {together} or lower the children's",
+            severity="warning",
+        )

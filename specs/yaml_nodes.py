@@ -99,13 +99,20 @@ except ImportError:  # no libyaml: the pure-Python composer gives the same nodes
     _HAVE_LIBYAML = False
 
 
-# libyaml's composer recurses in C and crashes the interpreter on absurdly deep flow
-# nesting ("[[[[..."); the Python composer raises RecursionError instead, which we report.
+# libyaml's composer recurses in C and crashes the interpreter on absurdly deep nesting
+# ("[[[[...", or "- - - - ..." on one line); the Python composer raises RecursionError
+# instead, which we report. Nesting comes from flow brackets, from indentation, and from
+# block indicators ("- ", "? ", ": ") that open a level on the same line; the two checks
+# below over-estimate each, so a file that passes them is safe for the C composer.
 _SAFE_C_DEPTH = 2000
 _BRACKETS = re.compile(r"[^\[\]{}]+")
+_BLOCK_PREFIX = re.compile(r"^[ \-?:]+", re.MULTILINE)
+MAX_DOCUMENTS = 100_000  # per file
 
 
 def _may_nest_deeply(text: str) -> bool:
+    if any(len(m.group()) >= _SAFE_C_DEPTH for m in _BLOCK_PREFIX.finditer(text)):
+        return True
     if text.count("[") + text.count("{") < _SAFE_C_DEPTH:
         return False
     depth = deepest = 0
@@ -128,6 +135,17 @@ def compose(text: str) -> _Composed:
     documents: list[Node] = []
     try:
         while composer.check_node():
+            if len(documents) == MAX_DOCUMENTS:
+                line = composer.get_node().start_mark.line
+                return _Composed(
+                    documents,
+                    (
+                        line,
+                        0,
+                        f"more than {MAX_DOCUMENTS:,} documents in "
+                        "one file; split it into several files",
+                    ),
+                )
             documents.append(composer.get_node())
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -179,7 +197,8 @@ def _scalar(node: ScalarNode) -> tuple[object, str | None]:
         if tag == _FLOAT:
             return _FLOAT_WORDS.get(text.lower()) or float(text), None
     except ValueError:
-        return text, f"cannot read {text!r} as {_short(tag)}"
+        shown = repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
+        return text, f"cannot read {shown} as {_short(tag)}"
     if tag == _NULL:
         return None, None
     if tag == _BOOL:

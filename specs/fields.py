@@ -1,0 +1,120 @@
+"""The value types of the spec language, each with the bounds that keep everything finite.
+
+A spec reaches a solver (counts must stay small enough to enumerate), a scheduler's
+command line and a job script (text must be printable), and dates (durations must stay
+within the calendar). The bounds are generous for any real cluster and stop what is only
+a typo or an attack: ``nodes: 100000000`` would build a simulator of a hundred million
+nodes, ``gpusPerNode: 3000`` would make the packing patterns explode, a quota of 2^63
+overflows the solver's integers, ``walltime: .inf`` has no end date, and a checkpoint
+signal of ``'USR1; rm -rf ~'`` or ``"USR1\\n"`` would reach a job script.
+
+Every bound is checked at ``cp validate`` time, with the field's position in the file.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, WithJsonSchema
+
+from specs.durations import parse_duration
+
+# ------------------------------------------------------------------ names and text
+
+_NAME = r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$"
+Name = Annotated[
+    str, StringConstraints(pattern=_NAME), WithJsonSchema({"type": "string", "pattern": _NAME})
+]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# an argument may hold a program (python -c '...'): lines and tabs, nothing else unprintable
+_ARG_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _printable(text: str, pattern: re.Pattern[str] = _CONTROL) -> str:
+    if (found := pattern.search(text)) is not None:
+        raise ValueError(
+            f"contains the control character {found.group()!r}; only printable text may reach "
+            "a job (remove escapes and control codes)"
+        )
+    return text
+
+
+def _argument(text: str) -> str:
+    return _printable(text, _ARG_CONTROL)
+
+
+# text that ends up in a scheduler's command line, a job script or an object's labels
+Text = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_printable)]
+# one element of a workload's argv: written into the job script quoted, never parsed by a
+# shell; newlines and tabs are fine there (a program passed to python -c)
+Argument = Annotated[str, StringConstraints(max_length=65536), AfterValidator(_argument)]
+Argv = Annotated[list[Argument], Field(min_length=1, max_length=1024)]
+
+# ------------------------------------------------------------------ counts
+
+MAX_GPUS_PER_NODE = 128  # the largest nodes sold carry 16 GPUs; MIG slices multiply that by 8
+MAX_NODES_PER_POOL = 100_000
+MAX_REPLICAS = 10_000
+MAX_QUOTA = 10_000_000
+MAX_RANK = 1_000_000
+
+GpuCount = Annotated[int, Field(ge=0, le=MAX_GPUS_PER_NODE)]
+NodeCount = Annotated[int, Field(ge=0, le=MAX_NODES_PER_POOL)]
+Replicas = Annotated[int, Field(ge=1, le=MAX_REPLICAS)]
+QuotaGpus = Annotated[int, Field(ge=0, le=MAX_QUOTA)]
+Rank = Annotated[int, Field(ge=-MAX_RANK, le=MAX_RANK)]
+Weight = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]
+Amount = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]  # money, GPU-hours, GiB
+
+# ------------------------------------------------------------------ durations
+
+_DURATION_SCHEMA = WithJsonSchema(
+    {
+        "type": "string",
+        "description": "90s, 45m, 2h59m, 3d or Slurm's D-HH:MM:SS",
+        "examples": ["45m", "2h59m", "3d", "1-12:00:00"],
+    }
+)
+
+
+def _positive(seconds: int) -> int:
+    if seconds <= 0:
+        raise ValueError("must be positive (at least 1s); a zero duration would never run")
+    return seconds
+
+
+Duration = Annotated[int, BeforeValidator(parse_duration), _DURATION_SCHEMA]
+PositiveDuration = Annotated[
+    int, BeforeValidator(parse_duration), AfterValidator(_positive), _DURATION_SCHEMA
+]
+
+# ------------------------------------------------------------------ signals
+
+# what a job may be sent ahead of its end so that it checkpoints (Slurm --signal, timeout,
+# Kubernetes preStop): the catchable signals people use for it
+SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "QUIT", "ALRM", "URG", "WINCH", "XCPU")
+
+
+def _signal(value: object) -> str:
+    text = value if isinstance(value, str) else ""
+    name = text.strip().upper().removeprefix("SIG")
+    if name not in SIGNALS or text != text.strip():
+        raise ValueError(
+            f"{str(value)[:40]!r} is not a checkpoint signal; use one of {', '.join(SIGNALS)}"
+        )
+    return name
+
+
+Signal = Annotated[
+    str,
+    BeforeValidator(_signal),
+    WithJsonSchema({"type": "string", "enum": list(SIGNALS)}),
+]
+
+
+def at(field: str, message: str) -> ValueError:
+    """An error of a check across fields, pointed at ``field`` (a dotted camelCase path
+    below the model that raises it; specs/diagnostics.py moves the error there)."""
+    return ValueError(f"@{field}: {message}")

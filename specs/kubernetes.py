@@ -1,0 +1,102 @@
+"""What a Kubernetes cluster asks of the specs beyond their schema.
+
+On Kubernetes a node pool is a label selector, a project's workloads live in a
+namespace, and every workload runs a container image. Each of these would otherwise
+fail only at apply time, with the API server's words (a 400 for a malformed selector, a
+422 for a bad namespace name, a pod without an image): here they are diagnostics at
+validate time, anchored like every other cross-document check (specs/validate.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from specs.desired import DesiredState
+from specs.diagnostics import Diagnostic
+from specs.models import DNS_LABEL, QUALIFIED_NAME, Cluster, KubernetesSettings
+
+# (kind, document name, field, message) -> a diagnostic at that document's field
+At = Callable[[str, str, str, str], Diagnostic]
+
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _kubernetes(cluster: Cluster) -> KubernetesSettings | None:
+    if cluster.spec.adapter != "kubernetes":
+        return None
+    return cluster.spec.kubernetes or KubernetesSettings()
+
+
+def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:
+    """What a Kubernetes cluster needs beyond the schema: pools that select their nodes by
+    labels, namespace names the API server accepts, and an image for every workload that
+    may run there."""
+    k8s = {n: s for n, c in desired.clusters.items() if (s := _kubernetes(c)) is not None}
+    for name, settings in sorted(k8s.items()):
+        yield from _check_selectors(at, name, desired.clusters[name])
+        if settings.namespace is not None:
+            continue
+        for project, doc in sorted(desired.projects.items()):
+            derived = settings.namespace_for(project, doc.spec.namespace)
+            if not re.match(DNS_LABEL, derived):
+                yield at(
+                    "Project",
+                    project,
+                    "metadata.name",
+                    f"its workloads on Kubernetes cluster '{name}' would live in namespace "
+                    f"'{derived}', which is not a valid namespace name (lowercase letters, "
+                    "digits and '-', at most 63); set this project's spec.namespace",
+                )
+    for key, workload in sorted(desired.workloads.items()):
+        spec = workload.spec
+        if spec.image is not None:
+            continue
+        allowed = spec.clusters if spec.clusters is not None else sorted(k8s)
+        missing = [c for c in allowed if c in k8s and k8s[c].image is None]
+        if missing:
+            yield at(
+                "Workload",
+                key,
+                "spec",
+                f"it may run on Kubernetes cluster '{missing[0]}', which needs a container "
+                "image: set spec.image here or spec.kubernetes.image on the cluster "
+                "(or list only other clusters in spec.clusters)",
+            )
+
+
+def _check_selectors(at: At, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    """On Kubernetes a node pool is a label selector: with several pools each needs one,
+    and no two may be the same; keys and values must be valid Kubernetes labels."""
+    pools = cluster.spec.node_pools
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    for index, pool in enumerate(pools):
+        where = f"spec.nodePools.{index}.labels"
+        if not pool.labels and len(pools) > 1:
+            yield at(
+                "Cluster",
+                name,
+                f"spec.nodePools.{index}",
+                f"node pool '{pool.name}' has no labels; on Kubernetes a pool selects its "
+                "nodes by labels, and with several pools each needs its own (for example "
+                "labels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB})",
+            )
+        for key, value in sorted(pool.labels.items()):
+            if not re.match(QUALIFIED_NAME, key) or not _LABEL_VALUE.match(value):
+                yield at(
+                    "Cluster",
+                    name,
+                    where,
+                    f"'{key}: {value}' is not a valid Kubernetes label (key: [prefix/]name; "
+                    "value: at most 63 letters, digits, '-', '_' or '.')",
+                )
+        selector = tuple(sorted(pool.labels.items()))
+        if pool.labels and selector in seen:
+            yield at(
+                "Cluster",
+                name,
+                where,
+                f"node pool '{pool.name}' selects the same nodes as pool '{seen[selector]}'; "
+                "give each pool labels of its own",
+            )
+        seen.setdefault(selector, pool.name)
