@@ -12,23 +12,25 @@ from collections import defaultdict
 
 from sortedcontainers import SortedList
 
-from solvers.problem import NodeInfo
-
-PoolKey = tuple[str, str]
+from solvers.problem import NodeInfo, PoolKey
 
 
 class FreeIndex:
     """Free GPUs per node, bucketed per pool; mutable scratch state of one solve."""
 
-    def __init__(self, nodes: dict[str, NodeInfo], distinct: frozenset[PoolKey] = frozenset()) -> None:
+    def __init__(
+        self, nodes: dict[str, NodeInfo], distinct: frozenset[PoolKey] = frozenset()
+    ) -> None:
         self.distinct = distinct  # pools where a gang takes one replica per node
         self.free: dict[str, int] = {}
+        self.total = 0  # free GPUs over every node
         self.pool_of: dict[str, PoolKey] = {}
         self._buckets: dict[PoolKey, dict[int, SortedList]] = defaultdict(dict)
         for key, n in nodes.items():
             if n.pool is None or not n.schedulable:
                 continue
             self.free[key] = n.free
+            self.total += n.free
             self.pool_of[key] = n.pool
             self._bucket(n.pool, n.free).add(key)
 
@@ -57,6 +59,7 @@ class FreeIndex:
         before = self.free[node]
         self._buckets[pool][before].remove(node)
         self.free[node] = before + delta
+        self.total += delta
         self._bucket(pool, before + delta).add(node)
 
     def pool_free(self, pool: PoolKey) -> tuple[int, int]:
@@ -68,8 +71,9 @@ class FreeIndex:
                 largest = max(largest, free)
         return total, largest
 
-    def place_gang(self, pools: list[PoolKey], gpus: int, count: int,
-                   holding: frozenset[str] = frozenset()) -> list[str] | None:
+    def place_gang(
+        self, pools: list[PoolKey], gpus: int, count: int, holding: frozenset[str] = frozenset()
+    ) -> list[str] | None:
         """Place ``count`` replicas of ``gpus`` each inside one pool, or nothing.
 
         Pools are tried in the order of the node the first replica would take (fewest

@@ -16,13 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from specs.actions import Reason, ReasonCode
+from solvers import reasons
+from solvers.order import job_id_order
+from solvers.segments import Segments, progress_from_jobs, segments_of
+from specs.actions import Reason
 from specs.desired import DesiredState
 from specs.hierarchy import ROOT, build_tree
-from specs.durations import format_duration
 from specs.models import Workload
-from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.snapshot import Job, JobState, Snapshot
+
+PoolKey = tuple[str, str]  # (cluster, pool): a pool's identity across clusters
 
 
 @dataclass
@@ -40,7 +43,7 @@ class Queue:
 
 @dataclass
 class PoolInfo:
-    key: tuple[str, str]  # (cluster, pool)
+    key: PoolKey  # (cluster, pool)
     gpu_type: str
     memory_gib: float
     gpus_per_node: int
@@ -56,7 +59,7 @@ class PoolInfo:
 class NodeInfo:
     name: str
     cluster: str
-    pool: tuple[str, str] | None
+    pool: PoolKey | None
     capacity: int
     used: int  # GPUs held by every job on it, ours and others'
     schedulable: bool
@@ -78,12 +81,12 @@ class JobRequest:
     replicas: int  # wanted
     min_replicas: int
     created: datetime  # queue entry (pending) or start (running): older goes first
-    pools: list[tuple[str, str]]  # eligible (cluster, pool), sorted
+    pools: list[PoolKey]  # eligible (cluster, pool), sorted
     walltime: int | None
     # current state on a cluster, if it has an active job
     job_id: str | None = None
     cluster: str | None = None
-    pool: tuple[str, str] | None = None
+    pool: PoolKey | None = None
     placed: list[str] = field(default_factory=list)  # node of each running replica
     started_at: datetime | None = None
     # the project's minRuntime (seconds): a preemptible job younger than this is no victim
@@ -102,7 +105,7 @@ class Problem:
     queues: dict[str, Queue]
     top: list[str]  # queue ids at the top of the tree
     nodes: dict[str, NodeInfo]  # keyed by "cluster/node"
-    pools: dict[tuple[str, str], PoolInfo]
+    pools: dict[PoolKey, PoolInfo]
     jobs: dict[str, JobRequest]  # every workload with demand or a running job
     submitted: dict[str, Job]  # workloads whose job waits in the cluster's own queue
     completed: set[str]  # workloads whose job finished
@@ -125,12 +128,86 @@ def node_key(cluster: str, node: str) -> str:
     return f"{cluster}/{node}"
 
 
-def build_problem(desired: DesiredState, observed: Snapshot, now: datetime) -> Problem:
-    queues, top = _queues(desired)
-    pools = _pools(desired)
+@dataclass(frozen=True)
+class SpecPart:
+    """What a problem takes from the specs alone: the queue tree, the pools, and each
+    workload's request before the snapshot says where it stands (``created`` unset)."""
+
+    queues: dict[str, Queue]
+    top: list[str]
+    pools: dict[PoolKey, PoolInfo]
+    requests: dict[str, JobRequest]
+    desired: DesiredState  # what it was built from
+
+
+class ProblemCache:
+    """The spec part of problems, kept by the specs' digest (the last few), so the rounds of
+    one plan and the plans of one process (``cp watch``) build it once per spec change;
+    after a change that leaves clusters, departments and projects alone, only the
+    workloads that changed are built again (comparing specs costs a tenth of building).
+
+    Only for specs whose digest is a content hash (the loader's); the cache trusts it."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self._parts: dict[str, SpecPart] = {}
+
+    def spec_part(self, desired: DesiredState) -> SpecPart:
+        part = self._parts.get(desired.digest)
+        if part is None:
+            part = spec_part(desired, self._same_org(desired))
+            self._parts[desired.digest] = part
+            while len(self._parts) > self.size:
+                del self._parts[next(iter(self._parts))]
+        return part
+
+    def _same_org(self, desired: DesiredState) -> SpecPart | None:
+        for part in reversed(self._parts.values()):
+            old = part.desired
+            if (
+                old.clusters == desired.clusters
+                and old.departments == desired.departments
+                and old.projects == desired.projects
+            ):
+                return part
+        return None
+
+
+def spec_part(desired: DesiredState, previous: SpecPart | None = None) -> SpecPart:
+    """The spec part of ``desired``; ``previous``, built from specs with the same clusters,
+    departments and projects, lends its queues, pools and the requests of unchanged
+    workloads."""
+    if previous is not None:
+        queues, top, pools = previous.queues, previous.top, previous.pools
+        old = previous.desired.workloads
+    else:
+        queues, top = _queues(desired)
+        pools = _pools(desired)
+        old = {}
+    epoch = datetime.min  # set from the snapshot when a problem is built
+    requests = {}
+    for key, wl in sorted(desired.workloads.items()):
+        if previous is not None and old.get(key) == wl:
+            requests[key] = previous.requests[key]
+        else:
+            requests[key] = job_request(key, wl, desired, pools, epoch)
+    return SpecPart(queues, top, pools, requests, desired)
+
+
+def build_problem(
+    desired: DesiredState,
+    observed: Snapshot,
+    now: datetime,
+    cache: ProblemCache | None = None,
+) -> Problem:
+    """The problem of ``desired`` against ``observed`` at ``now``. With a ``cache``, the
+    spec part is reused while the specs' digest is the same."""
+    part = cache.spec_part(desired) if cache is not None else spec_part(desired)
+    queues, top, pools = part.queues, part.top, part.pools
     nodes = _nodes(observed, pools)
     since = {q.workload: q.since for q in observed.queue}
     progress = {p.workload: p for p in observed.progress}
+    by_workload = _jobs_by_workload(observed)
     jobs: dict[str, JobRequest] = {}
     submitted: dict[str, Job] = {}
     completed: set[str] = set()
@@ -138,34 +215,49 @@ def build_problem(desired: DesiredState, observed: Snapshot, now: datetime) -> P
     candidates: dict[str, list[tuple[str, Job]]] = {}
     fan_out: dict[str, JobRequest] = {}
     segments: dict[str, Segments] = {}
-    for key, wl in sorted(desired.workloads.items()):
-        req = job_request(key, wl, desired, pools, since.get(key, now))
-        seen = observed.jobs_of(key)
-        seg = segments_of(wl.spec, progress.get(key) or progress_from_jobs(key, (j for _, j in seen)))
+    for key, template in part.requests.items():
+        req = _clone(template)  # solvers set where it runs, and site policy may block it
+        req.placed = []
+        req.created = since.get(key, now)
+        wl = desired.workloads[key]
+        seen = by_workload.get(key, [])
+        seg = (
+            segments_of(wl.spec, progress.get(key) or progress_from_jobs(key, (j for _, j in seen)))
+            if wl.spec.checkpoint is not None
+            else None
+        )
         if seg is not None:
             segments[key] = seg
         active = [(c, j) for c, j in seen if j.state.active]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
         if running:
             # several fan-out candidates may start at once: the earliest keeps running
-            cluster, job = min(running, key=lambda cj: (cj[1].started_at or now, job_order(cj[1].id)))
+            cluster, job = min(
+                running, key=lambda cj: (cj[1].started_at or now, job_id_order(cj[1].id))
+            )
             req.job_id, req.cluster = job.id, cluster
-            req.placed = [node_key(cluster, r.node) for r in job.replicas if r.node
-                          for _ in range(_sharing(r.gpus, req))]
+            req.placed = [
+                node_key(cluster, r.node)
+                for r in job.replicas
+                if r.node
+                for _ in range(_sharing(r.gpus, req))
+            ]
             req.pool = _pool_of(job, cluster, nodes)
             req.started_at = job.started_at
             req.created = job.submitted_at or job.started_at or req.created
             duplicates += [(c, j) for c, j in active if j is not job]
             jobs[key] = req
         elif active:
-            active.sort(key=lambda cj: job_order(cj[1].id))
+            active.sort(key=lambda cj: job_id_order(cj[1].id))
             submitted[key] = active[0][1]
             if req.fan_out:  # candidates racing to start: none is a duplicate yet
                 candidates[key] = active
                 fan_out[key] = req
             else:
                 duplicates += active[1:]
-        elif seg.complete if seg is not None else any(j.state == JobState.COMPLETED for _, j in seen):
+        elif (
+            seg.complete if seg is not None else any(j.state == JobState.COMPLETED for _, j in seen)
+        ):
             completed.add(key)
         else:  # never ran, failed, or a segmented workload between segments
             jobs[key] = req
@@ -176,8 +268,40 @@ def build_problem(desired: DesiredState, observed: Snapshot, now: datetime) -> P
         if j.workload is not None and j.state.active and j.workload not in desired.workloads
     ]
     order = {qid: i for i, qid in enumerate(sorted(queues))}
-    return Problem(now, queues, top, nodes, pools, jobs, submitted, completed, orphans,
-                   duplicates, order, fan_out, candidates, segments)
+    return Problem(
+        now,
+        queues,
+        top,
+        nodes,
+        pools,
+        jobs,
+        submitted,
+        completed,
+        orphans,
+        duplicates,
+        order,
+        fan_out,
+        candidates,
+        segments,
+    )
+
+
+def _clone(template: JobRequest) -> JobRequest:
+    """A shallow copy (``copy.copy`` goes through pickling's protocol: 5x slower)."""
+    req = JobRequest.__new__(JobRequest)
+    req.__dict__.update(template.__dict__)
+    return req
+
+
+def _jobs_by_workload(observed: Snapshot) -> dict[str, list[tuple[str, Job]]]:
+    """Every (cluster, job) per workload identity, in snapshot order (``Snapshot.jobs_of``
+    for all workloads at once: one pass, not one per workload)."""
+    out: dict[str, list[tuple[str, Job]]] = {}
+    for c in observed.clusters:
+        for j in c.jobs:
+            if j.workload is not None:
+                out.setdefault(j.workload, []).append((c.name, j))
+    return out
 
 
 def _sharing(gpus: int, req: JobRequest) -> int:
@@ -186,11 +310,6 @@ def _sharing(gpus: int, req: JobRequest) -> int:
     if req.fan_out and req.gpus > 0 and gpus > req.gpus and gpus % req.gpus == 0:
         return gpus // req.gpus
     return 1
-
-
-def job_order(job_id: str) -> tuple[int, int, str]:
-    """Numeric job ids in numeric order ("9" before "10"), others after them by name."""
-    return (0, int(job_id), "") if job_id.isdigit() else (1, 0, job_id)
 
 
 def set_aside_fan_out(problem: Problem) -> None:
@@ -225,7 +344,7 @@ def _queues(desired: DesiredState) -> tuple[dict[str, Queue], list[str]]:
     return queues, top
 
 
-def _pools(desired: DesiredState) -> dict[tuple[str, str], PoolInfo]:
+def _pools(desired: DesiredState) -> dict[PoolKey, PoolInfo]:
     out = {}
     for cname, cluster in sorted(desired.clusters.items()):
         account = cluster.spec.slurm.account if cluster.spec.slurm else None
@@ -245,13 +364,17 @@ def _pools(desired: DesiredState) -> dict[tuple[str, str], PoolInfo]:
     return out
 
 
-def _nodes(observed: Snapshot, pools: dict[tuple[str, str], PoolInfo]) -> dict[str, NodeInfo]:
+def _nodes(observed: Snapshot, pools: dict[PoolKey, PoolInfo]) -> dict[str, NodeInfo]:
     nodes: dict[str, NodeInfo] = {}
     for c in observed.clusters:
         for n in c.nodes:
             pool = (c.name, n.pool) if n.pool and (c.name, n.pool) in pools else None
             nodes[node_key(c.name, n.name)] = NodeInfo(
-                name=n.name, cluster=c.name, pool=pool, capacity=n.gpus, used=0,
+                name=n.name,
+                cluster=c.name,
+                pool=pool,
+                capacity=n.gpus,
+                used=0,
                 schedulable=n.schedulable,
             )
         for j in c.jobs:
@@ -263,7 +386,7 @@ def _nodes(observed: Snapshot, pools: dict[tuple[str, str], PoolInfo]) -> dict[s
     return nodes
 
 
-def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> tuple[str, str] | None:
+def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> PoolKey | None:
     if job.pool:
         return (cluster, job.pool)
     for r in job.replicas:
@@ -274,13 +397,15 @@ def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> tuple[str, s
 
 
 def eligible_pools(
-    wl: Workload, desired: DesiredState, pools: dict[tuple[str, str], PoolInfo]
-) -> list[tuple[str, str]]:
-    """Pools whose GPU type, memory, cluster, node size and walltime suit the workload."""
+    wl: Workload, desired: DesiredState, pools: dict[PoolKey, PoolInfo]
+) -> list[PoolKey]:
+    """Pools whose name, GPU type, memory, cluster, node size and walltime suit the workload."""
     spec = wl.spec
     out = []
     for key, pool in pools.items():
         if spec.clusters is not None and key[0] not in spec.clusters:
+            continue
+        if spec.node_pools is not None and key[1] not in spec.node_pools:
             continue
         if spec.gpu_types is not None and pool.gpu_type not in spec.gpu_types:
             continue
@@ -288,14 +413,21 @@ def eligible_pools(
             continue
         if pool.gpus_per_node < spec.gpus:
             continue
-        if pool.max_walltime is not None and spec.walltime is not None and spec.walltime > pool.max_walltime:
+        if (
+            pool.max_walltime is not None
+            and spec.walltime is not None
+            and spec.walltime > pool.max_walltime
+        ):
             continue
         out.append(key)
     return sorted(out)
 
 
 def job_request(
-    key: str, wl: Workload, desired: DesiredState, pools: dict[tuple[str, str], PoolInfo],
+    key: str,
+    wl: Workload,
+    desired: DesiredState,
+    pools: dict[PoolKey, PoolInfo],
     created: datetime,
 ) -> JobRequest:
     spec = wl.spec
@@ -316,17 +448,7 @@ def job_request(
     req.min_runtime = project.spec.min_runtime if project else None
     limit = project.spec.max_walltime if project else None
     if limit is not None and spec.walltime is not None and spec.walltime > limit:
-        req.blocked = Reason(
-            code=ReasonCode.WALLTIME_EXCEEDS_LIMIT,
-            message=f"walltime {format_duration(spec.walltime)} exceeds project {spec.project}'s "
-            f"maxWalltime {format_duration(limit)}",
-        )
+        req.blocked = reasons.walltime_exceeds(spec.walltime, spec.project, limit)
     elif not req.pools:
-        req.blocked = Reason(
-            code=ReasonCode.NO_ELIGIBLE_POOL,
-            message="no node pool matches its gpuTypes, minGpuMemoryGiB, clusters, "
-            f"{spec.gpus} GPUs per replica and walltime",
-        )
+        req.blocked = reasons.no_eligible_pool(spec.gpus)
     return req
-
-

@@ -72,8 +72,12 @@ def hours(seconds: int) -> str:
 def segmented(spec: WorkloadSpec) -> bool:
     """The workload runs in segments: it checkpoints, has a total, and segments have run time."""
     ck = spec.checkpoint
-    return (ck is not None and ck.total is not None and spec.walltime is not None
-            and spec.walltime > ck.grace)
+    return (
+        ck is not None
+        and ck.total is not None
+        and spec.walltime is not None
+        and spec.walltime > ck.grace
+    )
 
 
 def segments_of(spec: WorkloadSpec, progress: Progress | None) -> Segments | None:
@@ -86,9 +90,16 @@ def segments_of(spec: WorkloadSpec, progress: Progress | None) -> Segments | Non
     if progress is None or progress.segments == 0:
         return base
     finished = progress.last_seconds is not None and ended_early(
-        base, progress.elapsed_seconds, progress.last_seconds, progress.last_limit_seconds)
-    return Segments(total=base.total, walltime=base.walltime, grace=base.grace,
-                    elapsed=progress.elapsed_seconds, done=progress.segments, finished=finished)
+        base, progress.elapsed_seconds, progress.last_seconds, progress.last_limit_seconds
+    )
+    return Segments(
+        total=base.total,
+        walltime=base.walltime,
+        grace=base.grace,
+        elapsed=progress.elapsed_seconds,
+        done=progress.segments,
+        finished=finished,
+    )
 
 
 def ended_early(base: Segments, elapsed: int, last: int, limit: int | None) -> bool:
@@ -113,12 +124,21 @@ def progress_from_jobs(workload: str, jobs: Iterable[Job]) -> Progress | None:
     """Progress read off the finished jobs a snapshot shows (when it carries none itself)."""
     runs: list[tuple[datetime, datetime, Job]] = []
     for j in jobs:
-        if (j.workload == workload and j.state == JobState.COMPLETED
-                and j.started_at is not None and j.ended_at is not None):
+        if (
+            j.workload == workload
+            and j.state == JobState.COMPLETED
+            and j.started_at is not None
+            and j.ended_at is not None
+        ):
             runs.append((j.ended_at, j.started_at, j))
     runs.sort(key=lambda r: (r[0], r[2].id))
     if not runs:
         return None
     seconds = [max(0, int((end - start).total_seconds())) for end, start, _ in runs]
-    return Progress(workload=workload, elapsed_seconds=sum(seconds), segments=len(runs),
-                    last_seconds=seconds[-1], last_limit_seconds=runs[-1][2].walltime)
+    return Progress(
+        workload=workload,
+        elapsed_seconds=sum(seconds),
+        segments=len(runs),
+        last_seconds=seconds[-1],
+        last_limit_seconds=runs[-1][2].walltime,
+    )

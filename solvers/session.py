@@ -2,16 +2,34 @@
 
 The allocate (and later reclaim / preempt / consolidate) steps all read and update one
 :class:`Session`; it is created from a :class:`~solvers.problem.Problem` and thrown away.
+:func:`place` bin-packs a gang and charges its queues; a :class:`Statement` (KAI's name)
+applies evictions and placements with an undo log so a simulation can be rolled back; a
+:class:`Grant` is what a pass started or grew, whichever engine decided it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from solvers.fairshare import ShareNode, compute_fair_shares
+from solvers.order import job_id_order
 from solvers.placement import FreeIndex
-from solvers.problem import JobRequest, Problem, Queue
+from solvers.problem import JobRequest, PoolKey, Problem, Queue
+from specs.actions import Reason
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # a job whose submit time is unknown goes first
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A workload newly started, or grown, by this pass."""
+
+    key: str
+    nodes: tuple[str, ...]  # node keys of every replica after the pass
+    pool: PoolKey
+    reason: Reason
 
 
 @dataclass
@@ -22,14 +40,27 @@ class Session:
     alloc_np: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     fair: dict[str, float] = field(default_factory=dict)
     tasks: dict[str, list[str]] = field(default_factory=dict)  # workload -> node keys
-    pool: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> pool
+    pool: dict[str, PoolKey] = field(default_factory=dict)  # workload -> pool
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, problem: Problem, usage: dict[str, float] | None = None, k: float = 1.0,
-             k_by_queue: dict[str, float] | None = None) -> Session:
+    def open(
+        cls,
+        problem: Problem,
+        usage: dict[str, float] | None = None,
+        k: float = 1.0,
+        k_by_queue: dict[str, float] | None = None,
+    ) -> Session:
         """Charge running work and divide fair shares; ``usage`` (normalised past usage by
         queue id) and ``k`` bend only the over-quota split (time-based fairshare)."""
+        s = cls.before(problem)
+        s.fair = _fair_shares(problem, s, usage or {}, k, k_by_queue or {})
+        return s
+
+    @classmethod
+    def before(cls, problem: Problem) -> Session:
+        """The state a pass starts from: running work charged to its queues and holding its
+        GPUs, waiting fan-out candidates holding theirs; no fair shares yet."""
         distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
         s = cls(problem, FreeIndex(problem.nodes, distinct))
         for job in problem.jobs.values():
@@ -38,8 +69,37 @@ class Session:
                 if job.pool:
                     s.pool[job.key] = job.pool
                 s.charge(job, len(job.placed) * job.gpus)
-        s.fair = _fair_shares(problem, s, usage or {}, k, k_by_queue or {})
+        s.hold_candidates()
         return s
+
+    def hold_candidates(self) -> None:
+        """Fan-out workloads whose candidates wait in the clusters' queues: their GPUs count
+        once against their queues' caps, and a candidate that fits now holds the GPUs the
+        cluster is about to start it on, so nothing else is planned onto them. Candidates
+        take room in the order the cluster starts them: submission, then job id."""
+        waiting = []
+        for key, jobs in sorted(self.problem.candidates.items()):
+            job = self.problem.fan_out[key]
+            self.charge(job, job.replicas * job.gpus)
+            waiting += [(cluster, j) for cluster, j in jobs if j.pool is not None]
+        waiting.sort(key=lambda cj: (cj[1].submitted_at or _EPOCH, job_id_order(cj[1].id)))
+        for cluster, j in waiting:
+            self.hold((cluster, j.pool or ""), [r.gpus for r in j.replicas])
+
+    def hold(self, pool: PoolKey, asks: list[int]) -> list[str] | None:
+        """Take the GPUs of a job the cluster places: one entry of ``asks`` per node, on
+        distinct nodes, tightest fit first (as the clusters place). Nothing is taken when
+        they do not all fit now: such a job waits, and holds nothing until room appears."""
+        taken: list[tuple[str, int]] = []
+        for gpus in sorted(asks, reverse=True):
+            node = self.index.best_node(pool, gpus, {n for n, _ in taken})
+            if node is None:
+                for n, g in taken:
+                    self.index.give(n, g)
+                return None
+            self.index.take(node, gpus)
+            taken.append((node, gpus))
+        return [n for n, _ in taken]
 
     def chain(self, queue_id: str) -> list[Queue]:
         """The queue and its ancestors, leaf first (cached: the tree is fixed for a session)."""
@@ -53,7 +113,7 @@ class Session:
         self._chains[queue_id] = out
         return out
 
-    def pools_for(self, job: JobRequest) -> list[tuple[str, str]]:
+    def pools_for(self, job: JobRequest) -> list[PoolKey]:
         """Where the job may place replicas: a job holding GPUs grows in its own pool (one
         Slurm job, one partition); one that holds none — new, or evicted from everywhere
         earlier in this plan — may use any eligible pool."""
@@ -73,13 +133,121 @@ class Session:
         return share if q.limit is None else min(share, q.limit)
 
 
-def _fair_shares(problem: Problem, s: Session, usage: dict[str, float], k: float,
-                 k_by_queue: dict[str, float]) -> dict[str, float]:
+def place(
+    session: Session, job: JobRequest, count: int, prefer: list[str] | None = None
+) -> list[str] | None:
+    """Bin-pack ``count`` replicas of ``job`` as one gang and charge them; None if they do not fit.
+
+    A job that already holds GPUs stays in its pool: its replicas form one gang. With
+    ``prefer`` (the nodes a job was just evicted from), the replicas go back there when
+    they fit, so a job that finds its old place free is not restarted elsewhere."""
+    s = session
+    pools = s.pools_for(job)
+    back = (prefer or [])[:count]
+    if len(back) == count and all(
+        s.index.free.get(n, 0) >= c * job.gpus and s.index.pool_of[n] in pools
+        for n, c in Counter(back).items()
+    ):
+        nodes: list[str] | None = list(back)
+        for n in back:
+            s.index.take(n, job.gpus)
+    else:
+        nodes = s.index.place_gang(pools, job.gpus, count, frozenset(s.tasks.get(job.key, ())))
+    if nodes is None:
+        return None
+    s.tasks.setdefault(job.key, []).extend(nodes)
+    s.pool[job.key] = s.index.pool_of[nodes[0]] if nodes else pools[0]
+    s.charge(job, count * job.gpus)
+    return nodes
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Replicas of one victim job that go together: a whole gang, or one elastic replica."""
+
+    key: str
+    nodes: tuple[str, ...]  # node keys, one per replica
+
+
+class Statement:
+    """Evictions and placements applied to the session with an undo log (KAI's statement)."""
+
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        # job, tasks before, pool before, GPUs given back (+) or taken (-) per node
+        self._log: list[
+            tuple[JobRequest, list[str] | None, PoolKey | None, list[tuple[str, int]]]
+        ] = []
+        self.before: dict[str, list[str]] = {}  # every touched job's replicas before the trial
+        self.victims: list[Chunk] = []
+        self.removed: dict[str, list[str]] = {}  # victim -> replicas evicted
+        self.readded: dict[str, list[str]] = {}  # victim -> replicas placed again
+        self.placed: list[str] = []  # the waiting job's new replicas
+
+    def _remember(self, job: JobRequest) -> tuple[list[str] | None, PoolKey | None]:
+        tasks = self.s.tasks.get(job.key)
+        self.before.setdefault(job.key, list(tasks or []))
+        return (list(tasks) if tasks is not None else None), self.s.pool.get(job.key)
+
+    def evict(self, job: JobRequest, nodes: tuple[str, ...] | list[str]) -> None:
+        tasks, pool = self._remember(job)
+        left = list(tasks or [])
+        for n in nodes:
+            left.remove(n)
+            self.s.index.give(n, job.gpus)
+        self.s.tasks[job.key] = left
+        self.s.charge(job, -len(nodes) * job.gpus)
+        self._log.append((job, tasks, pool, [(n, job.gpus) for n in nodes]))
+
+    def place(self, job: JobRequest, count: int) -> list[str] | None:
+        tasks, pool = self._remember(job)
+        nodes = place(self.s, job, count)
+        if nodes is not None:
+            self._log.append((job, tasks, pool, [(n, -job.gpus) for n in nodes]))
+        return nodes
+
+    def put(self, job: JobRequest, nodes: list[str]) -> None:
+        """Place replicas on the given nodes (the caller checked that they fit)."""
+        tasks, pool = self._remember(job)
+        for n in nodes:
+            self.s.index.take(n, job.gpus)
+        self.s.tasks.setdefault(job.key, []).extend(nodes)
+        self.s.charge(job, len(nodes) * job.gpus)
+        self._log.append((job, tasks, pool, [(n, -job.gpus) for n in nodes]))
+
+    def rollback(self) -> None:
+        s = self.s
+        for job, tasks, pool, moves in reversed(self._log):
+            if tasks is None:
+                s.tasks.pop(job.key, None)
+            else:
+                s.tasks[job.key] = tasks
+            if pool is None:
+                s.pool.pop(job.key, None)
+            else:
+                s.pool[job.key] = pool
+            for node, gpus in moves:
+                (s.index.take if gpus > 0 else s.index.give)(node, abs(gpus))
+            s.charge(job, sum(g for _, g in moves))
+        self._log.clear()
+
+    def evicted_count(self, key: str) -> int:
+        """Replicas of a victim that the simulation could not place again."""
+        return len(self.removed.get(key, [])) - len(self.readded.get(key, []))
+
+
+def _fair_shares(
+    problem: Problem, s: Session, usage: dict[str, float], k: float, k_by_queue: dict[str, float]
+) -> dict[str, float]:
     request: dict[str, float] = defaultdict(float)
     for job in problem.jobs.values():
         if job.blocked is not None and not job.running:
             continue
-        gpus = job.replicas * job.gpus if not job.running else max(job.replicas, len(job.placed)) * job.gpus
+        gpus = (
+            job.replicas * job.gpus
+            if not job.running
+            else max(job.replicas, len(job.placed)) * job.gpus
+        )
         for q in s.chain(job.queue):
             request[q.id] += gpus
 

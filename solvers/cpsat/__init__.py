@@ -6,7 +6,7 @@ session, grants)`` rates any allocator's grants in the same units, so the caller
 whichever answer is better.
 """
 
-from solvers.cpsat.engine import CpsatResult, SolveReport, StageReport, TierReport, solve
 from solvers.cpsat.score import Score, score
+from solvers.cpsat.solver import CpsatResult, SolveReport, StageReport, TierReport, solve
 
 __all__ = ["CpsatResult", "Score", "SolveReport", "StageReport", "TierReport", "score", "solve"]

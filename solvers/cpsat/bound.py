@@ -29,7 +29,9 @@ class TierLP:
     def __init__(self, m: AllocationModel) -> None:
         self.solver = pywraplp.Solver.CreateSolver("GLOP")
         proto = m.model.proto
-        self.x = [self.solver.NumVar(float(lo), float(hi), "") for lo, hi in map(_hull, proto.variables)]
+        self.x = [
+            self.solver.NumVar(float(lo), float(hi), "") for lo, hi in map(_hull, proto.variables)
+        ]
         for i in range(m.base_constraints):
             ct = proto.constraints[i]
             if not ct.has_linear() or len(ct.enforcement_literal):

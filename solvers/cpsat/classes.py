@@ -19,9 +19,10 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from solvers.problem import JobRequest, Problem
+from solvers.order import job_order
+from solvers.problem import JobRequest, PoolKey, Problem
+from solvers.session import Session
 
-PoolKey = tuple[str, str]
 Pattern = tuple[int, ...]  # replica sizes on one node, largest first
 EPS = 1e-9
 
@@ -64,7 +65,9 @@ class JobGroup:
     def name(self) -> str:
         kind = "np" if not self.preemptible else "p"
         pools = "+".join(f"{c}/{p}" for c, p in self.pools)
-        return f"{self.queue}:prio{self.priority}:{kind}:{self.gang}x{self.gpus}+{self.extra}@{pools}"
+        return (
+            f"{self.queue}:prio{self.priority}:{kind}:{self.gang}x{self.gpus}+{self.extra}@{pools}"
+        )
 
 
 @dataclass(frozen=True)
@@ -95,19 +98,14 @@ class Aggregate:
 
 
 def base_state(problem: Problem) -> Base:
-    """GPUs held per queue by running work and free GPUs per node (Session.open's charge)."""
-    alloc: dict[str, int] = defaultdict(int)
-    alloc_np: dict[str, int] = defaultdict(int)
-    for job in problem.jobs.values():
-        if not job.running:
-            continue
-        gpus = len(job.placed) * job.gpus
-        for qid in chain(problem, job.queue):
-            alloc[qid] += gpus
-            if not job.preemptible:
-                alloc_np[qid] += gpus
-    free = {k: n.free for k, n in problem.nodes.items() if n.pool is not None and n.schedulable}
-    return Base(dict(alloc), dict(alloc_np), free)
+    """GPUs held per queue and free GPUs per node before the pass: exactly what a fresh
+    session starts from (running work, and the GPUs waiting fan-out candidates hold)."""
+    s = Session.before(problem)
+    return Base(
+        {q: int(g) for q, g in s.alloc.items()},
+        {q: int(g) for q, g in s.alloc_np.items()},
+        dict(s.index.free),
+    )
 
 
 def chain(problem: Problem, queue_id: str) -> list[str]:
@@ -120,11 +118,6 @@ def chain(problem: Problem, queue_id: str) -> list[str]:
     return out
 
 
-def job_order(job: JobRequest) -> tuple[int, object, str]:
-    """KAI job order inside a queue: higher priority, then older, then name."""
-    return (-job.priority, job.created, job.key)
-
-
 def pending_jobs(problem: Problem) -> list[JobRequest]:
     """Jobs this pass may start: not running, not blocked, with an eligible pool."""
     return [j for j in problem.jobs.values() if not j.running and j.blocked is None and j.pools]
@@ -133,7 +126,8 @@ def pending_jobs(problem: Problem) -> list[JobRequest]:
 def growing_jobs(problem: Problem) -> list[JobRequest]:
     """Running elastic jobs below their replicas, in a known pool."""
     return [
-        j for j in problem.jobs.values()
+        j
+        for j in problem.jobs.values()
         if j.running and j.pool is not None and j.gpus > 0 and len(j.placed) < j.replicas
     ]
 
@@ -165,17 +159,31 @@ def _groups(problem: Problem) -> tuple[JobGroup, ...]:
     for job in pending_jobs(problem):
         if job.gpus == 0:
             continue
-        key = (job.queue, job.priority, job.preemptible, job.gpus, job.min_replicas,
-               job.replicas - job.min_replicas, tuple(job.pools))
+        key = (
+            job.queue,
+            job.priority,
+            job.preemptible,
+            job.gpus,
+            job.min_replicas,
+            job.replicas - job.min_replicas,
+            tuple(job.pools),
+        )
         members[key].append(job)
     out = []
-    for key, jobs in sorted(members.items(), key=lambda kv: repr(kv[0])):
+    for _, jobs in sorted(members.items(), key=lambda kv: repr(kv[0])):
         first = jobs[0]
-        out.append(JobGroup(
-            queue=first.queue, priority=first.priority, preemptible=first.preemptible,
-            gpus=first.gpus, gang=first.min_replicas, extra=first.replicas - first.min_replicas,
-            pools=tuple(first.pools), jobs=tuple(j.key for j in sorted(jobs, key=job_order)),
-        ))
+        out.append(
+            JobGroup(
+                queue=first.queue,
+                priority=first.priority,
+                preemptible=first.preemptible,
+                gpus=first.gpus,
+                gang=first.min_replicas,
+                extra=first.replicas - first.min_replicas,
+                pools=tuple(first.pools),
+                jobs=tuple(j.key for j in sorted(jobs, key=job_order)),
+            )
+        )
     return tuple(out)
 
 
@@ -185,19 +193,26 @@ def _growths(problem: Problem) -> tuple[Growth, ...]:
         assert job.pool is not None
         members[(job.queue, job.priority, job.preemptible, job.gpus, job.pool)].append(job)
     out = []
-    for key, jobs in sorted(members.items(), key=lambda kv: repr(kv[0])):
+    for _, jobs in sorted(members.items(), key=lambda kv: repr(kv[0])):
         first = jobs[0]
         assert first.pool is not None
-        out.append(Growth(
-            queue=first.queue, priority=first.priority, preemptible=first.preemptible,
-            gpus=first.gpus, pool=first.pool,
-            jobs=tuple(j.key for j in sorted(jobs, key=job_order)),
-            room=sum(j.replicas - len(j.placed) for j in jobs),
-        ))
+        out.append(
+            Growth(
+                queue=first.queue,
+                priority=first.priority,
+                preemptible=first.preemptible,
+                gpus=first.gpus,
+                pool=first.pool,
+                jobs=tuple(j.key for j in sorted(jobs, key=job_order)),
+                room=sum(j.replicas - len(j.placed) for j in jobs),
+            )
+        )
     return tuple(out)
 
 
-def _classes(problem: Problem, base: Base, sizes: dict[PoolKey, tuple[int, ...]]) -> tuple[NodeClass, ...]:
+def _classes(
+    problem: Problem, base: Base, sizes: dict[PoolKey, tuple[int, ...]]
+) -> tuple[NodeClass, ...]:
     """Classes of nodes that can take at least the smallest replica wanted in their pool."""
     members: dict[tuple[PoolKey, int, int], list[str]] = defaultdict(list)
     for key, free in base.free.items():
@@ -220,7 +235,7 @@ def enumerate_patterns(free: int, sizes: tuple[int, ...]) -> tuple[Pattern, ...]
         out.append(prefix)
         for i in range(start, len(sizes)):
             if sizes[i] <= room:
-                extend(prefix + (sizes[i],), room - sizes[i], i)
+                extend((*prefix, sizes[i]), room - sizes[i], i)
 
     extend((), free, 0)
     return tuple(sorted(out, key=lambda p: (sum(p), p)))

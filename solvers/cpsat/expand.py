@@ -10,14 +10,14 @@ elastic replicas one per job in turn, then growth of running jobs.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from solvers.allocate import Grant
-from solvers.cpsat.classes import Aggregate, PoolKey, job_order
-from solvers.cpsat.score import Terms
-from solvers.problem import JobRequest, Problem
-from specs.actions import Reason, ReasonCode
+from solvers import reasons
+from solvers.cpsat.classes import Aggregate, Base
+from solvers.order import job_order
+from solvers.problem import JobRequest, PoolKey, Problem
+from solvers.session import Grant
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,9 @@ class Counts:
     nodes: dict[tuple[int, int], int]
 
 
-def expand(problem: Problem, agg: Aggregate, counts: Counts,
-           free: dict[str, int]) -> dict[str, tuple[PoolKey, list[str]]]:
+def expand(
+    problem: Problem, agg: Aggregate, counts: Counts, free: dict[str, int]
+) -> dict[str, tuple[PoolKey, list[str]]]:
     """Workload -> (pool, node key of every new replica)."""
     placed: dict[str, tuple[PoolKey, list[str]]] = {}
     for pool in sorted(agg.sizes):
@@ -42,8 +43,9 @@ def expand(problem: Problem, agg: Aggregate, counts: Counts,
     return placed
 
 
-def _slots(agg: Aggregate, counts: Counts, pool: PoolKey,
-           free: dict[str, int]) -> dict[int, list[str]]:
+def _slots(
+    agg: Aggregate, counts: Counts, pool: PoolKey, free: dict[str, int]
+) -> dict[int, list[str]]:
     """Replica slots per size, in node order (fewest free, then name)."""
     pattern_of: dict[str, tuple[int, ...]] = {}
     for ci, c in enumerate(agg.classes):
@@ -62,15 +64,22 @@ def _slots(agg: Aggregate, counts: Counts, pool: PoolKey,
     return slots
 
 
-def _fill(problem: Problem, agg: Aggregate, counts: Counts, pool: PoolKey, size: int,
-          slots: list[str], placed: dict[str, tuple[PoolKey, list[str]]]) -> None:
+def _fill(
+    problem: Problem,
+    agg: Aggregate,
+    counts: Counts,
+    pool: PoolKey,
+    size: int,
+    slots: list[str],
+    placed: dict[str, tuple[PoolKey, list[str]]],
+) -> None:
     free_slots = iter(slots)
     gangs: list[tuple[JobRequest, int]] = []  # (job, group index)
     for gi, g in enumerate(agg.groups):
         if g.gpus != size or pool not in g.pools or not counts.start.get((gi, pool)):
             continue
         skip = sum(counts.start.get((gi, p), 0) for p in g.pools if p < pool)
-        for key in g.jobs[skip:skip + counts.start[gi, pool]]:
+        for key in g.jobs[skip : skip + counts.start[gi, pool]]:
             gangs.append((problem.jobs[key], gi))
     gangs.sort(key=lambda jg: job_order(jg[0]))
     for job, gi in gangs:
@@ -91,8 +100,13 @@ def _fill(problem: Problem, agg: Aggregate, counts: Counts, pool: PoolKey, size:
             _round_robin(members, counts.grow.get(hi, 0), free_slots, placed, pool)
 
 
-def _round_robin(members: list[tuple[JobRequest, int]], count: int, free_slots: Iterator[str],
-                 placed: dict[str, tuple[PoolKey, list[str]]], pool: PoolKey) -> None:
+def _round_robin(
+    members: list[tuple[JobRequest, int]],
+    count: int,
+    free_slots: Iterator[str],
+    placed: dict[str, tuple[PoolKey, list[str]]],
+    pool: PoolKey,
+) -> None:
     """``count`` replicas, one per job in turn, each job at most its own room."""
     taken: dict[str, int] = defaultdict(int)
     while count > 0:
@@ -107,48 +121,49 @@ def _round_robin(members: list[tuple[JobRequest, int]], count: int, free_slots: 
             raise ValueError(f"{count} replicas in {pool} have no job to go to")
 
 
-def _place_zero_gpu(problem: Problem, agg: Aggregate, free: dict[str, int],
-                    placed: dict[str, tuple[PoolKey, list[str]]]) -> None:
+def _place_zero_gpu(
+    problem: Problem,
+    agg: Aggregate,
+    free: dict[str, int],
+    placed: dict[str, tuple[PoolKey, list[str]]],
+) -> None:
     """Jobs asking for no GPUs go where the greedy would put them: the fullest node."""
     for key in agg.zero_gpu:
         job = problem.jobs[key]
         candidates = [
-            (free[n], n, p) for p in job.pools
-            for n in free if problem.nodes[n].pool == p
+            (free[n], n, p) for p in job.pools for n in free if problem.nodes[n].pool == p
         ]
         if candidates:
             _, node, pool = min(candidates)
             placed[key] = (pool, [node] * job.min_replicas)
 
 
-def grants(problem: Problem, terms: Terms,
-           placed: dict[str, tuple[PoolKey, list[str]]]) -> dict[str, Grant]:
-    """Grants with reasons: within deserved while the project's in-quota room lasts."""
+def grants(
+    problem: Problem,
+    base: Base,
+    fair: Mapping[str, float],
+    placed: dict[str, tuple[PoolKey, list[str]]],
+) -> dict[str, Grant]:
+    """Grants with reasons, in job order: what each project holds with each new workload."""
     out: dict[str, Grant] = {}
     held: dict[str, int] = defaultdict(int)
+    held_np: dict[str, int] = defaultdict(int)
     for key in sorted(placed, key=lambda k: job_order(problem.jobs[k])):
         pool, nodes = placed[key]
-        if not nodes and problem.jobs[key].gpus > 0:
-            continue
         job = problem.jobs[key]
+        if not nodes and job.gpus > 0:
+            continue
         q = problem.queues[job.queue]
         held[q.id] += len(nodes) * job.gpus
-        room = terms.room_deserved.get(q.id, 0)
-        if job.running:
-            code, message = ReasonCode.ELASTIC_EXPAND, (
-                f"grows to {len(job.placed) + len(nodes)} of {job.replicas} replicas on idle GPUs")
-        elif held[q.id] <= room:
-            code, message = ReasonCode.WITHIN_DESERVED, (
-                f"project {q.name} places {held[q.id]} new GPUs within the {room} left of its "
-                f"deserved {_n(q.deserved)}")
-        else:
-            code, message = ReasonCode.OVER_QUOTA, (
-                f"project {q.name} places {held[q.id]} new GPUs, beyond the {room} left of its "
-                f"deserved {_n(q.deserved)}; runs on idle GPUs and may be reclaimed")
-        out[key] = Grant(key=key, nodes=tuple(job.placed) + tuple(nodes), pool=pool,
-                         reason=Reason(code=code, message=message))
+        if not job.preemptible:
+            held_np[q.id] += len(nodes) * job.gpus
+        grows = (len(job.placed) + len(nodes), job.replicas) if job.running else None
+        reason = reasons.granted(
+            q,
+            base.alloc.get(q.id, 0) + held[q.id],
+            fair.get(q.id, 0),
+            grows=grows,
+            held_np=None if job.preemptible else base.alloc_np.get(q.id, 0) + held_np[q.id],
+        )
+        out[key] = Grant(key=key, nodes=tuple(job.placed) + tuple(nodes), pool=pool, reason=reason)
     return out
-
-
-def _n(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.2f}"

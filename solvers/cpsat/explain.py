@@ -12,14 +12,18 @@ from __future__ import annotations
 from collections import defaultdict
 
 from solvers import reasons
-from solvers.cpsat.classes import Base, PoolKey, chain
-from solvers.problem import JobRequest, Problem
-from specs.actions import Reason, ReasonCode
+from solvers.cpsat.classes import Base, chain
+from solvers.problem import JobRequest, PoolKey, Problem
+from specs.actions import Reason
 
 
-def pending_reasons(problem: Problem, base: Base, limit_room: dict[str, int],
-                    np_room: dict[str, int],
-                    placed: dict[str, tuple[PoolKey, list[str]]]) -> dict[str, Reason]:
+def pending_reasons(
+    problem: Problem,
+    base: Base,
+    limit_room: dict[str, int],
+    np_room: dict[str, int],
+    placed: dict[str, tuple[PoolKey, list[str]]],
+) -> dict[str, Reason]:
     new: dict[str, int] = defaultdict(int)
     new_np: dict[str, int] = defaultdict(int)
     free = dict(base.free)
@@ -56,23 +60,35 @@ def pending_reasons(problem: Problem, base: Base, limit_room: dict[str, int],
     return out
 
 
-def _over_limit(problem: Problem, base: Base, job: JobRequest, need: int,
-                new: dict[str, int], limit_room: dict[str, int]) -> Reason | None:
+def _over_limit(
+    problem: Problem,
+    base: Base,
+    job: JobRequest,
+    need: int,
+    new: dict[str, int],
+    limit_room: dict[str, int],
+) -> Reason | None:
     for qid in chain(problem, job.queue):
         if qid in limit_room and new[qid] + need > limit_room[qid]:
             held = base.alloc.get(qid, 0) + new[qid]
-            return reasons.over_limit(problem.queues[qid], held + need)
+            return reasons.over_limit(problem.queues[qid], held, need)
     return None
 
 
-def _np_over_deserved(problem: Problem, base: Base, job: JobRequest, need: int,
-                      new_np: dict[str, int], np_room: dict[str, int]) -> Reason | None:
+def _np_over_deserved(
+    problem: Problem,
+    base: Base,
+    job: JobRequest,
+    need: int,
+    new_np: dict[str, int],
+    np_room: dict[str, int],
+) -> Reason | None:
     if job.preemptible:
         return None
     for qid in chain(problem, job.queue):
         if new_np[qid] + need > np_room[qid]:
             held = base.alloc_np.get(qid, 0) + new_np[qid]
-            return reasons.non_preemptible_over_deserved(problem.queues[qid], held + need)
+            return reasons.non_preemptible_over_deserved(problem.queues[qid], held, need)
     return None
 
 
@@ -85,15 +101,15 @@ def _no_capacity(job: JobRequest, blocks: dict[PoolKey, list[int]]) -> Reason:
         largest = max([largest, *free])
         fits = fits or _gang_fits(free, job.gpus, job.min_replicas)
     if fits:
-        names = ", ".join(sorted(f"{c}/{p}" for c, p in job.pools))
-        return Reason(
-            code=ReasonCode.FAIRSHARE,
-            message=f"needs {reasons.shape(job.min_replicas, job.gpus)}; the free GPUs in {names} "
-            "went to work the objective ranks higher (in-quota, fair share, priority) within "
-            "the solver's time limit",
-        )
-    return reasons.no_room(job.min_replicas, job.gpus, job.pools, total, largest,
-                           gang_would_fit_in_total=total >= job.min_replicas * job.gpus)
+        return reasons.ranked_lower(job.min_replicas, job.gpus, job.pools)
+    return reasons.no_room(
+        job.min_replicas,
+        job.gpus,
+        job.pools,
+        total,
+        largest,
+        gang_would_fit_in_total=total >= job.min_replicas * job.gpus,
+    )
 
 
 def _gang_fits(blocks: list[int], gpus: int, replicas: int) -> bool:

@@ -30,14 +30,13 @@ from ortools.sat.python import cp_model
 from solvers.cpsat.classes import (
     Aggregate,
     Base,
-    PoolKey,
     chain,
     floor_quota,
     partly_used,
     spread,
 )
 from solvers.cpsat.score import TIER_NAMES, Terms
-from solvers.problem import Problem
+from solvers.problem import PoolKey, Problem
 
 LinTerms = list[tuple[cp_model.IntVar, int]]
 
@@ -108,6 +107,7 @@ def build_model(problem: Problem, base: Base, agg: Aggregate, terms: Terms) -> A
 
 # ------------------------------------------------------------------ data-derived bounds
 
+
 def _headroom(m: AllocationModel, base: Base) -> None:
     for qid, q in m.problem.queues.items():
         limit = floor_quota(q.limit)
@@ -130,6 +130,7 @@ def _pool_slots(m: AllocationModel, pool: PoolKey, gpus: int) -> int:
 
 
 # ------------------------------------------------------------------ variables
+
 
 def _add_job_variables(m: AllocationModel) -> None:
     for gi, g in enumerate(m.agg.groups):
@@ -154,8 +155,7 @@ def _add_job_variables(m: AllocationModel) -> None:
             m.model.add(sum(started) <= len(g.jobs))
     for hi, h in enumerate(m.agg.growths):
         room = _room_for(m, h.queue, h.preemptible)
-        ub = min(h.room, _pool_slots(m, h.pool, h.gpus),
-                 h.room if room is None else room // h.gpus)
+        ub = min(h.room, _pool_slots(m, h.pool, h.gpus), h.room if room is None else room // h.gpus)
         if ub <= 0:
             continue
         v = m.model.new_int_var(0, ub, f"grow[{h.name}]")
@@ -182,6 +182,7 @@ def _add_pattern_variables(m: AllocationModel) -> None:
 
 
 # ------------------------------------------------------------------ constraint families
+
 
 def _add_slot_filling(m: AllocationModel) -> None:
     """Replicas of each size placed in a pool = slots of that size its nodes' patterns offer."""
@@ -237,6 +238,7 @@ def _add_quota_split(m: AllocationModel) -> None:
 
 # ------------------------------------------------------------------ objective tiers
 
+
 def _placed_gpus(m: AllocationModel) -> list[tuple[cp_model.IntVar, int, int, PoolKey]]:
     """(variable, GPUs per unit, job priority, pool) for every placement variable."""
     out = []
@@ -290,13 +292,15 @@ def _priority_tier(m: AllocationModel) -> Tier:
     return _tier("priority", terms, span=_new_gpu_cap(m) * max(levels.values(), default=0))
 
 
-def _node_tier(m: AllocationModel, base: Base, name: str,
-               penalty: Callable[[int, int], int]) -> Tier:
+def _node_tier(
+    m: AllocationModel, base: Base, name: str, penalty: Callable[[int, int], int]
+) -> Tier:
     """A minimised per-node penalty of the free GPUs left: negated coefficients."""
     modelled = {n for c in m.agg.classes for n in c.nodes}
     constant = -sum(
         penalty(m.problem.nodes[k].capacity, free)
-        for k, free in base.free.items() if k not in modelled
+        for k, free in base.free.items()
+        if k not in modelled
     )
     terms = []
     for (ci, k), v in m.nodes.items():

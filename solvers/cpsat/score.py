@@ -26,10 +26,9 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from solvers.allocate import Grant
 from solvers.cpsat.classes import Base, base_state, chain, floor_quota, partly_used, spread
-from solvers.problem import Problem
-from solvers.session import Session
+from solvers.problem import PoolKey, Problem
+from solvers.session import Grant, Session
 
 COST_SCALE = 1000
 TIER_NAMES = ("in_quota", "fair", "priority", "partly_used", "spread", "cost")
@@ -47,8 +46,14 @@ class Score:
 
     def key(self) -> tuple[int, ...]:
         """The tiers as maximised: larger is better, lexicographically."""
-        return (self.in_quota, self.fair, self.priority, -self.partly_used, -self.spread,
-                -self.cost)
+        return (
+            self.in_quota,
+            self.fair,
+            self.priority,
+            -self.partly_used,
+            -self.spread,
+            -self.cost,
+        )
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, Score):
@@ -68,7 +73,7 @@ class Terms:
     room_deserved: dict[str, int]  # queue -> new GPUs that stay within deserved
     room_fair: dict[str, int]  # queue -> further new GPUs that stay within fair share
     priority_level: dict[int, int]  # job priority -> 0 (lowest) .. levels - 1
-    cost_units: dict[tuple[str, str], int]  # pool -> cost per GPU in model units
+    cost_units: dict[PoolKey, int]  # pool -> cost per GPU in model units
 
 
 def objective_terms(problem: Problem, session: Session, base: Base) -> Terms:
@@ -129,7 +134,14 @@ def score(problem: Problem, session: Session, grants: Mapping[str, Grant]) -> Sc
         inq = min(n, terms.room_deserved[qid])
         in_quota += terms.rank_weight[qid] * inq
         fair += min(n - inq, terms.room_fair[qid])
-    after = [(problem.nodes[k].capacity, free - used_by_node.get(k, 0))
-             for k, free in base.free.items()]
-    return Score(in_quota, fair, priority, sum(partly_used(c, f) for c, f in after),
-                 sum(spread(c, f) for c, f in after), cost)
+    after = [
+        (problem.nodes[k].capacity, free - used_by_node.get(k, 0)) for k, free in base.free.items()
+    ]
+    return Score(
+        in_quota,
+        fair,
+        priority,
+        sum(partly_used(c, f) for c, f in after),
+        sum(spread(c, f) for c, f in after),
+        cost,
+    )

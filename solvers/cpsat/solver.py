@@ -24,19 +24,16 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 from ortools.sat.python.cp_model_helper import SatParameters
 
-from solvers.allocate import Grant
 from solvers.cpsat.bound import TierLP, lp_tier_bounds
 from solvers.cpsat.classes import aggregate, base_state
 from solvers.cpsat.expand import Counts, expand, grants
 from solvers.cpsat.explain import pending_reasons
 from solvers.cpsat.model import AllocationModel, Tier, build_model, lexicographic_weights, tier_expr
 from solvers.cpsat.score import Score, objective_terms, score
-from solvers.policy import Policy
+from solvers.policy import DEFAULT_POLICY, Deadline, Policy
 from solvers.problem import Problem
-from solvers.session import Session
+from solvers.session import Grant, Session
 from specs.actions import Reason
-
-DEFAULT_POLICY = Policy()
 
 
 @dataclass(frozen=True)
@@ -83,13 +80,23 @@ class CpsatResult:
         return float(_combined(other, self.weights, self.lows))
 
 
-def solve(problem: Problem, session: Session, policy: Policy = DEFAULT_POLICY,
-          *, greedy: Mapping[str, Grant] | None = None, with_bound: bool = True) -> CpsatResult:
+def solve(
+    problem: Problem,
+    session: Session,
+    policy: Policy = DEFAULT_POLICY,
+    *,
+    greedy: Mapping[str, Grant] | None = None,
+    with_bound: bool = True,
+    deadline: Deadline | None = None,
+) -> CpsatResult:
     """Place pending work with CP-SAT; running jobs stay where they are.
 
     ``session`` supplies the fair shares only (it may already be mutated by the greedy).
-    ``greedy``, when given, is scored in the same units for the report.
+    ``greedy``, when given, is scored in the same units for the report. The search gets
+    ``policy.cpsat_time_limit`` seconds, fewer if the plan's ``deadline`` is nearer; a
+    stage stopped by the time limit is recorded there as cut short.
     """
+    deadline = deadline or Deadline()
     started = time.perf_counter()
     # 1. data and model
     base = base_state(problem)
@@ -98,11 +105,15 @@ def solve(problem: Problem, session: Session, policy: Policy = DEFAULT_POLICY,
     m = build_model(problem, base, agg, terms)
     weights = lexicographic_weights(m.tiers)
     # 2. lexicographic stages
-    values, stages = _solve_stages(m, policy, started)
+    limit = min(policy.cpsat_time_limit, deadline.left())
+    values, stages = _solve_stages(m, policy, started, limit)
+    for stage in stages:
+        if stage.status in ("FEASIBLE", "SKIPPED", "UNKNOWN"):
+            deadline.cut("cp-sat", f"its {stage.tier} stage stopped at the time limit")
     # 3. back to nodes
     counts = _counts(m, values)
     placed = expand(problem, agg, counts, base.free)
-    granted = grants(problem, terms, placed)
+    granted = grants(problem, base, session.fair, placed)
     pending = pending_reasons(problem, base, m.limit_room, m.np_room, placed)
     answer = score(problem, session, granted)
     wall = time.perf_counter() - started
@@ -143,14 +154,16 @@ def solve(problem: Problem, session: Session, policy: Policy = DEFAULT_POLICY,
         binding=_binding(m, values),
         greedy_objective=(
             float(_combined(score(problem, session, greedy), weights, lows))
-            if greedy is not None else None
+            if greedy is not None
+            else None
         ),
     )
     return CpsatResult(granted, pending, answer, report, weights, lows)
 
 
-def _solve_stages(m: AllocationModel, policy: Policy,
-                  started: float) -> tuple[list[int], list[StageReport]]:
+def _solve_stages(
+    m: AllocationModel, policy: Policy, started: float, limit: float
+) -> tuple[list[int], list[StageReport]]:
     """One CP-SAT solve per tier, each holding the tiers above at what they achieved.
 
     A stage may spend half the time left (the last one all of it), so a hard packing
@@ -164,7 +177,7 @@ def _solve_stages(m: AllocationModel, policy: Policy,
             lp.hold(tier, tier.hi)
     tiers = [t for t in m.tiers if t.span > 0]  # the others leave nothing to choose
     for i, tier in enumerate(tiers):
-        remaining = policy.time_limit - (time.perf_counter() - started)
+        remaining = limit - (time.perf_counter() - started)
         if remaining <= 0:
             reports.append(StageReport(tier.name, "SKIPPED", 0.0))
             continue
@@ -182,8 +195,9 @@ def _solve_stages(m: AllocationModel, policy: Policy,
             status = solver.solve(m.model, _StopAt(target))
             if status == cp_model.FEASIBLE and solver.objective_value >= target:
                 status = cp_model.OPTIMAL  # stopped at the LP bound: proven optimal
-            reports.append(StageReport(tier.name, _status_name(status),
-                                       time.perf_counter() - stage_started))
+            reports.append(
+                StageReport(tier.name, _status_name(status), time.perf_counter() - stage_started)
+            )
             if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 break
             values = list(solver.response_proto.solution)
@@ -210,8 +224,12 @@ class _StopAt(cp_model.CpSolverSolutionCallback):
 
 
 def _status_name(status: object) -> str:
-    names = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
-             cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID"}
+    names = {
+        cp_model.OPTIMAL: "OPTIMAL",
+        cp_model.FEASIBLE: "FEASIBLE",
+        cp_model.INFEASIBLE: "INFEASIBLE",
+        cp_model.MODEL_INVALID: "MODEL_INVALID",
+    }
     return next((name for code, name in names.items() if code == status), "UNKNOWN")
 
 
@@ -238,20 +256,29 @@ def _counts(m: AllocationModel, values: list[int]) -> Counts:
         start={k: read(v) for k, v in m.start.items()},
         extra={k: read(v) for k, v in m.extra.items()},
         grow={k: read(v) for k, v in m.grow.items()},
-        nodes={k: read(v) if values else (len(m.agg.classes[k[0]].nodes) if k[1] == 0 else 0)
-               for k, v in m.nodes.items()},
+        nodes={
+            k: read(v) if values else (len(m.agg.classes[k[0]].nodes) if k[1] == 0 else 0)
+            for k, v in m.nodes.items()
+        },
     )
 
 
 def _binding(m: AllocationModel, values: list[int]) -> tuple[str, ...]:
     """Names of the limit and non-preemptible rows the answer fills exactly."""
+
     def used(terms: list[tuple[cp_model.IntVar, int]]) -> int:
         return sum(c * values[v.index] for v, c in terms) if values else 0
 
-    out = [f"limit[{q}]" for q, room in sorted(m.limit_room.items())
-           if m.new_gpus.get(q) and used(m.new_gpus[q]) == room]
-    out += [f"np_within_deserved[{q}]" for q, room in sorted(m.np_room.items())
-            if m.new_np_gpus.get(q) and used(m.new_np_gpus[q]) == room]
+    out = [
+        f"limit[{q}]"
+        for q, room in sorted(m.limit_room.items())
+        if m.new_gpus.get(q) and used(m.new_gpus[q]) == room
+    ]
+    out += [
+        f"np_within_deserved[{q}]"
+        for q, room in sorted(m.np_room.items())
+        if m.new_np_gpus.get(q) and used(m.new_np_gpus[q]) == room
+    ]
     return tuple(out)
 
 
@@ -259,8 +286,9 @@ def _combined(s: Score, weights: tuple[int, ...], lows: tuple[int, ...]) -> int:
     return sum(w * (t - lo) for w, t, lo in zip(weights, s.key(), lows, strict=True))
 
 
-def _combined_bound(tiers: list[Tier], achieved: list[int], bounds: list[float],
-                    weights: tuple[int, ...]) -> int:
+def _combined_bound(
+    tiers: list[Tier], achieved: list[int], bounds: list[float], weights: tuple[int, ...]
+) -> int:
     """A valid bound on the combined objective.
 
     Walk the tiers while the LP proves the achieved value optimal (given the tiers above);
@@ -274,5 +302,7 @@ def _combined_bound(tiers: list[Tier], achieved: list[int], bounds: list[float],
             total += weights[k] * (achieved[k] - tier.lo)
             continue
         total += weights[k] * (best - tier.lo)
-        return total + sum(w * t.span for w, t in zip(weights[k + 1:], tiers[k + 1:], strict=True))
+        return total + sum(
+            w * t.span for w, t in zip(weights[k + 1 :], tiers[k + 1 :], strict=True)
+        )
     return total

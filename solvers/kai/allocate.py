@@ -13,30 +13,13 @@
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from solvers import reasons
-from solvers.problem import JobRequest, Queue
-from solvers.session import Session
-from specs.actions import Reason, ReasonCode
-
-
-@dataclass(frozen=True)
-class Grant:
-    """A workload newly started, or grown, by this pass."""
-
-    key: str
-    nodes: tuple[str, ...]  # node keys of every replica after the pass
-    pool: tuple[str, str]
-    reason: Reason
-
-
-def job_order_key(job: JobRequest, placed: int) -> tuple[int, int, object, str]:
-    """Higher priority, then gangs below min, at min, above min, then older, then name."""
-    tier = 0 if placed < job.min_replicas else (1 if placed == job.min_replicas else 2)
-    return (-job.priority, tier, job.created, job.key)
+from solvers.order import JobKey, QueueKey, job_order, queue_order
+from solvers.problem import JobRequest, PoolKey, Queue
+from solvers.session import Grant, Session, place
+from specs.actions import Reason
 
 
 def next_chunk(job: JobRequest, placed: int) -> int:
@@ -44,33 +27,7 @@ def next_chunk(job: JobRequest, placed: int) -> int:
     return job.min_replicas - placed if placed < job.min_replicas else 1
 
 
-def place(session: Session, job: JobRequest, count: int,
-          prefer: list[str] | None = None) -> list[str] | None:
-    """Bin-pack ``count`` replicas of ``job`` as one gang and charge them; None if they do not fit.
-
-    A job that already holds GPUs stays in its pool: its replicas form one gang. With
-    ``prefer`` (the nodes a job was just evicted from), the replicas go back there when
-    they fit, so a job that finds its old place free is not restarted elsewhere."""
-    s = session
-    pools = s.pools_for(job)
-    back = (prefer or [])[:count]
-    if len(back) == count and all(
-            s.index.free.get(n, 0) >= c * job.gpus and s.index.pool_of[n] in pools
-            for n, c in Counter(back).items()):
-        nodes: list[str] | None = list(back)
-        for n in back:
-            s.index.take(n, job.gpus)
-    else:
-        nodes = s.index.place_gang(pools, job.gpus, count, frozenset(s.tasks.get(job.key, ())))
-    if nodes is None:
-        return None
-    s.tasks.setdefault(job.key, []).extend(nodes)
-    s.pool[job.key] = s.index.pool_of[nodes[0]] if nodes else pools[0]
-    s.charge(job, count * job.gpus)
-    return nodes
-
-
-HeapEntry = tuple[tuple[int, int, object, str], str]  # (job order key, workload)
+HeapEntry = tuple[JobKey, str]  # (job order key, workload)
 
 
 class Allocator:
@@ -81,10 +38,14 @@ class Allocator:
     one task at a time, as KAI's job solver does).
     """
 
-    def __init__(self, session: Session, keys: Iterable[str] | None = None,
-                 counts: dict[str, int] | None = None,
-                 prefer: dict[str, list[str]] | None = None,
-                 heaps: dict[str, list[HeapEntry]] | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        keys: Iterable[str] | None = None,
+        counts: dict[str, int] | None = None,
+        prefer: dict[str, list[str]] | None = None,
+        heaps: dict[str, list[HeapEntry]] | None = None,
+    ) -> None:
         self.s = session
         self.prefer = prefer or {}
         # ``heaps``: jobs already in job order per project (a simulation reuses them)
@@ -94,7 +55,7 @@ class Allocator:
         self.counts = counts or {}
         self._cache: dict[str, tuple[tuple[object, ...], str] | None] = {}
         jobs = session.problem.jobs
-        for job in (jobs.values() if keys is None else (jobs[k] for k in keys)):
+        for job in jobs.values() if keys is None else (jobs[k] for k in keys):
             placed = len(session.tasks.get(job.key, []))
             if job.blocked is not None and not job.running:
                 self.pending[job.key] = job.blocked
@@ -102,9 +63,13 @@ class Allocator:
                 self._push(job, placed)
 
     def _push(self, job: JobRequest, placed: int) -> None:
-        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_order_key(job, placed), job.key))
+        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_order(job, placed), job.key))
         if self._cache:
             self.forget(job.queue)
+
+    def requeue(self, job: JobRequest) -> None:
+        """Take ``job`` into the order again, with the replicas it holds now."""
+        self._push(job, len(self.s.tasks.get(job.key, [])))
 
     def chunk(self, job: JobRequest) -> int:
         """Replicas the job asks for on its next pick."""
@@ -112,23 +77,14 @@ class Allocator:
 
     # -------------------------------------------------------------- queue order
 
-    def queue_key(self, q: Queue, job: JobRequest) -> tuple[object, ...]:
+    def queue_key(self, q: Queue, job: JobRequest) -> QueueKey:
         s = self.s
-        req = self.chunk(job) * job.gpus
-        alloc = s.alloc[q.id]
-        share = s.allocatable_share(q)
-        if share > 0:
-            with_job, without = (alloc + req) / share, alloc / share
-        else:
-            with_job = without = alloc * 1000
-        return (
-            0 if alloc + req <= q.deserved else 1,  # within deserved first
-            -q.priority,
-            1 if share == 0 and req > 0 else 0,  # no share at all: last
-            with_job,
-            without,
-            share,
-            s.problem.order[q.id],
+        return queue_order(
+            q,
+            allocated=s.alloc[q.id],
+            request=self.chunk(job) * job.gpus,
+            share=s.allocatable_share(q),
+            rank=s.problem.order[q.id],
         )
 
     def best(self, qid: str) -> str | None:
@@ -193,15 +149,7 @@ class Allocator:
 
     def check_limits(self, job: JobRequest, gpus: int) -> Reason | None:
         """The hard caps: limits on every level, deserved for non-preemptible work."""
-        s = self.s
-        for q in s.chain(job.queue):
-            if q.limit is not None and s.alloc[q.id] + gpus > q.limit:
-                return reasons.over_limit(q, s.alloc[q.id] + gpus)
-        if not job.preemptible:
-            for q in s.chain(job.queue):
-                if s.alloc_np[q.id] + gpus > q.deserved:
-                    return reasons.non_preemptible_over_deserved(q, s.alloc_np[q.id] + gpus)
-        return None
+        return check_limits(self.s, job, gpus)
 
     def _place(self, job: JobRequest, count: int) -> Reason | None:
         s = self.s
@@ -217,44 +165,74 @@ class Allocator:
         return None
 
     def why_granted(self, job: JobRequest) -> Reason:
-        q = self.s.problem.queues[job.queue]
-        alloc = self.s.alloc[q.id]
-        if job.running:
-            return Reason(
-                code=ReasonCode.ELASTIC_EXPAND,
-                message=f"grows to {len(self.s.tasks[job.key])} of {job.replicas} replicas "
-                f"on idle GPUs; project {q.name} holds {_n(alloc)} GPUs",
-            )
-        if alloc <= q.deserved:
-            return Reason(
-                code=ReasonCode.WITHIN_DESERVED,
-                message=f"project {q.name} holds {_n(alloc)} of its deserved {_n(q.deserved)} GPUs "
-                "with this workload",
-            )
-        return Reason(
-            code=ReasonCode.OVER_QUOTA,
-            message=f"project {q.name} holds {_n(alloc)} GPUs, {_n(alloc - q.deserved)} above its "
-            f"deserved {_n(q.deserved)} (fair share {_n(self.s.fair.get(q.id, 0))}); "
-            "runs on idle GPUs and may be reclaimed",
-        )
+        s = self.s
+        q = s.problem.queues[job.queue]
+        grows = (len(s.tasks[job.key]), job.replicas) if job.running else None
+        held_np = None if job.preemptible else s.alloc_np[q.id]
+        return reasons.granted(q, s.alloc[q.id], s.fair.get(q.id, 0), grows=grows, held_np=held_np)
 
-    def _why_unplaced(self, job: JobRequest, pools: list[tuple[str, str]], count: int) -> Reason:
+    def _why_unplaced(self, job: JobRequest, pools: list[PoolKey], count: int) -> Reason:
         total = largest = 0
         for p in pools:
             t, biggest = self.s.index.pool_free(p)
             total, largest = total + t, max(largest, biggest)
-        return reasons.no_room(count, job.gpus, pools, total, largest,
-                               gang_would_fit_in_total=total >= count * job.gpus)
+        return reasons.no_room(
+            count,
+            job.gpus,
+            pools,
+            total,
+            largest,
+            gang_would_fit_in_total=total >= count * job.gpus,
+        )
+
+
+def check_limits(s: Session, job: JobRequest, gpus: int) -> Reason | None:
+    """The hard caps on ``gpus`` more for ``job``: limits on every level, deserved for
+    non-preemptible work."""
+    for q in s.chain(job.queue):
+        if q.limit is not None and s.alloc[q.id] + gpus > q.limit:
+            return reasons.over_limit(q, s.alloc[q.id], gpus)
+    if not job.preemptible:
+        for q in s.chain(job.queue):
+            if s.alloc_np[q.id] + gpus > q.deserved:
+                return reasons.non_preemptible_over_deserved(q, s.alloc_np[q.id], gpus)
+    return None
 
 
 def allocate(session: Session, prefer: dict[str, list[str]] | None = None) -> Allocator:
     """Run the allocate step on ``session`` (mutating it); the result holds grants and reasons.
 
-    ``prefer`` maps a job to nodes it should return to when they have room (see ``place``)."""
+    ``prefer`` maps a job to nodes it should return to when they have room (see ``place``).
+    When no waiting job could fit anywhere (a full cluster), nothing is placed whatever the
+    order: each job's reason is found without walking the order."""
     allocator = Allocator(session, prefer=prefer)
-    allocator.run()
+    jobs = session.problem.jobs
+    waiting = [jobs[key] for heap in allocator.heaps.values() for _, key in heap]
+    if any(could_fit(session, job, allocator.chunk(job)) for job in waiting):
+        allocator.run()
+        return allocator
+    for job in sorted(waiting, key=lambda j: j.key):
+        count = allocator.chunk(job)
+        reason = allocator.check_limits(job, count * job.gpus) or allocator._why_unplaced(
+            job, session.pools_for(job), count
+        )
+        if len(session.tasks.get(job.key, [])) < job.min_replicas:
+            allocator.pending[job.key] = reason
+    allocator.heaps.clear()
     return allocator
 
 
-def _n(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.2f}"
+def could_fit(session: Session, job: JobRequest, count: int) -> bool:
+    """Whether ``count`` replicas of ``job`` could still fit in the pools it may use, by free
+    GPUs and the largest free block (a necessary condition: placements only take room)."""
+    total, largest = pool_room(session, set(session.pools_for(job)))
+    return total >= count * job.gpus and largest >= job.gpus
+
+
+def pool_room(session: Session, pools: set[tuple[str, str]]) -> tuple[int, int]:
+    """(free GPUs, largest free block on one node) over ``pools``."""
+    total = largest = 0
+    for p in pools:
+        t, big = session.index.pool_free(p)
+        total, largest = total + t, max(largest, big)
+    return total, largest

@@ -15,14 +15,17 @@ a moved job keeps its place in the cluster.
 
 from __future__ import annotations
 
-from solvers.disruption import Disruption, Ledger
+from collections.abc import Callable
+
+from solvers.kai.disruption import Disruption, Ledger
+from solvers.policy import Deadline
 from solvers.problem import JobRequest
-from solvers.session import Session
-from solvers.victims import Trial
+from solvers.session import Session, Statement
 from specs.actions import Reason
 
 
 class Consolidate(Disruption):
+    bounded = True
     name = "consolidation"
     min_runtime_protects = False
 
@@ -36,13 +39,28 @@ class Consolidate(Disruption):
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
         return True  # any preemptible running job, of any project
 
-    def accept(self, job: JobRequest, k: int, trial: Trial) -> bool:
+    def victim_filter(self, job: JobRequest) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+        return (lambda qid: True), (lambda key: key != job.key)
+
+    def accept(self, job: JobRequest, k: int, trial: Statement) -> bool:
         return all(trial.evicted_count(key) == 0 for key in trial.removed)
+
+    def most_taken(
+        self, job: JobRequest, count: int, held: dict[str, float], largest: dict[str, float]
+    ) -> float:
+        return 0.0  # every moved job lands again: nothing is taken
 
     def why_evicted(self, job: JobRequest, victim: JobRequest, count: int) -> Reason:
         raise AssertionError("consolidation never evicts")  # accept() refuses any eviction
 
 
-def consolidate(session: Session, ledger: Ledger) -> None:
+def consolidate(
+    session: Session,
+    ledger: Ledger,
+    *,
+    search: str = "indexed",
+    deadline: Deadline | None = None,
+    retry_twins: bool = False,
+) -> None:
     """Run the consolidation step on ``session`` (mutating it), recording moves in ``ledger``."""
-    Consolidate(session, ledger).run()
+    Consolidate(session, ledger, search=search, deadline=deadline, retry_twins=retry_twins).run()

@@ -16,11 +16,12 @@ come in through the snapshot, ``now`` is an argument.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
+from solvers import reasons
+from solvers.order import job_id_order
 from solvers.problem import Problem
-from specs.actions import Reason, ReasonCode
-from specs.durations import format_duration
+from specs.actions import Reason
 from specs.snapshot import Failure, Job, JobState, Snapshot
 
 BASE_SECONDS = 60
@@ -40,8 +41,14 @@ def latest_failure(workload: str, jobs: Iterable[Job], record: Failure | None) -
     snapshot shows when those are newer (a snapshot file has no store behind it).
 
     A completed job newer than every failure ends the streak."""
-    ended = sorted((j for j in jobs if j.workload == workload and j.ended_at is not None
-                    and not j.state.active), key=lambda j: (j.ended_at, _id_order(j.id)))
+    ended = sorted(
+        (
+            j
+            for j in jobs
+            if j.workload == workload and j.ended_at is not None and not j.state.active
+        ),
+        key=lambda j: (j.ended_at, job_id_order(j.id)),
+    )
     newest = ended[-1] if ended else None
     if newest is not None and newest.state == JobState.COMPLETED:
         return None
@@ -55,16 +62,17 @@ def latest_failure(workload: str, jobs: Iterable[Job], record: Failure | None) -
             break
         streak += 1
     assert newest.ended_at is not None
-    return Failure(workload=workload, count=max(streak, (record.count + 1) if record else 1),
-                   job=newest.id, ended_at=newest.ended_at, exit_code=newest.exit_code)
+    return Failure(
+        workload=workload,
+        count=max(streak, (record.count + 1) if record else 1),
+        job=newest.id,
+        ended_at=newest.ended_at,
+        exit_code=newest.exit_code,
+    )
 
 
 def _not_older(record: Failure, job: Job) -> bool:
     return job.ended_at is None or record.ended_at >= job.ended_at
-
-
-def _id_order(job_id: str) -> tuple[int, int, str]:
-    return (0, int(job_id), "") if job_id.isdigit() else (1, 0, job_id)
 
 
 def retry_at(failure: Failure) -> datetime:
@@ -76,16 +84,14 @@ def why_waiting(failure: Failure, now: datetime) -> Reason | None:
     at = retry_at(failure)
     if now >= at:
         return None
-    exit_info = f" (exit {failure.exit_code})" if failure.exit_code else ""
-    nth = "1st" if failure.count == 1 else ("2nd" if failure.count == 2 else (
-        "3rd" if failure.count == 3 else f"{failure.count}th"))
-    return Reason(code=ReasonCode.FAILED, message=(
-        f"job {failure.job} failed{exit_info} at {_stamp(failure.ended_at)}, the {nth} failure "
-        f"in a row; retried after {_stamp(at)} (backoff {format_duration(backoff_seconds(failure.count))})"))
-
-
-def _stamp(t: datetime) -> str:
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return reasons.failed(
+        failure.job,
+        failure.exit_code,
+        failure.ended_at,
+        failure.count,
+        at,
+        backoff_seconds(failure.count),
+    )
 
 
 def block_failed(problem: Problem, observed: Snapshot, now: datetime) -> None:

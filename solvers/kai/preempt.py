@@ -8,15 +8,19 @@ inference 125); quota decides *between* projects, which is reclaim's business. S
   every level (its own running replicas count); otherwise nothing happens, since it could
   never be placed on borrowed GPUs anyway.
 * The victim set is KAI's first sufficient one in victim order, verified by simulation
-  (solvers/victims.py); victims placed again are moved instead of evicted.
+  (solvers/kai/victims.py); victims placed again are moved instead of evicted.
 """
 
 from __future__ import annotations
 
-from solvers.disruption import Disruption, Ledger
+from collections.abc import Callable
+
+from solvers import reasons
+from solvers.kai.disruption import Disruption, Ledger
+from solvers.policy import Deadline
 from solvers.problem import JobRequest
 from solvers.session import Session
-from specs.actions import Reason, ReasonCode
+from specs.actions import Reason
 
 
 class Preempt(Disruption):
@@ -31,16 +35,27 @@ class Preempt(Disruption):
     def victim_queues(self, job: JobRequest) -> list[str]:
         return [job.queue]
 
+    def victim_filter(self, job: JobRequest) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+        jobs = self.s.problem.jobs
+        return (lambda qid: qid == job.queue), (
+            lambda key: jobs[key].priority < job.priority and key != job.key
+        )
+
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
         return victim.queue == job.queue and victim.priority < job.priority
 
     def why_evicted(self, job: JobRequest, victim: JobRequest, count: int) -> Reason:
         project = self.s.problem.queues[job.queue].name
-        return Reason(code=ReasonCode.PRIORITY, message=(
-            f"{job.key} (priority {job.priority}) outranks it (priority {victim.priority}) "
-            f"in project {project}"))
+        return reasons.outranked(job.key, job.priority, victim.priority, project)
 
 
-def preempt(session: Session, ledger: Ledger) -> None:
+def preempt(
+    session: Session,
+    ledger: Ledger,
+    *,
+    search: str = "indexed",
+    deadline: Deadline | None = None,
+    retry_twins: bool = False,
+) -> None:
     """Run the preempt step on ``session`` (mutating it), recording what it did in ``ledger``."""
-    Preempt(session, ledger).run()
+    Preempt(session, ledger, search=search, deadline=deadline, retry_twins=retry_twins).run()

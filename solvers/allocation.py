@@ -13,11 +13,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from solvers.allocate import Grant, allocate
 from solvers.cpsat import score, solve
-from solvers.policy import Policy
+from solvers.kai.allocate import allocate
+from solvers.policy import Deadline, Policy
 from solvers.problem import Problem
-from solvers.session import Session
+from solvers.session import Grant, Session
 from specs.actions import Reason
 
 
@@ -36,16 +36,27 @@ class Allocation:
     notes: list[str] = field(default_factory=list)
 
 
-def allocate_best(problem: Problem, open_session: Callable[[], Session], policy: Policy) -> Allocation:
-    """Allocate with KAI's greedy and (``policy.engine`` "best") CP-SAT; keep the better."""
+def allocate_best(
+    problem: Problem,
+    open_session: Callable[[], Session],
+    policy: Policy,
+    deadline: Deadline | None = None,
+) -> Allocation:
+    """Allocate with KAI's greedy and (``policy.engine`` "best") CP-SAT; keep the better.
+    CP-SAT is left out once the plan's ``deadline`` has passed (and the plan says so)."""
+    deadline = deadline or Deadline()
     greedy_session = open_session()
     greedy = allocate(greedy_session)
-    kai = Allocation(greedy_session, dict(greedy.grants), dict(greedy.pending), "kai-greedy",
-                     "HEURISTIC")
+    kai = Allocation(
+        greedy_session, dict(greedy.grants), dict(greedy.pending), "kai-greedy", "HEURISTIC"
+    )
     if policy.engine == "kai" or not any(not j.running for j in problem.jobs.values()):
         return kai
+    if deadline.expired:
+        deadline.cut("cp-sat", "not run: the time limit ran out")
+        return kai
     cp_session = open_session()
-    result = solve(problem, cp_session, policy, greedy=greedy.grants)
+    result = solve(problem, cp_session, policy, greedy=greedy.grants, deadline=deadline)
     report = result.report
     greedy_score = score(problem, cp_session, greedy.grants)
     # the bound: CP-SAT's proven optimum when it has one, else the LP relaxation's
@@ -63,8 +74,16 @@ def allocate_best(problem: Problem, open_session: Callable[[], Session], policy:
         return kai
     _commit(cp_session, result.grants)
     gap = max(0.0, (bound - report.objective) / bound) if bound else 0.0
-    return Allocation(cp_session, dict(result.grants), dict(result.pending), "cp-sat",
-                      report.status, report.objective, bound, gap)
+    return Allocation(
+        cp_session,
+        dict(result.grants),
+        dict(result.pending),
+        "cp-sat",
+        report.status,
+        report.objective,
+        bound,
+        gap,
+    )
 
 
 def _rule_broken(problem: Problem, session: Session, grants: dict[str, Grant]) -> str | None:

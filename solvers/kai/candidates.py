@@ -1,0 +1,244 @@
+"""Who may lose GPUs, indexed once per step: running work by project in victim order.
+
+KAI's victim search (solvers/kai/victims.py) takes candidates one at a time in *victim
+order*: queues in reverse queue order (the most over-served gives first), jobs inside a
+queue in reverse job order (lowest priority, then newest, first). Collecting and sorting
+every running job for every waiting job made the search cost the size of the cluster
+each time. Here the running jobs that could ever be victims in a step (preemptible,
+on schedulable nodes, not shielded by minRuntime) are kept per project, sorted in victim
+order (:class:`Holders`, updated as the step commits), and a :class:`VictimQueue` walks
+them lazily, skipping those the waiting job may not take (another pool, or the step's
+rules say no), with each subtree's turn cached until a victim leaves it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+from sortedcontainers import SortedList
+
+from solvers.order import QueueKey, VictimOrder, victim_queue_order
+from solvers.problem import JobRequest, PoolKey, Queue
+from solvers.session import Chunk, Session
+
+
+def protected(session: Session, victim: JobRequest) -> bool:
+    """Started less than its project's minRuntime ago."""
+    if not victim.min_runtime or victim.started_at is None:
+        return False
+    return victim.started_at + timedelta(seconds=victim.min_runtime) > session.problem.now
+
+
+class Holders:
+    """Running jobs that may be victims in this step, per project in victim order, and the
+    GPUs they hold per (project, pool)."""
+
+    def __init__(self, session: Session, shields: bool) -> None:
+        self.s = session
+        self.shields = shields  # minRuntime shields a young gang (reclaim, preempt)
+        # (project, pool) -> its candidates in victim order
+        self.lists: dict[tuple[str, PoolKey], SortedList] = defaultdict(SortedList)
+        self.gpus: dict[tuple[str, PoolKey], float] = defaultdict(float)
+        self.sizes: dict[str, Counter[float]] = defaultdict(Counter)  # GPUs each job holds
+        # job -> (its entry in its project's list, pool, replicas held)
+        self._entry: dict[str, tuple[tuple[VictimOrder, str], PoolKey, int]] = {}
+        for key in sorted(session.tasks):
+            self.update(key)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entry
+
+    def update(self, key: str) -> None:
+        """The job's replicas changed (a commit): move or drop its entry."""
+        s, job = self.s, self.s.problem.jobs[key]
+        old = self._entry.pop(key, None)
+        if old is not None:
+            self.lists[job.queue, old[1]].remove(old[0])
+            self.gpus[job.queue, old[1]] -= old[2] * job.gpus
+            self.sizes[job.queue][old[2] * job.gpus] -= 1
+        tasks = s.tasks.get(key, [])
+        pool = s.pool.get(key)
+        if (
+            not tasks
+            or pool is None
+            or not job.preemptible
+            or any(n not in s.index.pool_of for n in tasks)
+            # a shielded gang is no victim; a shielded elastic job may still shrink
+            or (self.shields and protected(s, job) and job.min_replicas >= job.replicas)
+        ):
+            return
+        entry = (VictimOrder(job, len(tasks)), key)
+        self._entry[key] = (entry, pool, len(tasks))
+        self.lists[job.queue, pool].add(entry)
+        self.gpus[job.queue, pool] += len(tasks) * job.gpus
+        self.sizes[job.queue][len(tasks) * job.gpus] += 1
+
+    def largest(self, qid: str) -> float:
+        """The most GPUs one candidate of the project holds."""
+        return max((g for g, n in self.sizes[qid].items() if n > 0), default=0.0)
+
+
+class VictimQueue:
+    """Candidate victims of one search in KAI's victim order, one chunk at a time.
+
+    Queues come in reverse queue order, each with its allocation reduced by the victims
+    already taken from it plus its next candidate; inside a queue, reverse job order. A
+    gang victim comes whole; an elastic one gives one replica above its minimum at a time
+    and comes back with the rest. ``allowed`` says whether the waiting job may take from a
+    project at all, and a running job of one it may; ``recorded`` victims (taken for the gang's earlier tasks) are
+    offered only with what they have left.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        holders: Holders,
+        pools: set[PoolKey],
+        allowed: tuple[Callable[[str], bool], Callable[[str], bool]],
+        recorded: list[Chunk],
+    ) -> None:
+        self.s = session
+        self.holders = holders
+        self.pools = pools
+        self.project_ok, self.job_ok = allowed
+        self.pool_list = sorted(pools)
+        # where each (project, pool) list is read, its next candidate, each project's next
+        self._reading: dict[tuple[str, PoolKey], Iterator[tuple[VictimOrder, str]]] = {}
+        self._next: dict[tuple[str, PoolKey], tuple[VictimOrder, str] | None] = {}
+        self._heads: dict[str, tuple[VictimOrder, str] | None] = {}
+        self.extra: dict[str, list[tuple[VictimOrder, str]]] = defaultdict(list)
+        self.left: dict[str, list[str]] = {}  # replicas still offered, once a job is touched
+        self.popped: dict[str, float] = defaultdict(float)  # GPUs handed out per project
+        self._entry: dict[str, tuple[QueueKey, str] | None] = {}
+        self._pools_of: dict[str, list[PoolKey]] = {}  # a project's pools holding candidates
+        self._queue: dict[str, tuple[Queue, float, float, int]] = {}  # what its key needs
+        jobs = session.problem.jobs
+        for c in recorded:
+            left = self.left.setdefault(c.key, list(session.tasks.get(c.key, [])))
+            for n in c.nodes:
+                left.remove(n)
+        for key, tasks in sorted(self.left.items()):
+            if tasks and key in holders and self._open(jobs[key].queue) and self._may(key):
+                job = jobs[key]
+                heapq.heappush(self.extra[job.queue], (VictimOrder(job, len(tasks)), key))
+
+    def _may(self, key: str) -> bool:
+        return self.s.pool.get(key) in self.pools and self.job_ok(key)
+
+    def _open(self, qid: str) -> bool:
+        return self.project_ok(qid)
+
+    def _head(self, qid: str) -> tuple[VictimOrder, str] | None:
+        """The next candidate of a project: its next static entry (over the pools the
+        waiting job may use) or a job come back with replicas left."""
+        if qid in self._heads:
+            return self._heads[qid]
+        best: tuple[VictimOrder, str] | None = None
+        pools = self._pools_of.get(qid)
+        if pools is None:
+            lists = self.holders.lists
+            pools = self._pools_of[qid] = [p for p in self.pool_list if lists.get((qid, p))]
+        for pool in pools:
+            entry = self._static(qid, pool)
+            if entry is not None and (best is None or entry[0] < best[0]):
+                best = entry
+        extra = self.extra[qid][0] if self.extra.get(qid) else None
+        if best is None or (extra is not None and extra[0] < best[0]):
+            best = extra
+        self._heads[qid] = best
+        return best
+
+    def _static(self, qid: str, pool: PoolKey) -> tuple[VictimOrder, str] | None:
+        """The next candidate the waiting job may take from a (project, pool) list."""
+        at = (qid, pool)
+        if at in self._next:
+            return self._next[at]
+        reading = self._reading.get(at)
+        if reading is None:
+            entries = self.holders.lists.get(at)
+            reading = self._reading[at] = iter(entries if entries is not None else ())
+        found = None
+        for entry in reading:
+            if entry[1] not in self.left and self.job_ok(entry[1]):
+                found = entry
+                break
+        self._next[at] = found
+        return found
+
+    def _tasks(self, key: str) -> list[str]:
+        return self.left[key] if key in self.left else self.s.tasks[key]
+
+    def _subtree(self, qid: str) -> tuple[QueueKey, str] | None:
+        """(the subtree's key at its parent, the project whose candidate it offers next),
+        computed once and then kept up to date along the chain of each pop."""
+        if qid in self._entry:
+            return self._entry[qid]
+        q = self.s.problem.queues[qid]
+        if q.kind != "project":
+            for child in q.children:
+                self._subtree(child)
+        return self._compute(qid)
+
+    def _compute(self, qid: str) -> tuple[QueueKey, str] | None:
+        q = self.s.problem.queues[qid]
+        leaf: str | None = None
+        if q.kind == "project":
+            if self._open(qid) and self._head(qid) is not None:
+                leaf = qid
+        else:
+            best: tuple[QueueKey, str] | None = None
+            entries = self._entry
+            for child in q.children:
+                found = entries[child]
+                if found is not None and (best is None or best[0] < found[0]):
+                    best = found
+            leaf = best[1] if best is not None else None
+        entry = (self._victim_key(qid, leaf), leaf) if leaf is not None else None
+        self._entry[qid] = entry
+        return entry
+
+    def _victim_key(self, qid: str, leaf: str) -> QueueKey:
+        s = self.s
+        head = self._head(leaf)
+        assert head is not None
+        job = s.problem.jobs[head[1]]
+        taken = self.popped[leaf] + len(self._tasks(head[1])) * job.gpus
+        if qid not in self._queue:  # fixed while the search runs (the session is at rest)
+            q = s.problem.queues[qid]
+            self._queue[qid] = (q, s.alloc[qid], s.allocatable_share(q), s.problem.order[qid])
+        q, allocated, share, rank = self._queue[qid]
+        return victim_queue_order(q, allocated=allocated, taken=taken, share=share, rank=rank)
+
+    def pop(self) -> Chunk | None:
+        best: tuple[QueueKey, str] | None = None
+        for top in self.s.problem.top:
+            found = self._subtree(top)
+            if found is not None and (best is None or best[0] < found[0]):
+                best = found
+        if best is None:
+            return None
+        leaf = best[1]
+        head = self._head(leaf)
+        assert head is not None
+        key = head[1]
+        if self.extra.get(leaf) and self.extra[leaf][0] is head:
+            heapq.heappop(self.extra[leaf])
+        else:
+            del self._next[leaf, self.s.pool[key]]
+        self._heads.pop(leaf, None)
+        job = self.s.problem.jobs[key]
+        tasks = list(self._tasks(key))
+        self.popped[leaf] += len(tasks) * job.gpus
+        if len(tasks) > job.min_replicas:  # above its minimum: one replica, the rest later
+            self.left[key] = tasks[:-1]
+            heapq.heappush(self.extra[leaf], (VictimOrder(job, len(tasks) - 1), key))
+            chunk = Chunk(key, (tasks[-1],))
+        else:
+            self.left[key] = []
+            chunk = Chunk(key, tuple(tasks))
+        for q in self.s.chain(leaf):  # the subtrees above it change their turn
+            self._compute(q.id)
+        return chunk

@@ -1,0 +1,80 @@
+"""Limits cut below what a queue holds: bring the queue down to its new limit.
+
+KAI's ``limit`` only gates new allocations; work already running above a limit that was
+just lowered would keep its GPUs until it ends. A declarative control plane acts on the
+change instead: when a project or department holds more than its ``quota.limit``, its
+preemptible work is taken back until it fits, victims chosen as reclaim chooses them:
+first from the project of the subtree that stands furthest above its allocatable share,
+inside it in victim order (lowest priority, then youngest; an elastic job's replicas
+above ``minReplicas`` one at a time before its core gang).
+
+Never a victim: non-preemptible work (it stays, and the queue stays above its limit until
+it ends) and work still inside its project's ``minRuntime`` (taken back once it is over).
+Departments are brought down before their projects, so a project's own cut counts what
+its department's cut already took.
+"""
+
+from __future__ import annotations
+
+from solvers import reasons
+from solvers.kai.candidates import protected
+from solvers.kai.disruption import Ledger
+from solvers.order import VictimOrder
+from solvers.problem import JobRequest, Queue
+from solvers.session import Session, Statement
+
+
+def enforce_limits(session: Session, ledger: Ledger) -> None:
+    """Evict preemptible work from every queue above its limit (mutating the session),
+    recording what was taken back, and why, in ``ledger``."""
+    s = session
+    queues = sorted(
+        (q for q in s.problem.queues.values() if q.limit is not None),
+        key=lambda q: (len(s.chain(q.id)), q.id),  # departments before their projects
+    )
+    for q in queues:
+        assert q.limit is not None
+        if s.alloc[q.id] <= q.limit:
+            continue
+        held_before = s.alloc[q.id]
+        for victim, replicas in _victims(s, q):
+            if s.alloc[q.id] <= q.limit:
+                break
+            nodes = s.tasks[victim.key][-replicas:]
+            trial = Statement(s)
+            trial.evict(victim, nodes)
+            reason = reasons.down_to_limit(q, held_before, victim.key)
+            ledger.disrupted[victim.key] = reason
+            ledger.lost.setdefault(victim.key, []).extend(nodes)
+            if not s.tasks.get(victim.key):
+                ledger.waiting[victim.key] = reason
+
+
+def _victims(s: Session, q: Queue) -> list[tuple[JobRequest, int]]:
+    """(job, replicas to take) in the order they go: the most over-share project first,
+    inside it elastic replicas above the minimum, then whole jobs, in victim order."""
+    inside = _projects_under(s, q)
+    # how far each project stands above what it may hold
+    over = {p: s.alloc[p] - s.allocatable_share(s.problem.queues[p]) for p in inside}
+    out: list[tuple[tuple[float, int, VictimOrder, int], JobRequest, int]] = []
+    for key, nodes in s.tasks.items():
+        job = s.problem.jobs[key]
+        if job.queue not in inside or not nodes or not job.preemptible or protected(s, job):
+            continue
+        rank = VictimOrder(job, len(nodes))
+        for i in range(max(0, len(nodes) - job.min_replicas)):  # elastic replicas, one by one
+            out.append(((-over[job.queue], 0, rank, i), job, 1))
+        core = min(len(nodes), job.min_replicas)
+        if core:
+            out.append(((-over[job.queue], 1, rank, 0), job, core))
+    out.sort(key=lambda t: t[0])
+    return [(job, n) for _, job, n in out]
+
+
+def _projects_under(s: Session, q: Queue) -> set[str]:
+    if q.kind == "project":
+        return {q.id}
+    out: set[str] = set()
+    for child in q.children:
+        out |= _projects_under(s, s.problem.queues[child])
+    return out

@@ -1,0 +1,301 @@
+"""Who may lose GPUs so that a waiting job starts: KAI's victim search, shared by every step.
+
+Consolidation, reclaim and preempt differ only in their rules (which waiting job may act,
+who may be a victim, which outcome is acceptable). The search is KAI's job solver, and
+it lives here once:
+
+1. The waiting job's gang is solved one task at a time; the victims that made room for
+   the first k tasks are *recorded* and evicted again when solving task k + 1.
+2. For each step, candidate victims come in *victim order* (solvers/kai/candidates.py):
+   queues in reverse queue order, jobs in reverse job order (lowest priority, then
+   newest first). A gang victim loses all of its replicas; an elastic one loses one
+   replica above its minimum at a time.
+3. Victims accumulate one job at a time. After each addition, the accumulated victims on
+   the node of the newest one are tried (each node of it, for a multi-node victim).
+4. Every candidate set is verified by simulation (:meth:`Search.simulate`): evict it, then
+   allocate the waiting job and the victims again in normal allocation order, the other
+   waiting jobs taking their turns (solvers/kai/turns.py). The set is accepted only if
+   the waiting job is placed and the step's rules accept the result. Victims placed
+   again are moved; only the others are evicted.
+
+What makes it cheap at thousands of nodes, without changing an answer: the running jobs
+and the waiting ones are indexed once per step and kept up to date as the step commits
+(not collected again for every waiting job), the simulation's order is computed from a
+few runs per queue (not by popping every waiting job), and a candidate set, or a whole
+search, is skipped when the GPUs it could ever free cannot hold the job (the step's
+``most_taken``; solvers/kai/reclaim.py). Simulations run on the live session and are
+undone through a :class:`~solvers.session.Statement`'s log (KAI's statement: apply,
+then roll back), so a failed attempt costs what it changed, not a copy of the cluster.
+The loop over waiting jobs that calls :meth:`Search.solve`, and what a step records,
+live in solvers/kai/disruption.py; the search as first written (no indexes), kept for
+comparison, in solvers/kai/exhaustive.py.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from solvers.kai.allocate import check_limits, could_fit, next_chunk, pool_room
+from solvers.kai.candidates import Holders, VictimQueue
+from solvers.kai.turns import StaticRuns, Turns
+from solvers.kai.waiting import WaitingIndex
+from solvers.order import JobKey, job_order
+from solvers.problem import JobRequest
+from solvers.session import Chunk, Session, Statement
+
+if TYPE_CHECKING:
+    from solvers.kai.disruption import Disruption
+
+Accept = Callable[[JobRequest, int, Statement], bool]  # a step's verdict on a simulated outcome
+
+
+class SimulationBudget:
+    """Simulations a search may still run, within an outer budget if given. KAI's later
+    versions bound the same search by time; a count keeps plans deterministic."""
+
+    def __init__(self, simulations: int, within: SimulationBudget | None = None) -> None:
+        self.left = simulations
+        self.within = within
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left <= 0 or (self.within is not None and self.within.exhausted)
+
+    def spend(self) -> bool:
+        if self.exhausted:
+            return False
+        self.left -= 1
+        if self.within is not None:
+            self.within.spend()
+        return True
+
+
+def room_for(
+    session: Session,
+    job: JobRequest,
+    count: int,
+    victims: list[Chunk],
+    free: tuple[int, int] | None = None,
+) -> bool:
+    """Cheap necessary condition before a simulation: enough GPUs free or freed in the job's
+    pools, and one node with room for a replica (KAI's idle-GPU scenario filters).
+    ``free``: the pools' (free GPUs, largest free block), when the caller knows them."""
+    s = session
+    pools = {s.pool[job.key]} if job.key in s.pool else set(job.pools)
+    freed: Counter[str] = Counter()
+    for c in victims:
+        gpus = s.problem.jobs[c.key].gpus
+        for n in c.nodes:
+            if s.index.pool_of.get(n) in pools:
+                freed[n] += gpus
+    total, largest = free if free is not None else pool_room(s, pools)
+    for n, g in freed.items():
+        largest = max(largest, s.index.free[n] + g)
+    return total + sum(freed.values()) >= count * job.gpus and largest >= job.gpus
+
+
+def scenarios(potential: list[Chunk]) -> Iterator[list[int]]:
+    """Candidate sets after the newest victim joined: for each node of the newest victim,
+    the accumulated victims with a replica there (whole jobs). A task lands on one node,
+    so KAI never evicts victims elsewhere to make room for it."""
+    latest = potential[-1]
+    for node in sorted(set(latest.nodes)):
+        keys = {c.key for c in potential if node in c.nodes}
+        yield [i for i, c in enumerate(potential) if c.key in keys]
+
+
+class Potential:
+    """The victims accumulated so far in one search, indexed by node and by job, so that the
+    candidate sets of :func:`scenarios` cost what they hold, not the whole list."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Chunk] = []
+        self.on_node: dict[str, set[str]] = defaultdict(set)  # node -> victims with a replica
+        self.of_job: dict[str, list[int]] = defaultdict(list)  # victim -> its chunks
+
+    def add(self, chunk: Chunk) -> Iterator[list[int]]:
+        """Add the newest victim; yield the candidate sets it opens (as :func:`scenarios`)."""
+        self.add_quietly(chunk)
+        for node in sorted(set(chunk.nodes)):
+            yield sorted(i for key in self.on_node[node] for i in self.of_job[key])
+
+    def add_quietly(self, chunk: Chunk) -> None:
+        """Add the newest victim when none of its candidate sets could pass ``room_for``."""
+        self.of_job[chunk.key].append(len(self.chunks))
+        self.chunks.append(chunk)
+        for node in chunk.nodes:
+            self.on_node[node].add(chunk.key)
+
+
+class Search:
+    """KAI's job solver for one disruptive step, over indexes kept for the whole step."""
+
+    def __init__(self, step: Disruption, waiting: set[str]) -> None:
+        self.step = step
+        self.s = step.s
+        self.index = WaitingIndex(self.s, waiting)
+        self.static = StaticRuns(self.s, self.index)
+        self.holders = Holders(self.s, step.min_runtime_protects)
+        self.generation = 0  # commits so far: what the cached runs were computed for
+
+    def committed(self, job: JobRequest, trial: Statement) -> None:
+        """The step committed ``trial`` for ``job``: bring the indexes up to date."""
+        ledger = self.step.ledger
+        touched = [job.key, *trial.before]
+        for key in touched:
+            self.holders.update(key)
+        self.index.remove(k for k in touched if k in ledger.touched or k in ledger.lost)
+        self.generation += 1
+
+    # ------------------------------------------------------------------ the search
+
+    def solve(self, job: JobRequest, count: int, budget: SimulationBudget) -> Statement | None:
+        """Place ``count`` replicas of ``job`` one task at a time, keeping the victims that
+        made room for the earlier tasks. Returns the applied trial of the whole gang."""
+        s, step = self.s, self.step
+        if step.never_accepts(job, count):
+            return None
+        pools = set(s.pools_for(job))
+        free = s.index.total  # GPUs a moved victim could land on, anywhere
+        if step.bounded:
+            held: dict[str, float] = defaultdict(float)  # candidate GPUs per project
+            for (qid, pool), gpus in self.holders.gpus.items():
+                if pool in pools and gpus > 0:
+                    held[qid] += gpus
+            largest = {qid: self.holders.largest(qid) for qid in held}
+            if free + step.most_taken(job, count, held, largest) < count * job.gpus:
+                return None  # no set of victims could ever free enough: skip the search
+        allowed = step.victim_filter(job)
+        recorded: list[Chunk] = []
+        for k in range(1, count + 1):
+            trial = self._solve_tasks(job, k, recorded, pools, allowed, free, budget)
+            if trial is None:
+                return None
+            if k == count:
+                return trial
+            recorded = trial.victims
+            trial.rollback()
+        return None
+
+    def _solve_tasks(
+        self,
+        job: JobRequest,
+        k: int,
+        recorded: list[Chunk],
+        pools: set[tuple[str, str]],
+        allowed: tuple[Callable[[str], bool], Callable[[str], bool]],
+        free: int,
+        budget: SimulationBudget,
+    ) -> Statement | None:
+        s, step, jobs = self.s, self.step, self.s.problem.jobs
+        room = pool_room(s, {s.pool[job.key]} if job.key in s.pool else set(job.pools))
+
+        def attempt(victims: list[Chunk]) -> Statement | None:
+            if not room_for(s, job, k, victims, room):
+                return None
+            if not step.bounded:
+                return self._verified(job, k, victims, budget)
+            per_job: Counter[str] = Counter()
+            for c in victims:
+                per_job[c.key] += len(c.nodes) * jobs[c.key].gpus
+            held: dict[str, float] = defaultdict(float)
+            largest: dict[str, float] = defaultdict(float)
+            for key, gpus in per_job.items():
+                qid = jobs[key].queue
+                held[qid] += gpus
+                largest[qid] = max(largest[qid], gpus)
+            if free + step.most_taken(job, k, held, largest) < k * job.gpus:
+                return None  # even if all of them were evicted, accepted it could not be
+            return self._verified(job, k, victims, budget)
+
+        if recorded and (trial := attempt(recorded)) is not None:
+            return trial
+        queue = VictimQueue(s, self.holders, pools, allowed, recorded)
+        potential = Potential()
+        tried: set[tuple[int, ...]] = set()
+        # what all victims so far could free in the job's pools, per node and in total: no
+        # candidate set passes room_for before some node could hold a replica
+        mine = {s.pool[job.key]} if job.key in s.pool else set(job.pools)
+        reach: Counter[str] = Counter()
+        for c in recorded:
+            for n in c.nodes:
+                if s.index.pool_of.get(n) in mine:
+                    reach[n] += jobs[c.key].gpus
+        best = max([room[1]] + [s.index.free[n] + g for n, g in reach.items()])
+        while not budget.exhausted and (chunk := queue.pop()) is not None:
+            gpus = jobs[chunk.key].gpus
+            for n in chunk.nodes:
+                if s.index.pool_of.get(n) in mine:
+                    reach[n] += gpus
+                    best = max(best, s.index.free[n] + reach[n])
+            if best < job.gpus or room[0] + reach.total() < k * job.gpus:
+                potential.add_quietly(chunk)
+                continue
+            for ids in potential.add(chunk):
+                if tuple(ids) not in tried:
+                    tried.add(tuple(ids))
+                    victims = recorded + [potential.chunks[i] for i in ids]
+                    if (trial := attempt(victims)) is not None:
+                        return trial
+        return None
+
+    def _verified(
+        self, job: JobRequest, k: int, victims: list[Chunk], budget: SimulationBudget
+    ) -> Statement | None:
+        """Simulate a candidate set (budget permitting); the trial if the step accepts it."""
+        if not budget.spend():
+            return None
+        trial = self.simulate(job, k, victims)
+        if trial is not None and not self.step._accept(job, k, trial):
+            trial.rollback()
+            return None
+        return trial
+
+    def simulate(self, job: JobRequest, count: int, victims: list[Chunk]) -> Statement | None:
+        """Evict ``victims``, then allocate ``count`` replicas of ``job`` and the victims
+        again in normal allocation order (the other waiting jobs only take their turn).
+        Returns the applied trial if ``job`` was placed, else undoes everything."""
+        s, jobs = self.s, self.s.problem.jobs
+        self.static.refresh(self.generation)
+        trial = Statement(s)
+        trial.victims = list(victims)
+        removed: dict[str, list[str]] = defaultdict(list)
+        for c in victims:
+            trial.evict(jobs[c.key], c.nodes)
+            removed[c.key].extend(c.nodes)
+        trial.removed = dict(removed)
+        # a victim asks for what it lost, as one gang if it fell below its minimum
+        counts = {
+            k: min(len(n), next_chunk(jobs[k], len(s.tasks.get(k, [])))) for k, n in removed.items()
+        }
+        counts[job.key] = count
+        todo: dict[str, tuple[JobKey, int]] = {
+            k: (job_order(jobs[k], len(s.tasks.get(k, []))), c * jobs[k].gpus)
+            for k, c in counts.items()
+        }
+        turns = Turns(s, self.index, self.static, todo)
+        left = set(counts)
+        while left and (key := turns.next()) is not None:
+            left.discard(key)
+            want = jobs[key]
+            fits = check_limits(s, want, counts[key] * want.gpus) is None
+            nodes = trial.place(want, counts[key]) if fits else None
+            if key == job.key:
+                if nodes is None:
+                    trial.rollback()
+                    return None
+                trial.placed = nodes
+                # placements only take room: victims that cannot fit now never will, and
+                # then their order does not matter
+                left = {k for k in left if could_fit(s, jobs[k], counts[k])}
+            elif nodes is not None:
+                trial.readded[key] = nodes
+                if not trial.placed and not could_fit(s, job, count):
+                    trial.rollback()  # a victim took back what the job needed: it cannot fit
+                    return None
+        if not trial.placed:
+            trial.rollback()
+            return None
+        return trial

@@ -1,0 +1,93 @@
+"""KAI's ordering rules, one named sort key per rule, used by every engine and step.
+
+- :func:`queue_order` — which queue (department or project) is served next: the one that
+  stays within its deserved quota with the job, then higher rank, then the smaller share
+  of its allocatable share (allocated + the job, then without it), then creation order;
+- :func:`victim_queue_order` — which queue gives GPUs back first (the largest key first):
+  the same rule read backwards, with the victims already taken from it;
+- :func:`job_order` — inside a project: higher priority, then gangs below their minimum,
+  at it, above it, then older, then name;
+- :class:`VictimOrder` — job order reversed, for a min-heap of candidate victims (lowest
+  priority and newest first);
+- :func:`job_id_order` — cluster job ids in numeric order ("9" before "10").
+
+Sort keys rather than comparators: Python sorts and heaps compare tuples, and a key
+computed once per item is cheaper than a comparison function called per pair.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the rules read these records; the records do not need the rules
+    from solvers.problem import JobRequest, Queue
+
+QueueKey = tuple[int, int, int, float, float, float, int]
+JobKey = tuple[int, int, datetime, str]
+
+# a queue with no share at all compares by allocation scaled far above any real share
+_NO_SHARE_SCALE = 1000
+
+
+def queue_order(q: Queue, *, allocated: float, request: float, share: float, rank: int) -> QueueKey:
+    """Queue order for a queue holding ``allocated`` GPUs that asks ``request`` more, with
+    ``share`` = max(deserved, fair share) capped by the limit; ``rank`` is creation order.
+    Smaller first."""
+    if share > 0:
+        with_job, without = (allocated + request) / share, allocated / share
+    else:
+        with_job = without = allocated * _NO_SHARE_SCALE
+    return (
+        0 if allocated + request <= q.deserved else 1,  # within deserved first
+        -q.priority,
+        1 if share == 0 and request > 0 else 0,  # no share at all: last
+        with_job,
+        without,
+        share,
+        rank,
+    )
+
+
+def victim_queue_order(
+    q: Queue, *, allocated: float, taken: float, share: float, rank: int
+) -> QueueKey:
+    """Reverse queue order for victims: a queue holding ``allocated`` GPUs of which
+    ``taken`` are already (or would be) evicted. The largest key gives first."""
+    if share > 0:
+        with_victims, without = (allocated - taken) / share, allocated / share
+    else:
+        with_victims, without = (allocated - taken) * _NO_SHARE_SCALE, allocated * _NO_SHARE_SCALE
+    return (
+        0 if allocated <= q.deserved else 1,
+        -q.priority,
+        1 if share == 0 and allocated > 0 else 0,
+        with_victims,
+        without,
+        share,
+        rank,
+    )
+
+
+def job_order(job: JobRequest, placed: int = 0) -> JobKey:
+    """Job order inside a project, for a job holding ``placed`` replicas in this pass.
+    Smaller first."""
+    tier = 0 if placed < job.min_replicas else (1 if placed == job.min_replicas else 2)
+    return (-job.priority, tier, job.created, job.key)
+
+
+class VictimOrder:
+    """Job order reversed: in a min-heap, the *last* job in job order comes out first."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, job: JobRequest, placed: int) -> None:
+        self.key = job_order(job, placed)
+
+    def __lt__(self, other: VictimOrder) -> bool:
+        return other.key < self.key
+
+
+def job_id_order(job_id: str) -> tuple[int, int, str]:
+    """Numeric job ids in numeric order ("9" before "10"), others after them by name."""
+    return (0, int(job_id), "") if job_id.isdigit() else (1, 0, job_id)

@@ -1,0 +1,79 @@
+"""Monthly budgets (Slurm site policy, HPC2N-style allocations).
+
+GPU-hours (or cost units, GPU-hours x the GPU type's ``costPerGpuHour``) used in the
+current calendar month (UTC) against ``budget.gpuHoursPerMonth`` / ``costPerMonth``; a
+project that spent its budget starts nothing new until next month. Running work goes on.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from solvers import reasons
+from solvers.problem import Problem
+from specs.actions import Reason
+from specs.desired import DesiredState
+from specs.snapshot import UsageRecord
+
+
+def month_start(now: datetime) -> datetime:
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+@dataclass(frozen=True)
+class MonthUsage:
+    gpu_hours: float
+    cost: float
+
+
+def usage_this_month(
+    records: list[UsageRecord], now: datetime, cost_per_gpu_hour: dict[str, float]
+) -> dict[str, MonthUsage]:
+    """Per project: GPU-hours and cost of the work that ended this month (UTC)."""
+    start = month_start(now)
+    hours: dict[str, float] = defaultdict(float)
+    cost: dict[str, float] = defaultdict(float)
+    for r in records:
+        if start < r.ended_at <= now:  # a record ending at midnight belongs to the month before
+            hours[r.project] += r.gpu_hours
+            cost[r.project] += r.gpu_hours * cost_per_gpu_hour.get(r.gpu_type or "", 0.0)
+    return {p: MonthUsage(hours[p], cost[p]) for p in hours}
+
+
+def over_budget(
+    project: str,
+    budget_hours: float | None,
+    budget_cost: float | None,
+    used: MonthUsage | None,
+    now: datetime,
+) -> Reason | None:
+    """Why the project may start nothing new this month, or None while it has budget left."""
+    used = used or MonthUsage(0.0, 0.0)
+    month = now.strftime("%B %Y")
+    if budget_hours is not None and used.gpu_hours >= budget_hours:
+        return reasons.over_budget_hours(project, used.gpu_hours, budget_hours, month)
+    if budget_cost is not None and used.cost >= budget_cost:
+        return reasons.over_budget_cost(project, used.cost, budget_cost, month)
+    return None
+
+
+def block_over_budget(
+    problem: Problem, desired: DesiredState, records: list[UsageRecord], now: datetime
+) -> None:
+    """Mark the waiting work of projects that spent this month's budget; running work goes on."""
+    cost = {p.gpu_type: p.cost_per_gpu_hour for p in problem.pools.values()}
+    used = usage_this_month(records, now, cost)
+    for name, project in desired.projects.items():
+        budget = project.spec.budget
+        if budget is None:
+            continue
+        why = over_budget(
+            name, budget.gpu_hours_per_month, budget.cost_per_month, used.get(name), now
+        )
+        if why is None:
+            continue
+        for job in problem.jobs.values():
+            if job.queue == f"project:{name}" and not job.running and job.blocked is None:
+                job.blocked = why
