@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -10,15 +10,33 @@ from adapters.base import Adapter, PermanentError
 from specs.models import Cluster
 
 
-def make_adapter(cluster: Cluster, *, state_dir: Path, clock: Callable[[], datetime]) -> Adapter:
-    """The adapter a Cluster spec asks for. ``state_dir`` is the spec repo's ``.cp/``."""
+def make_adapter(
+    cluster: Cluster,
+    *,
+    state_dir: Path,
+    clock: Callable[[], datetime],
+    read_only: bool = False,
+    namespaces: Mapping[str, str] | None = None,
+) -> Adapter:
+    """The adapter a Cluster spec asks for. ``state_dir`` is the spec repo's ``.cp/``;
+    ``read_only``: observe without changing anything (``cp plan`` is a what-if);
+    ``namespaces``: the projects that name their own Kubernetes namespace."""
     kind = cluster.spec.adapter
     if kind == "simulator":
         from adapters.simulator import SimulatorAdapter
 
-        return SimulatorAdapter(cluster, state_dir=state_dir, clock=clock)
+        return SimulatorAdapter(cluster, state_dir=state_dir, clock=clock, read_only=read_only)
     if kind == "slurm":
         from adapters.slurm import SlurmAdapter
+        from adapters.slurm.accounted import AccountedSlurmAdapter
 
-        return SlurmAdapter(cluster, work_dir=state_dir / "slurm" / cluster.metadata.name)
-    raise PermanentError(f"cluster {cluster.metadata.name}: the {kind} adapter is not available yet")
+        settings = cluster.spec.slurm
+        kind_of = AccountedSlurmAdapter if settings and settings.accounting else SlurmAdapter
+        return kind_of(cluster, work_dir=state_dir / "slurm" / cluster.metadata.name)
+    if kind == "kubernetes":
+        from adapters.kubernetes import KubernetesAdapter
+
+        return KubernetesAdapter(cluster, namespaces=namespaces)
+    raise PermanentError(
+        f"cluster {cluster.metadata.name}: the {kind} adapter is not available yet"
+    )

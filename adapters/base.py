@@ -9,12 +9,13 @@ Exception tree (what the CLI catches and records per action)::
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 from specs.actions import Action
-from specs.snapshot import ClusterState
+from specs.snapshot import ClusterState, JobRun
 
 
 class AdapterError(Exception):
@@ -33,10 +34,25 @@ class PermanentError(AdapterError):
     retryable = False
 
 
+class LocalStateError(PermanentError):
+    """The adapter's own state on this machine is unusable (a broken simulator state file):
+    not a cluster that does not answer, but a file someone must repair or remove."""
+
+
 class ActionResult(BaseModel):
     ok: bool
     job: str | None = None  # the cluster's job id the action created or touched
     message: str = ""
+
+
+@runtime_checkable
+class Accounting(Protocol):
+    """An adapter that remembers ended jobs: the runs of our jobs that overlapped
+    ``[since, until]``, including those that started and ended between two observations
+    (Slurm: ``sacct``; the simulator: its job records). Without it, runs are read off
+    the jobs an observation shows."""
+
+    def runs(self, since: datetime, until: datetime) -> list[JobRun]: ...
 
 
 @runtime_checkable

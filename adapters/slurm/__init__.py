@@ -10,12 +10,11 @@ output), :mod:`~adapters.slurm.tags` (how our jobs are recognised),
 """
 
 from adapters.slurm.adapter import SlurmAdapter
-from adapters.slurm.forecast import NEVER, StartForecast
+from adapters.slurm.forecast import StartForecast
 from adapters.slurm.tags import Tag, format_tag, parse_tag
 from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
 
 __all__ = [
-    "NEVER",
     "Completed",
     "LocalTransport",
     "SSHTransport",

@@ -52,8 +52,6 @@ from adapters.base import ActionResult, AdapterError, PermanentError
 from adapters.slurm import parse
 from adapters.slurm.errors import classify, is_gone
 from adapters.slurm.forecast import (
-    NEVER,
-    Never,
     StartForecast,
     backfill_fits,
     parse_reservations,
@@ -62,18 +60,13 @@ from adapters.slurm.forecast import (
 from adapters.slurm.idempotency import PlanIndex
 from adapters.slurm.observation import build_job, build_node
 from adapters.slurm.parse import QueueRow
-from adapters.slurm.script import (
-    JobRequest,
-    command_of,
-    render_script,
-    sbatch_options,
-    segment_of,
-)
+from adapters.slurm.request import build_request, request_of_job
+from adapters.slurm.script import BatchRequest, render_script, sbatch_options
 from adapters.slurm.tags import Tag, job_name, parse_tag
 from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
-from specs.actions import Action, Op, SubmitDetails
+from specs.actions import NEVER, Action, Never, Op
 from specs.models import Cluster, NodePool
-from specs.snapshot import ClusterState, Job, JobState, Replica
+from specs.snapshot import ClusterState, Job, JobState
 
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 # scontrol requeue of a job that is back in the queue already (a race with our read)
@@ -123,11 +116,17 @@ class SlurmAdapter:
 
     # ------------------------------------------------------------------ commands
 
-    def _run(self, argv: Sequence[str], *, stdin: str | None = None) -> Completed:
-        return self.transport.run(argv, env=self.env, stdin=stdin, timeout=self.timeout)
+    def _run(
+        self, argv: Sequence[str], *, stdin: str | None = None, env: dict[str, str] | None = None
+    ) -> Completed:
+        return self.transport.run(
+            argv, env=self.env | (env or {}), stdin=stdin, timeout=self.timeout
+        )
 
-    def _check(self, argv: Sequence[str], *, stdin: str | None = None) -> Completed:
-        done = self._run(argv, stdin=stdin)
+    def _check(
+        self, argv: Sequence[str], *, stdin: str | None = None, env: dict[str, str] | None = None
+    ) -> Completed:
+        done = self._run(argv, stdin=stdin, env=env)
         if not done.ok:
             raise classify(done)
         return done
@@ -194,7 +193,8 @@ class SlurmAdapter:
         ids = {j.id for j in ended}
         return [
             j.model_copy(update={"ended_at": ends.get(j.id), "exit_code": codes.get(j.id)})
-            if j.id in ids and j.workload is not None else j
+            if j.id in ids and j.workload is not None
+            else j
             for j in jobs
         ]
 
@@ -215,7 +215,7 @@ class SlurmAdapter:
                 f"action for cluster {action.cluster!r} sent to adapter of {self.cluster!r}"
             )
         if action.op is Op.SUBMIT:
-            return self._submit(self.request(action, plan_id))
+            return self._submit(self.request(action, plan_id), by_spec=True)
         if action.op is Op.CANCEL:
             return self._cancel(action)
         if action.op is Op.PREEMPT:
@@ -224,69 +224,25 @@ class SlurmAdapter:
             return self._replace(action, plan_id)
         raise PermanentError(f"the Slurm adapter cannot {action.op}")
 
-    def request(self, action: Action, plan_id: str, *, old: JobRequest | None = None) -> JobRequest:
-        """The Slurm request for a submit (or the new half of a move), defaults from the spec.
+    def request(
+        self, action: Action, plan_id: str, *, old: BatchRequest | None = None
+    ) -> BatchRequest:
+        """The Slurm request for a submit (or the new half of a move): :func:`build_request`."""
+        account = self.settings.account if self.settings else None
+        return build_request(action, plan_id, pools=self.pools, account=account, old=old)
 
-        ``old`` fills what a move's action leaves out (it may carry no submit details).
-        """
-        sd = action.submit or SubmitDetails()
-        pool = next((p for p in self.pools if p.name == action.pool), None)
-        replicas = list(action.replicas or [])
-        if not replicas:
-            if old is not None:
-                replicas = [Replica(node=None, gpus=old.gpus_per_node) for _ in old.nodes]
-            else:
-                replicas = [Replica(node=None, gpus=sd.gpus_per_replica)]
-        per_node = sd.gpus_per_replica or replicas[0].gpus
-        if any(r.gpus != per_node for r in replicas):
-            raise PermanentError(
-                f"{action.workload}: replicas ask for {[r.gpus for r in replicas]} GPUs; a Slurm job "
-                "has the same GRES on every node, so all replicas need the same count"
-            )
-        tasks = 1
-        if sd.nodes and sd.nodes < len(replicas) and all(r.node is None for r in replicas):
-            # replicas sharing nodes (fan-out's single-node shape): tasks per node, GRES summed
-            if len(replicas) % sd.nodes:
-                raise PermanentError(
-                    f"{action.workload}: {len(replicas)} replicas do not divide over {sd.nodes} nodes")
-            tasks = len(replicas) // sd.nodes
-            replicas = replicas[: sd.nodes]
-            per_node *= tasks
-        fallback = old or JobRequest(
-            workload=action.workload, plan_id=plan_id, nodes=(None,), gpus_per_node=0
-        )
-        try:
-            return JobRequest(
-                workload=action.workload,
-                plan_id=plan_id,
-                nodes=tuple(r.node for r in replicas),
-                gpus_per_node=per_node,
-                gpu_type=sd.gpu_type or (pool.gpu_type if pool else None) or fallback.gpu_type,
-                partition=sd.partition or (pool.partition if pool else None) or fallback.partition,
-                walltime=sd.walltime or fallback.walltime,
-                command=tuple(sd.command) if sd.command else fallback.command,
-                checkpoint_signal=sd.checkpoint_signal or fallback.checkpoint_signal,
-                checkpoint_grace=sd.checkpoint_grace or fallback.checkpoint_grace,
-                account=sd.account
-                or (self.settings.account if self.settings else None)
-                or fallback.account,
-                preemptible=sd.preemptible if action.submit else fallback.preemptible,
-                time_min=sd.time_min,
-                tasks_per_node=tasks,
-                segment=sd.segment,
-                candidate=sd.candidate,
-            )
-        except ValueError as exc:
-            raise PermanentError(f"{action.workload}: {exc}") from exc
-
-    def _script_path(self, req: JobRequest) -> str:
+    def _script_path(self, req: BatchRequest) -> str:
         stem = f"{job_name(req.workload)}.{req.plan_id}"
         if req.candidate:
             stem += f".{req.candidate}"
         return posixpath.join(self.work_dir, f"{_UNSAFE_FILE_CHARS.sub('_', stem)}.sh")
 
-    def _submit(self, req: JobRequest) -> ActionResult:
+    def _submit(self, req: BatchRequest, *, by_spec: bool = False) -> ActionResult:
+        """``by_spec``: an active job of the same workload spec from any plan is this
+        submission (not for the new half of a move, whose old job has the same spec)."""
         existing = self._submitted.lookup(req.plan_id, req.workload, req.candidate)
+        if existing is None and by_spec and req.spec_digest is not None:
+            existing = self._submitted.lookup_spec(req.workload, req.spec_digest, req.candidate)
         if existing is not None:
             return ActionResult(
                 ok=True, job=existing, message=f"already submitted as job {existing}"
@@ -304,7 +260,7 @@ class SlurmAdapter:
         if not job_id.isdigit():
             self._submitted.forget(req.plan_id)
             raise PermanentError(f"sbatch printed {done.stdout.strip()!r}, not a job id")
-        self._submitted.record(req.plan_id, req.workload, job_id, req.candidate)
+        self._submitted.record(req.plan_id, req.workload, job_id, req.candidate, req.spec_digest)
         return ActionResult(ok=True, job=job_id, message=f"submitted job {job_id}")
 
     def _owned(self, action: Action) -> tuple[QueueRow, Tag] | None:
@@ -384,7 +340,7 @@ class SlurmAdapter:
         if not action.replicas:
             raise PermanentError(f"{action.op} of {action.workload} lists no replicas")
         owned = self._owned(action)
-        old: JobRequest | None = None
+        old: BatchRequest | None = None
         if owned is not None:
             row, tag = owned
             if _state(row) is JobState.COMPLETED:
@@ -412,37 +368,11 @@ class SlurmAdapter:
             message=f"{action.op}: job {result.job} replaces job {action.job}",
         )
 
-    def _request_of(self, row: QueueRow, tag: Tag) -> JobRequest:
+    def _request_of(self, row: QueueRow, tag: Tag) -> BatchRequest:
         """What an existing job of ours was submitted with: options from Slurm, argv from its script."""
         detail = self._check(["scontrol", "-o", "show", "job", row.unique_id]).stdout
         script = self._check(["scontrol", "write", "batch_script", row.unique_id, "-"]).stdout
-        command = command_of(script)
-        if command is None:
-            raise PermanentError(
-                f"job {row.job_id}'s batch script was not written by the control plane; "
-                "the action must carry submit details (command)"
-            )
-        gpu_type, per_node = parse.parse_gpu_gres(row.gres_per_node)
-        requeue = re.search(r"\sRequeue=(\d)", detail)
-        account = re.search(r"\sAccount=(\S+)", detail)
-        signal, _, seconds = (tag.checkpoint or "").partition("@")
-        return JobRequest(
-            workload=tag.workload,
-            plan_id=tag.plan_id or "",
-            nodes=tuple(None for _ in range(max(row.num_nodes, 1))),
-            gpus_per_node=per_node,
-            gpu_type=gpu_type,
-            partition=row.partition,
-            walltime=row.time_limit,
-            command=command,
-            checkpoint_signal=signal or None,
-            checkpoint_grace=int(seconds) if seconds.isdigit() else None,
-            account=account.group(1) if account and account.group(1) != "(null)" else None,
-            preemptible=requeue is None or requeue.group(1) == "1",
-            # a checkpoint segment moved elsewhere stays one (same wrapper, same limit)
-            segment=segment_of(script) if signal and row.time_limit else None,
-            candidate=tag.candidate,
-        )
+        return request_of_job(row, tag, detail, script)
 
     # ------------------------------------------------------------------ forecast
 
@@ -468,7 +398,9 @@ class SlurmAdapter:
             )
         return forecast
 
-    def forecast(self, actions: Sequence[Action], *, now: datetime) -> list[datetime | Never | None]:
+    def forecast(
+        self, actions: Sequence[Action], *, now: datetime
+    ) -> list[datetime | Never | None]:
         """The estimated start of each submit action (fan-out candidates); None if unknown.
 
         A plain request asks ``sbatch --test-only``. Slurm 22.05's test-only does not
@@ -486,10 +418,16 @@ class SlurmAdapter:
                         pending = self._check(["squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y"])
                         windows = (self.observe(), parse_reservations(pending.stdout))
                     req = self.request(action, "forecast")
-                    fits = backfill_fits(windows[0], windows[1], now, partition=req.partition,
-                                         gpu_type=req.gpu_type, nodes=len(req.nodes),
-                                         gpus_per_node=req.gpus_per_node,
-                                         time_min=action.submit.time_min)
+                    fits = backfill_fits(
+                        windows[0],
+                        windows[1],
+                        now,
+                        partition=req.partition,
+                        gpu_type=req.gpu_type,
+                        nodes=len(req.nodes),
+                        gpus_per_node=req.gpus_per_node,
+                        time_min=action.submit.time_min,
+                    )
                     out.append(now if fits else None)
                     continue
                 result = self.test_only(action)

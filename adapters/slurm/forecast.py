@@ -25,14 +25,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from adapters.slurm import hostlist
 from adapters.slurm.parse import parse_time
+from specs.actions import NEVER, Never
 from specs.snapshot import ClusterState
-
-Never = Literal["never"]
-NEVER: Never = "never"
 
 _WILL_START = re.compile(
     r"Job (?P<job>\d+) to start at (?P<start>\S+) using \d+ processors on nodes (?P<nodes>\S+)"
@@ -88,9 +85,17 @@ def parse_reservations(text: str) -> dict[str, datetime]:
     return out
 
 
-def backfill_fits(state: ClusterState, reservations: dict[str, datetime], now: datetime, *,
-                  partition: str | None, gpu_type: str | None, nodes: int, gpus_per_node: int,
-                  time_min: int) -> bool:
+def backfill_fits(
+    state: ClusterState,
+    reservations: dict[str, datetime],
+    now: datetime,
+    *,
+    partition: str | None,
+    gpu_type: str | None,
+    nodes: int,
+    gpus_per_node: int,
+    time_min: int,
+) -> bool:
     """Could ``nodes`` nodes of ``partition`` start the request now and keep it ``time_min``
     seconds before a reservation needs them? GPUs only: CPUs and memory are not modelled."""
     used: dict[str, int] = {}

@@ -8,8 +8,9 @@ cluster would pay a thousand full reads (measured: 27 ms each with ~1,500 rememb
 jobs, more than twice the sbatch itself).
 
 So the adapter reads the queue once per plan and keeps, per plan id, which workloads
-(and, for fan-out, which candidates of a workload) have a job that is active or COMPLETED. A completed one counts because resubmitting it
-would run finished work twice (a resumed apply whose job was short); a job that failed,
+(and, for fan-out, which candidates of a workload) have a job that is active or
+COMPLETED. A completed one counts because resubmitting it would run finished work twice
+(a resumed apply whose job was short); a job that failed,
 timed out or was cancelled is submitted again, as a retry of the same decision. Why
 this is as safe as a read before every sbatch:
 
@@ -58,6 +59,7 @@ class PlanIndex:
         self._ttl = ttl
         self._clock = clock
         self._plans: dict[str, _Entry] = {}
+        self._specs: _Entry | None = None  # active jobs by (workload@spec digest, candidate)
 
     def lookup(self, plan_id: str, workload: str, candidate: str | None = None) -> str | None:
         """The id of an active or completed job this plan already created for ``workload``
@@ -76,14 +78,55 @@ class PlanIndex:
         del entry.jobs[key]
         return None
 
-    def record(self, plan_id: str, workload: str, job_id: str, candidate: str | None = None) -> None:
+    def lookup_spec(
+        self, workload: str, spec_digest: str, candidate: str | None = None
+    ) -> str | None:
+        """The id of an active job of ``workload`` submitted for the same spec by any plan:
+        a repeat of the submission (two applies of plans made apart, in any order)."""
+        key = (f"{workload}@{spec_digest}", candidate)
+        entry = self._specs
+        if entry is None or self._clock() - entry.loaded > self._ttl:
+            entry = self._specs = self._load_specs()
+            return entry.jobs.get(key)
+        job_id = entry.jobs.get(key)
+        if job_id is None:
+            return None
+        row = self._read_job(job_id)
+        if row is not None and job_state(row.state, has_nodes=bool(row.nodes)).active:
+            return job_id
+        del entry.jobs[key]
+        return None
+
+    def record(
+        self,
+        plan_id: str,
+        workload: str,
+        job_id: str,
+        candidate: str | None = None,
+        spec_digest: str | None = None,
+    ) -> None:
         entry = self._plans.get(plan_id)
         if entry is not None:
             entry.jobs[(workload, candidate)] = job_id
+        if self._specs is not None and spec_digest is not None:
+            self._specs.jobs[(f"{workload}@{spec_digest}", candidate)] = job_id
 
     def forget(self, plan_id: str) -> None:
         """After an ambiguous failure: the next lookup reads the queue again."""
         self._plans.pop(plan_id, None)
+        self._specs = None
+
+    def _load_specs(self) -> _Entry:
+        entry = _Entry(loaded=self._clock())
+        for row in self._read_queue():
+            tag = parse_tag(row.comment)
+            if tag is None or tag.spec_digest is None:
+                continue
+            if job_state(row.state, has_nodes=bool(row.nodes)).active:
+                entry.jobs.setdefault(
+                    (f"{tag.workload}@{tag.spec_digest}", tag.candidate), row.job_id
+                )
+        return entry
 
     def _load(self, plan_id: str) -> _Entry:
         entry = _Entry(loaded=self._clock())

@@ -28,13 +28,22 @@ class LocalSlurm:
     state_dir: Path
     port_base: int = DEFAULT_PORT_BASE
     extra_env: dict[str, str] = field(default_factory=dict)
+    # MariaDB + slurmdbd beside the cluster (sacct, sshare, fair-share); min_job_age: how
+    # long slurmctld remembers an ended job (small: only accounting knows of ended jobs)
+    accounting: bool = False
+    min_job_age: int | None = None
 
     @property
     def slurm_conf(self) -> Path:
         return self.state_dir / "etc" / "slurm.conf"
 
     def _env(self) -> dict[str, str]:
-        return os.environ | {"LOCAL_SLURM_PORT_BASE": str(self.port_base)} | self.extra_env
+        env = {"LOCAL_SLURM_PORT_BASE": str(self.port_base)}
+        if self.accounting:
+            env["LOCAL_SLURM_ACCOUNTING"] = "1"
+        if self.min_job_age is not None:
+            env["LOCAL_SLURM_MIN_JOB_AGE"] = str(self.min_job_age)
+        return os.environ | env | self.extra_env
 
     def start(self, *, fresh: bool = False, timeout: float = 300.0) -> dict[str, str]:
         """Start (or keep) the cluster; return the environment lines it printed (SLURM_CONF)."""

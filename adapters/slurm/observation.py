@@ -109,4 +109,5 @@ def build_job(row: QueueRow, alloc: Allocation | None, pools: Sequence[NodePool]
         walltime=row.time_limit,
         reason=row.reason if state in (JobState.PENDING, JobState.REQUEUED) else None,
         candidate=tag.candidate if tag else None,
+        spec_digest=tag.spec_digest if tag else None,
     )

@@ -1,6 +1,6 @@
 """What we ask Slurm for: the job script and the sbatch options of one submission.
 
-A :class:`JobRequest` is the Slurm-shaped image of a ``submit`` (or the new half of a
+A :class:`BatchRequest` is the Slurm-shaped image of a ``submit`` (or the new half of a
 ``move``/``resize``) action. From it come two things: the batch script, and the sbatch
 argument list. Both are built without a shell ever parsing spec values: options are
 list elements, and the workload's argv is written into the script with
@@ -64,7 +64,7 @@ TIMED_OUT = 124
 
 
 @dataclass(frozen=True)
-class JobRequest:
+class BatchRequest:
     workload: str
     plan_id: str
     nodes: tuple[str | None, ...]  # one entry per replica; None = Slurm chooses
@@ -81,6 +81,7 @@ class JobRequest:
     tasks_per_node: int = 1  # replicas on each node
     segment: int | None = None  # a checkpoint segment: the script stops itself at a checkpoint
     candidate: str | None = None  # fan-out candidate name (tagged; one job per candidate)
+    spec_digest: str | None = None  # the workload spec's digest (tagged)
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -102,8 +103,13 @@ class JobRequest:
 
     @property
     def tag(self) -> Tag:
-        return Tag(workload=self.workload, plan_id=self.plan_id, checkpoint=self.checkpoint,
-                   candidate=self.candidate)
+        return Tag(
+            workload=self.workload,
+            plan_id=self.plan_id,
+            checkpoint=self.checkpoint,
+            candidate=self.candidate,
+            spec_digest=self.spec_digest,
+        )
 
     @property
     def checkpoint(self) -> str | None:
@@ -148,7 +154,7 @@ def _printable(text: str) -> str:
     return re.sub(r"[^\w./:@-]", "_", text)
 
 
-def render_script(req: JobRequest) -> str:
+def render_script(req: BatchRequest) -> str:
     """The batch script: a fixed header and one ``exec`` line of quoted arguments (or, for a
     checkpoint segment, the ``timeout`` wrapper described in the module docstring)."""
     argv: Sequence[str] = req.command
@@ -164,7 +170,7 @@ def render_script(req: JobRequest) -> str:
     return header + _segment_body(req, argv)
 
 
-def _segment_body(req: JobRequest, argv: Sequence[str]) -> str:
+def _segment_body(req: BatchRequest, argv: Sequence[str]) -> str:
     """Only integers and fixed text go into these lines; the argv is quoted word by word."""
     assert req.walltime is not None and req.checkpoint_signal is not None
     grace = int(req.signal_seconds)
@@ -191,7 +197,7 @@ def _segment_body(req: JobRequest, argv: Sequence[str]) -> str:
     )
 
 
-def sbatch_options(req: JobRequest, *, output: str) -> list[str]:
+def sbatch_options(req: BatchRequest, *, output: str) -> list[str]:
     """Every sbatch option of the request, as separate arguments (no script path)."""
     opts = [
         f"--job-name={job_name(req.workload)}",
@@ -237,8 +243,11 @@ def command_of(script: str) -> tuple[str, ...] | None:
     if _MARK not in script:
         return None
     segment = _SEGMENT_ARGV.search(script)  # may span lines: quoted newlines
-    lines = [segment.group(1)] if segment else [
-        line[len("exec ") :] for line in script.splitlines() if line.startswith("exec ")]
+    lines = (
+        [segment.group(1)]
+        if segment
+        else [line[len("exec ") :] for line in script.splitlines() if line.startswith("exec ")]
+    )
     for text in lines:
         try:
             argv = shlex.split(text)

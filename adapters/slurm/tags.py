@@ -1,9 +1,11 @@
 """How a Slurm job says it belongs to the control plane, and to which workload and plan.
 
 Slurm keeps no labels, so the identity travels in the job's ``--comment``:
-``cp:v1;workload=chem/md-run;plan=<id>[;ckpt=USR1@600][;cand=<fan-out candidate>]``. The comment survives a
-crash of the control plane, a restart of slurmctld and a requeue, which is what lets
-``observe`` recognise our jobs and ``execute`` refuse to touch anybody else's.
+``cp:v1;workload=chem/md-run;plan=<id>[;spec=<digest>][;ckpt=USR1@600][;cand=<candidate>]``.
+The comment survives a crash of the control plane, a restart of slurmctld and a requeue,
+which is what lets ``observe`` recognise our jobs and ``execute`` refuse to touch anybody
+else's; the spec digest lets a resubmission of the same workload spec find the job
+another plan already made.
 
 The tag has no spaces on purpose: ``scontrol -o`` prints one ``key=value`` line per job
 and a comment with spaces would read as extra keys. Values are percent-encoded, so a
@@ -33,6 +35,8 @@ class Tag:
     # the fan-out candidate this job was submitted as: one plan may submit several jobs of
     # one workload, one per candidate, and a resumed apply must find each of them
     candidate: str | None = None
+    # the digest of the workload spec it runs (specs.models.WorkloadSpec.digest)
+    spec_digest: str | None = None
 
 
 def format_tag(tag: Tag) -> str:
@@ -44,6 +48,8 @@ def format_tag(tag: Tag) -> str:
         parts.append(f"ckpt={quote(tag.checkpoint, safe=_SAFE)}")
     if tag.candidate is not None:
         parts.append(f"cand={quote(tag.candidate, safe=_SAFE)}")
+    if tag.spec_digest is not None:
+        parts.append(f"spec={quote(tag.spec_digest, safe=_SAFE)}")
     return ";".join(parts)
 
 
@@ -72,6 +78,7 @@ def parse_tag(comment: str | None) -> Tag | None:
         plan_id=fields.get("plan") or None,
         checkpoint=fields.get("ckpt") or None,
         candidate=fields.get("cand") or None,
+        spec_digest=fields.get("spec") or None,
     )
 
 

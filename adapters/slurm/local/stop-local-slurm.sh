@@ -4,8 +4,9 @@
 # Stop what start-local-slurm.sh started for STATE_DIR and leave no process behind:
 # cancel every job while the controller is up, stop the slurmd(s) and slurmctld by
 # their pid files (only if the pid still belongs to this cluster), kill any
-# slurmstepd and job process still tied to STATE_DIR, then stop munged. Keeps
-# STATE_DIR (a restart recovers queued jobs) unless --purge is given.
+# slurmstepd and job process still tied to STATE_DIR, then slurmdbd and MariaDB
+# (accounting mode), then munged. Keeps STATE_DIR (a restart recovers queued jobs
+# and the accounting database) unless --purge is given.
 set -uo pipefail
 export PATH="/usr/sbin:/sbin:/usr/bin:/bin:${PATH}"
 S="${1:-${LOCAL_SLURM_DIR:-}}"
@@ -68,7 +69,13 @@ if [ ${#strays[@]} -gt 0 ]; then
   kill -KILL $all 2>/dev/null
 fi
 
-# 4. munge last: the Slurm daemons authenticate while they shut down
+# 4. accounting (LOCAL_SLURM_ACCOUNTING=1): slurmdbd after the controller, which sends
+#    it the last job records on the way down; then MariaDB, which may take a while to
+#    flush. Neither pid file exists without accounting.
+stop_pidfile "$S/run/slurmdbd.pid" 15
+stop_pidfile "$S/db/mariadbd.pid" 30
+
+# 5. munge last: the Slurm daemons authenticate while they shut down
 stop_pidfile "$S/munge/munged.pid" 5
 
 [ $PURGE = 1 ] && rm -rf "$S"

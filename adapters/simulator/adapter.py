@@ -1,0 +1,151 @@
+"""The file-backed simulator adapter: the engine's state kept as JSON under ``.cp/``.
+
+:class:`SimulatorAdapter` persists a :class:`~adapters.simulator.engine.SimulatedCluster`
+in ``STATE_DIR/simulator/<cluster>.json`` so that ``cp apply`` followed by ``cp plan``
+shows the world moved on. The spec's node pools are its hardware. As a forecaster
+(fan-out) it says "now" for a request that fits at once and "unknown" otherwise.
+
+The file is the simulated cluster's only truth, so it is handled as a real one would be:
+every change is a read-modify-write under an exclusive lock (two applies cannot lose each
+other's jobs), written to a unique temporary file and renamed over the old one (a crash
+leaves the old state or the new, never half of one), and a file that is not a valid state
+is an error naming it, never silently replaced. A read-only adapter (``cp plan``, a
+what-if at any ``--now``) computes where the clock has taken the cluster but writes
+nothing back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from adapters.base import ActionResult, LocalStateError, PermanentError
+from adapters.simulator.engine import SimulatedCluster, nodes_from_spec
+from specs.actions import Action, Op
+from specs.models import Cluster
+from specs.snapshot import ClusterState, JobRun
+
+ACCOUNTING_DAYS = 400  # ended runs kept: a year of budgets and fairshare, and then some
+
+
+class SimulatorAdapter:
+    """The file-backed simulator: state in ``STATE_DIR/simulator/<cluster>.json``."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        state_dir: Path,
+        clock: Callable[[], datetime],
+        read_only: bool = False,
+    ) -> None:
+        self.spec = cluster
+        self.cluster = cluster.metadata.name
+        self.path = state_dir / "simulator" / f"{self.cluster}.json"
+        self.clock = clock
+        self.read_only = read_only
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Exclusive for a read-modify-write. Readers take no lock: a state file is always
+        whole (written aside, then renamed), and a read sees the old state or the new."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def _load(self) -> SimulatedCluster:
+        exists = self.path.exists()
+        sim = self._read() if exists else SimulatedCluster(ClusterState(name=self.cluster))
+        self._sync_nodes(sim)
+        sim.refresh(self.clock())
+        return sim
+
+    def _read(self) -> SimulatedCluster:
+        try:
+            raw = json.loads(self.path.read_text())
+            state = ClusterState.model_validate(raw["state"])
+            next_id = int(raw["nextId"])
+            accounting = [JobRun.model_validate(r) for r in raw.get("accounting", [])]
+            open_since = {k: datetime.fromisoformat(v) for k, v in raw.get("openSince", {}).items()}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise LocalStateError(
+                f"{self.path} is not a simulator state ({detail}); delete it to start the "
+                "simulated cluster afresh (its jobs are lost), or restore it"
+            ) from None
+        return SimulatedCluster(
+            state, next_id=next_id, accounting=accounting, open_since=open_since
+        )
+
+    def _sync_nodes(self, sim: SimulatedCluster) -> None:
+        """The spec's pools are the simulator's hardware: add new nodes, drop removed ones
+        (a removed node's jobs are lost, as on a real cluster)."""
+        wanted = {n.name: n for n in nodes_from_spec(self.spec)}
+        have = {n.name: n for n in sim.state.nodes}
+        nodes = []
+        for name, node in wanted.items():
+            old = have.get(name)
+            nodes.append(node if old is None or old.gpus != node.gpus else old)
+        sim.state.nodes = nodes
+        alive = set(wanted)
+        sim.state.jobs = [
+            j for j in sim.state.jobs if all(r.node in alive for r in j.replicas if r.node)
+        ]
+
+    def _save(self, sim: SimulatedCluster) -> None:
+        horizon = self.clock() - timedelta(days=ACCOUNTING_DAYS)
+        kept = [r for r in sim.accounting if r.ended_at is None or r.ended_at >= horizon]
+        body = {
+            "nextId": sim.next_id,
+            "state": sim.state.model_dump(mode="json", by_alias=True),
+            "accounting": [r.model_dump(mode="json", by_alias=True) for r in kept],
+            "openSince": {k: v.isoformat() for k, v in sim.open_since.items()},
+        }
+        fd, tmp = tempfile.mkstemp(
+            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
+        )
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(body, indent=1))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)  # atomic: a crash leaves the old or the new state
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def observe(self) -> ClusterState:
+        """The cluster as of the clock; time passing (jobs ending, queued jobs starting)
+        is written back unless the adapter is read-only."""
+        if self.read_only:
+            return self._load().state
+        with self._changing():
+            sim = self._load()
+            self._save(sim)
+        return sim.state
+
+    def execute(self, action: Action, *, plan_id: str) -> ActionResult:
+        if self.read_only:
+            raise PermanentError(f"the simulator of {self.cluster} was opened read-only")
+        with self._changing():
+            sim = self._load()
+            result = sim.execute(action, plan_id=plan_id, now=self.clock())
+            self._save(sim)
+        return result
+
+    def runs(self, since: datetime, until: datetime) -> list[JobRun]:
+        """The accounting of the simulated cluster (the Accounting capability)."""
+        return self._load().runs(since, until)
+
+    def forecast(self, actions: Sequence[Action], *, now: datetime) -> list[datetime | None]:
+        """Fan-out estimates: ``now`` for a submit that fits at once, else unknown (None)."""
+        sim = self._load()
+        return [now if a.op == Op.SUBMIT and sim.fits_now(a) else None for a in actions]

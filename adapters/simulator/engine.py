@@ -1,0 +1,359 @@
+"""The simulator's engine: a tiny, obedient scheduler over an in-memory ClusterState.
+
+A submitted job starts at once on the nodes the plan names (or, with no node named, where
+it packs tightest; if it does not fit yet it waits PENDING and starts, first come first
+served, at a refresh that finds room), preempt and cancel free the GPUs, and a job whose
+walltime has run out is COMPLETED at the next refresh. Pure: the time is an argument and
+nothing is read or written outside the state it is given, so the reconciler's virtual
+world (controlplane/converge.py) runs on it as well as the file-backed adapter
+(adapters/simulator/adapter.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from adapters.base import ActionResult, PermanentError
+from specs.actions import Action, Op
+from specs.models import Cluster
+from specs.snapshot import ClusterState, Job, JobRun, JobState, Node, Replica
+
+
+def node_name(pool: str, index: int) -> str:
+    return f"{pool}-{index:02d}"
+
+
+def nodes_from_spec(cluster: Cluster) -> list[Node]:
+    return [
+        Node(
+            name=node_name(p.name, i),
+            pool=p.name,
+            gpu_type=p.gpu_type,
+            gpus=p.gpus_per_node,
+            partition=p.partition,
+        )
+        for p in cluster.spec.node_pools
+        for i in range(1, p.nodes + 1)
+    ]
+
+
+class SimulatedCluster:
+    """Executes plan actions against a ClusterState held in memory.
+
+    ``schedule=False`` never starts a job that the plan did not place on nodes: it waits
+    PENDING. That is the virtual world of a plan (controlplane/converge.py), where fan-out
+    candidates are left to a real cluster's own scheduler and must not be assumed to run.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        *,
+        next_id: int | None = None,
+        id_prefix: str = "",
+        schedule: bool = True,
+        accounting: list[JobRun] | None = None,
+        open_since: dict[str, datetime] | None = None,
+    ) -> None:
+        self.state = state
+        self.id_prefix = id_prefix
+        self.schedule = schedule
+        # the accounting database: runs that ended as jobs left (preempted, cancelled) or
+        # changed shape (moved, resized); the runs of jobs still in ``state`` are read off
+        # them, a resized one's since ``open_since``
+        self.accounting = list(accounting or [])
+        self.open_since = dict(open_since or {})
+        if next_id is None:  # continue after the ids the state already holds
+            numbers = [
+                int(j.id[len(id_prefix) :])
+                for j in state.jobs
+                if j.id.startswith(id_prefix) and j.id[len(id_prefix) :].isdigit()
+            ]
+            next_id = max(numbers, default=999) + 1
+        self.next_id = next_id
+        self._ix: _Index | None = None  # set while execute_many runs
+
+    # ------------------------------------------------------------------ views
+
+    def used(self) -> dict[str, int]:
+        used = {n.name: 0 for n in self.state.nodes}
+        for j in self.state.jobs:
+            if j.state.holds_gpus:
+                for r in j.replicas:
+                    if r.node in used:
+                        used[r.node] += r.gpus
+        return used
+
+    def find(self, job_id: str | None) -> Job | None:
+        return next((j for j in self.state.jobs if j.id == job_id), None)
+
+    def refresh(self, now: datetime) -> None:
+        """Time passes: jobs whose walltime ran out complete, waiting jobs that now fit start
+        (oldest first); node states follow usage."""
+        for j in self.state.jobs:
+            if (
+                j.state == JobState.RUNNING
+                and j.walltime
+                and j.started_at
+                and j.started_at + timedelta(seconds=j.walltime) <= now
+            ):
+                j.state = JobState.COMPLETED
+                j.ended_at = j.started_at + timedelta(seconds=j.walltime)
+        if self.schedule:
+            for j in self.state.jobs:
+                if j.state == JobState.PENDING:
+                    placed = self._fit(j.pool, j.replicas)
+                    if placed is not None:
+                        j.replicas, j.state, j.started_at = placed, JobState.RUNNING, now
+        used = self.used()
+        for n in self.state.nodes:
+            if n.state in ("down", "drain"):
+                continue
+            u = used.get(n.name, 0)
+            n.state = "idle" if u == 0 else ("allocated" if u >= n.gpus else "mixed")
+
+    # ------------------------------------------------------------------ actions
+
+    def execute(self, action: Action, *, plan_id: str, now: datetime) -> ActionResult:
+        return self.execute_many([action], plan_id=plan_id, now=now)[0]
+
+    def execute_many(
+        self, actions: Iterable[Action], *, plan_id: str, now: datetime
+    ) -> list[ActionResult]:
+        """Carry out ``actions`` in order. The jobs are indexed once (by id, by workload,
+        GPUs used per node), so each action costs what it touches, not the whole cluster;
+        removed jobs leave the state's job list in one pass at the end (also when an
+        action fails: the state then holds the actions before it)."""
+        self._ix = _Index(self.state)
+        try:
+            return [self._execute(a, plan_id, now) for a in actions]
+        finally:
+            if self._ix.removed:
+                self.state.jobs = [j for j in self.state.jobs if id(j) not in self._ix.removed]
+            self._ix = None
+
+    def _execute(self, action: Action, plan_id: str, now: datetime) -> ActionResult:
+        ix = self._index()
+        if action.op == Op.SUBMIT:
+            return self._submit(action, plan_id, now)
+        job = ix.by_id.get(action.job or "")
+        if job is None:
+            return ActionResult(ok=True, job=action.job, message="job already gone")
+        if job.workload is None:
+            raise PermanentError(
+                f"job {job.id} was not created by the control plane; not touching it"
+            )
+        if action.op in (Op.PREEMPT, Op.CANCEL):
+            self._close_run(job, now, JobState.CANCELLED)
+            ix.remove(job)
+            return ActionResult(ok=True, job=job.id, message=f"{action.op.value}ed")
+        # move / resize: the replicas after the action
+        self._check_fits(action.replicas or [], ignore=job)
+        self._close_run(job, now, JobState.RUNNING)
+        if job.state.holds_gpus:
+            self.open_since[job.id] = now
+        ix.release(job)
+        job.replicas = [Replica(node=r.node, gpus=r.gpus) for r in action.replicas or []]
+        ix.hold(job)
+        return ActionResult(ok=True, job=job.id, message=f"{action.op.value}d")
+
+    # ------------------------------------------------------------------ accounting
+
+    def _run_of(self, job: Job) -> JobRun | None:
+        """The run a job of ours is in (or ended with), as accounting records it."""
+        if job.workload is None or job.started_at is None:
+            return None
+        return JobRun(
+            job=job.id,
+            workload=job.workload,
+            started_at=self.open_since.get(job.id, job.started_at),
+            ended_at=job.ended_at if not job.state.active else None,
+            gpus=job.gpus,
+            gpu_type=job.gpu_type,
+            state=job.state,
+            time_limit=job.walltime,
+        )
+
+    def _close_run(self, job: Job, now: datetime, state: JobState) -> None:
+        run = self._run_of(job) if job.state.holds_gpus else None
+        if run is not None:
+            self.accounting.append(run.model_copy(update={"ended_at": now, "state": state}))
+            self.open_since.pop(job.id, None)
+
+    def runs(self, since: datetime, until: datetime) -> list[JobRun]:
+        """Runs of our jobs that overlapped ``[since, until]``."""
+        current = [r for j in self.state.jobs if (r := self._run_of(j)) is not None]
+        return [
+            r
+            for r in [*self.accounting, *current]
+            if r.started_at <= until and (r.ended_at is None or r.ended_at >= since)
+        ]
+
+    def _index(self) -> _Index:
+        if self._ix is None:  # a view outside execute_many (fits_now): a fresh index
+            return _Index(self.state)
+        return self._ix
+
+    def _submit(self, action: Action, plan_id: str, now: datetime) -> ActionResult:
+        ix = self._index()
+        candidate = action.submit.candidate if action.submit else None
+        digest = action.submit.spec_digest if action.submit else None
+        for j in ix.by_workload.get(action.workload, []):
+            # idempotent: the job this plan made, or an active one of the same spec (a
+            # repeat from another plan, whatever the order) is this submission
+            if (
+                j.state.active
+                and j.candidate == candidate
+                and (j.plan_id == plan_id or (digest is not None and j.spec_digest == digest))
+            ):
+                return ActionResult(ok=True, job=j.id, message=f"already submitted as job {j.id}")
+        wanted = list(action.replicas or [])
+        if wanted and all(r.node is None for r in wanted):
+            # the cluster places it: where it fits now, else it waits for room
+            chunks = self._per_node(action)
+            fit = self._fit(action.pool, chunks) if self.schedule else None
+            replicas, state = (
+                (fit, JobState.RUNNING) if fit is not None else (chunks, JobState.PENDING)
+            )
+        else:
+            replicas, state = self._placed(action), JobState.RUNNING
+            self._check_fits(replicas)
+        job = Job(
+            id=f"{self.id_prefix}{self.next_id}",
+            workload=action.workload,
+            state=state,
+            submitted_at=now,
+            started_at=now if state == JobState.RUNNING else None,
+            replicas=replicas,
+            plan_id=plan_id,
+            pool=action.pool,
+            partition=action.submit.partition if action.submit else None,
+            gpu_type=action.submit.gpu_type if action.submit else None,
+            walltime=action.submit.walltime if action.submit else None,
+            candidate=candidate,
+            spec_digest=digest,
+        )
+        self.next_id += 1
+        self.state.jobs.append(job)
+        ix.add(job)
+        return ActionResult(
+            ok=True, job=job.id, message="started" if state == JobState.RUNNING else "queued"
+        )
+
+    @staticmethod
+    def _per_node(action: Action) -> list[Replica]:
+        """What a job the cluster places asks of each node, as Slurm reports it: replicas
+        that share a node (``submit.nodes`` below the replica count) are one entry."""
+        replicas = list(action.replicas or [])
+        nodes = action.submit.nodes if action.submit and action.submit.nodes else len(replicas)
+        group = max(1, len(replicas) // max(1, nodes))
+        return [
+            Replica(node=None, gpus=sum(r.gpus for r in replicas[i : i + group]))
+            for i in range(0, len(replicas), group)
+        ]
+
+    def _fit(self, pool: str | None, asks: list[Replica]) -> list[Replica] | None:
+        """A node for each entry of ``asks`` in ``pool``, distinct nodes, tightest fit then
+        name; None when they do not fit now."""
+        used = self._index().used
+        free = {
+            n.name: n.gpus - used[n.name]
+            for n in self.state.nodes
+            if n.pool == pool and n.schedulable
+        }
+        out: list[Replica] = []
+        for ask in asks:
+            fits = sorted((f, name) for name, f in free.items() if f >= ask.gpus)
+            if not fits:
+                return None
+            node = fits[0][1]
+            del free[node]  # one entry per node, as one Slurm job has one task set per node
+            out.append(Replica(node=node, gpus=ask.gpus))
+        return out
+
+    def fits_now(self, action: Action) -> bool:
+        """Would the cluster start this submit at once?"""
+        return self._fit(action.pool, self._per_node(action)) is not None
+
+    def _placed(self, action: Action) -> list[Replica]:
+        """Fill in nodes the plan left to the cluster: tightest fit in the pool, then name."""
+        ix = self._index()
+        taken: Counter[str] = Counter()  # GPUs this action's earlier replicas take
+        out = []
+        for r in action.replicas or []:
+            node = r.node
+            if node is None:
+                fits = sorted(
+                    (f, n.name)
+                    for n in self.state.nodes
+                    if n.pool == action.pool
+                    and n.schedulable
+                    and (f := n.gpus - ix.used[n.name] - taken[n.name]) >= r.gpus
+                )
+                if not fits:
+                    raise PermanentError(f"no node in pool {action.pool} has {r.gpus} free GPUs")
+                node = fits[0][1]
+            taken[node or ""] += r.gpus
+            out.append(Replica(node=node, gpus=r.gpus))
+        return out
+
+    def _check_fits(self, replicas: list[Replica], ignore: Job | None = None) -> None:
+        ix = self._index()
+        extra: Counter[str] = Counter()
+        for r in replicas:
+            extra[r.node or ""] += r.gpus
+        if ignore is not None and ignore.state.holds_gpus:
+            for r in ignore.replicas:
+                if r.node is not None and r.node in extra:
+                    extra[r.node] -= r.gpus
+        for r in replicas:
+            node = ix.nodes.get(r.node or "")
+            if node is None or not node.schedulable:
+                raise PermanentError(f"node {r.node} does not exist or is not schedulable")
+        for name, gpus in extra.items():
+            node = ix.nodes[name]
+            if ix.used[name] + gpus > node.gpus:
+                raise PermanentError(
+                    f"node {name} has {node.gpus} GPUs; this would use {ix.used[name] + gpus}"
+                )
+
+
+class _Index:
+    """Lookups over a cluster's state for a run of actions: jobs by id and by workload, GPUs
+    used per node by jobs that hold them, and the jobs removed so far (by object id)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.nodes = {n.name: n for n in state.nodes}
+        self.by_id: dict[str, Job] = {}
+        self.by_workload: dict[str, list[Job]] = {}
+        self.used: dict[str, int] = {n.name: 0 for n in state.nodes}
+        self.removed: set[int] = set()
+        for j in state.jobs:
+            self.add(j)
+
+    def add(self, job: Job) -> None:
+        self.by_id[job.id] = job
+        if job.workload is not None:
+            self.by_workload.setdefault(job.workload, []).append(job)
+        self.hold(job)
+
+    def remove(self, job: Job) -> None:
+        self.release(job)
+        self.by_id.pop(job.id, None)
+        if job.workload is not None:
+            self.by_workload[job.workload].remove(job)
+        self.removed.add(id(job))
+
+    def hold(self, job: Job) -> None:
+        if job.state.holds_gpus:
+            for r in job.replicas:
+                if r.node in self.used:
+                    self.used[r.node] += r.gpus
+
+    def release(self, job: Job) -> None:
+        if job.state.holds_gpus:
+            for r in job.replicas:
+                if r.node in self.used:
+                    self.used[r.node] -= r.gpus
