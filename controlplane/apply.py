@@ -6,28 +6,37 @@ Safe to interrupt at any point and run again:
    A plan whose apply was interrupted resumes instead: its finished actions are skipped.
 2. Actions run in execution order (evictions before the submissions that need them).
    Each is marked ``started`` before and ``done``/``failed`` after, committed at once.
-3. Adapters are idempotent: a submit finds the job its own plan already created (jobs are
-   tagged with workload and plan id), a cancel of a job already gone is done.
-4. One reconciler applies at a time: a lease in the store (shared PostgreSQL when several
-   reconcilers run) is held for the duration. A lease left by a process of this host
-   that has died (killed mid-apply) is taken over at once rather than after it expires.
+3. Adapters are idempotent: a submit finds the job already created for the same workload
+   spec (jobs are tagged with workload, spec digest and plan id), a cancel of a job
+   already gone is done.
+4. One reconciler acts at a time, end to end: a lease in the store (shared PostgreSQL
+   when several reconcilers run) is taken before observing and planning and held until
+   the last action is recorded (renewed as it goes). A lease left by a process of this
+   host that has died (killed mid-apply) is taken over at once rather than after it
+   expires.
 5. The first failure stops the run: later actions may depend on it. Nothing is marked
    done that wasn't; the next apply finishes the job.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.base import Adapter, AdapterError
+from controlplane.activity import busy
 from controlplane.errors import LeaseHeldError, StalePlanError
 from controlplane.plan import Plan
 from controlplane.store import Store
+from controlplane.store.history import RESUMABLE
 from specs.actions import Action, Op
+
+LEASE_SECONDS = 300.0  # a crashed holder's lease lapses after this; a live one renews it
 
 
 @dataclass
@@ -44,6 +53,7 @@ class ApplyReport:
     plan_id: str
     outcomes: list[ActionOutcome] = field(default_factory=list)
     resumed: bool = False
+    stopped: bool = False  # asked to stop before the end: the plan is interrupted
 
     @property
     def failed(self) -> list[ActionOutcome]:
@@ -54,7 +64,46 @@ class ApplyReport:
         return not self.failed
 
 
-Progress = Callable[[ActionOutcome], None]
+OnOutcome = Callable[[ActionOutcome], None]  # told of each action as it finishes
+
+
+class Lease:
+    """The apply lease held by this process (see :func:`holding_lease`)."""
+
+    def __init__(self, store: Store, holder: str, ttl: float) -> None:
+        self.store, self.holder, self.ttl = store, holder, ttl
+        self.renewed = time.monotonic()
+
+    def keep(self) -> None:
+        """Renew the lease when a third of its time is gone, so a long apply keeps it; a
+        lease lost meanwhile (expired and taken) stops the apply."""
+        if time.monotonic() - self.renewed < self.ttl / 3:
+            return
+        if (other := self.store.acquire_lease(self.holder, ttl=self.ttl)) is not None:
+            raise LeaseHeldError(
+                f"the apply lease was lost to {other}; nothing more was done: run `cp apply` again"
+            )
+        self.renewed = time.monotonic()
+
+
+@contextlib.contextmanager
+def holding_lease(store: Store, ttl: float = LEASE_SECONDS) -> Iterator[Lease]:
+    """Hold the store's apply lease for the block, or raise LeaseHeldError naming who
+    holds it. One actor at a time, end to end: whoever applies observes, plans and acts
+    under the lease, so nobody plans against a world another process is changing."""
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    if (other := store.acquire_lease(holder, ttl=ttl)) is not None:
+        dead = store.lease_holder()
+        if (
+            dead is None
+            or not _dead_here(dead)
+            or store.acquire_lease(holder, ttl=ttl, takeover=dead) is not None
+        ):
+            raise LeaseHeldError(f"another reconciler is applying ({other}); try again later")
+    try:
+        yield Lease(store, holder, ttl)
+    finally:
+        store.release_lease(holder)
 
 
 def apply_plan(
@@ -63,12 +112,32 @@ def apply_plan(
     store: Store,
     *,
     observed_digest: str | None,
-    progress: Progress | None = None,
+    progress: OnOutcome | None = None,
 ) -> ApplyReport:
-    """Execute ``plan``. ``observed_digest`` is the clusters' digest right now (None: not checked)."""
+    """Take the lease and execute ``plan`` (see :func:`run_plan`)."""
+    with holding_lease(store) as lease:
+        return run_plan(
+            plan, adapters, store, observed_digest=observed_digest, progress=progress, lease=lease
+        )
+
+
+def run_plan(
+    plan: Plan,
+    adapters: dict[str, Adapter],
+    store: Store,
+    *,
+    observed_digest: str | None,
+    progress: OnOutcome | None = None,
+    lease: Lease | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> ApplyReport:
+    """Execute ``plan`` under a lease the caller holds. ``observed_digest`` is the
+    clusters' digest right now (None: the plan was made a moment ago, under this lease);
+    ``stop`` is asked before each action (a signal to stop: the plan is left interrupted,
+    resumable)."""
     status = store.plan_status(plan.id)
     done = {r.seq for r in store.actions(plan.id) if r.status == "done"} if status else set()
-    resumed = status in ("applying", "failed") or bool(done)
+    resumed = status in RESUMABLE or bool(done)
     if status == "applied":
         return ApplyReport(plan.id, resumed=True)
     if not resumed and observed_digest is not None and observed_digest != plan.observed_digest:
@@ -76,19 +145,19 @@ def apply_plan(
             f"plan {plan.id} was made against another state of the clusters "
             "(jobs or nodes changed since); run `cp plan` again"
         )
-    holder = f"{socket.gethostname()}:{os.getpid()}"
-    if (other := store.acquire_lease(holder)) is not None:
-        dead = store.lease_holder()
-        if dead is None or not _dead_here(dead) or store.acquire_lease(holder, takeover=dead):
-            raise LeaseHeldError(f"another reconciler is applying ({other}); try again later")
-    try:
-        return _run(plan, adapters, store, done, resumed, progress)
-    finally:
-        store.release_lease(holder)
+    return _run(plan, adapters, store, done, resumed, progress, lease, stop)
 
 
-def _run(plan: Plan, adapters: dict[str, Adapter], store: Store, done: set[int], resumed: bool,
-         progress: Progress | None) -> ApplyReport:
+def _run(
+    plan: Plan,
+    adapters: dict[str, Adapter],
+    store: Store,
+    done: set[int],
+    resumed: bool,
+    progress: OnOutcome | None,
+    lease: Lease | None,
+    stop: Callable[[], bool] | None,
+) -> ApplyReport:
     store.save_plan(plan)
     store.set_plan_status(plan.id, "applying")
     report = ApplyReport(plan.id, resumed=resumed)
@@ -96,12 +165,27 @@ def _run(plan: Plan, adapters: dict[str, Adapter], store: Store, done: set[int],
         if seq in done:
             report.outcomes.append(ActionOutcome(seq, action, "skipped", message="done earlier"))
             continue
+        if stop is not None and stop():  # asked to stop (SIGTERM): after the action before
+            report.stopped = True
+            store.set_plan_status(
+                plan.id,
+                "interrupted",
+                f"stopped on request before action {seq}; rerun the plan to resume it",
+            )
+            return report
+        if lease is not None:
+            lease.keep()
         store.mark(plan.id, seq, "started")
         try:
             adapter = adapters[action.cluster]
-            result = adapter.execute(action, plan_id=plan.id)
+            with busy(f"{action.op.value} {action.workload} on {action.cluster}"):
+                result = adapter.execute(action, plan_id=plan.id)
         except (AdapterError, KeyError) as exc:
-            retry = " (temporary: rerun `cp apply` to continue)" if getattr(exc, "retryable", False) else ""
+            retry = (
+                " (temporary: rerun `cp apply` to continue)"
+                if getattr(exc, "retryable", False)
+                else ""
+            )
             message = f"{type(exc).__name__}: {exc}{retry}"
             store.mark(plan.id, seq, "failed", message=message)
             outcome = ActionOutcome(seq, action, "failed", message=message)
@@ -109,10 +193,14 @@ def _run(plan: Plan, adapters: dict[str, Adapter], store: Store, done: set[int],
             if progress:
                 progress(outcome)
             break
-        store.mark(plan.id, seq, "done" if result.ok else "failed", job=result.job, message=result.message)
+        store.mark(
+            plan.id, seq, "done" if result.ok else "failed", job=result.job, message=result.message
+        )
         if result.ok and result.job and _creates_job(action, result.job):
             store.add_placeholder(action.workload, action.cluster, result.job, plan.id)
-        outcome = ActionOutcome(seq, action, "done" if result.ok else "failed", result.job, result.message)
+        outcome = ActionOutcome(
+            seq, action, "done" if result.ok else "failed", result.job, result.message
+        )
         report.outcomes.append(outcome)
         if progress:
             progress(outcome)

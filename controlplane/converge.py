@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from adapters.base import AdapterError
-from adapters.simulator import SimulatedCluster
-from controlplane.plan import DISPLAY_RANK, Plan
+from adapters.simulator.engine import SimulatedCluster
+from controlplane.plan import DISPLAY_RANK, Plan, shrinks
+from solvers.policy import Deadline
 from specs.actions import Action, Op
 from specs.snapshot import Job, Snapshot
 
@@ -42,19 +43,34 @@ class Converged:
     rounds: int
 
 
-def converge(cycle: Callable[[Snapshot], Plan], observed: Snapshot, now: datetime) -> Converged:
+def converge(
+    cycle: Callable[[Snapshot], Plan],
+    observed: Snapshot,
+    now: datetime,
+    deadline: Deadline | None = None,
+) -> Converged:
+    """Cycles until one changes nothing. With a ``deadline``, no round starts after it has
+    passed; rounds not run, or a fixed point not reached, are recorded there."""
+    deadline = deadline or Deadline()
+    deadline.round = 1
     first = cycle(observed)
     if not first.actions:
         return Converged(first, first, [], 1)
     plans = [first]
     world = observed.model_copy(deep=True)
     for _ in range(MAX_ROUNDS - 1):
+        if deadline.expired:
+            deadline.cut("converge", "the time limit ran out before the next round")
+            break
         if not _apply(world, plans[-1], now):
             break  # the virtual world refused a step: keep what was reached
+        deadline.round = len(plans) + 1
         nxt = cycle(world)
         plans.append(nxt)
         if not nxt.actions:
             break
+    else:
+        deadline.cut("converge", f"no fixed point after {MAX_ROUNDS} rounds")
     if len(plans) == 1 or (len(plans) == 2 and not plans[1].actions):
         return Converged(first, plans[-1], first.actions, len(plans))
     return Converged(first, plans[-1], net_actions(observed, world, plans), len(plans))
@@ -62,9 +78,12 @@ def converge(cycle: Callable[[Snapshot], Plan], observed: Snapshot, now: datetim
 
 def _apply(world: Snapshot, plan: Plan, now: datetime) -> bool:
     sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL, schedule=False) for c in world.clusters}
+    by_cluster: dict[str, list[Action]] = {}
+    for action in plan.execution_order():  # clusters are independent: each keeps its order
+        by_cluster.setdefault(action.cluster, []).append(action)
     try:
-        for action in plan.execution_order():
-            sims[action.cluster].execute(action, plan_id=plan.id, now=now)
+        for cluster, actions in by_cluster.items():
+            sims[cluster].execute_many(actions, plan_id=plan.id, now=now)
     except (AdapterError, KeyError):
         return False
     return True
@@ -75,23 +94,35 @@ def _shape(job: Job) -> Counter[tuple[str, int]]:
 
 
 def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[Action]:
-    """The actions that take ``observed`` to ``final``, with the reasons the rounds gave."""
+    """The actions that take ``observed`` to ``final``, with the reasons the rounds gave, in
+    reading order (the reconciler then orders the moves so each finds room)."""
     before = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.state.active}
     after = {(c.name, j.id): j for c in final.clusters for j in c.jobs if j.state.active}
     steps = [a for p in plans for a in p.actions]
     by_job: dict[tuple[str, str], Action] = {}  # the first action that touched a real job
     evicted: dict[tuple[str, str], Action] = {}  # the first that took one away entirely
+    shrinking: dict[tuple[str, str], Action] = {}  # the first that took replicas away
     for a in steps:
         if a.job is not None:
             by_job.setdefault((a.cluster, a.job), a)
             if a.op in (Op.PREEMPT, Op.CANCEL):
                 evicted.setdefault((a.cluster, a.job), a)
+            if shrinks(a):
+                shrinking.setdefault((a.cluster, a.job), a)
     # the latest submit of each workload (and fan-out candidate)
-    submits = {(a.workload, a.submit.candidate if a.submit else None): a
-               for a in steps if a.op == Op.SUBMIT}
+    submits = {
+        (a.workload, a.submit.candidate if a.submit else None): a
+        for a in steps
+        if a.op == Op.SUBMIT
+    }
 
     out: list[Action] = []
     new = {k: j for k, j in after.items() if k not in before}
+    # jobs new in the final world, per (workload, cluster), by job key: an evicted job's
+    # successor is the first of them not yet taken
+    successors: dict[tuple[str | None, str], list[tuple[str, str]]] = {}
+    for k in sorted(new):
+        successors.setdefault((new[k].workload, k[0]), []).append(k)
     replaced: set[tuple[str, str]] = set()
     for key, job in sorted(before.items()):
         cluster, job_id = key
@@ -101,24 +132,42 @@ def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[
                 grown = _shape(after[key]) - _shape(job)
                 shrunk = _shape(job) - _shape(after[key])
                 op = Op.RESIZE if not (grown and shrunk) else Op.MOVE
-                out.append(Action(op=op, workload=job.workload or "", cluster=cluster,
-                                  pool=after[key].pool or job.pool, job=job_id,
-                                  replicas=after[key].replicas, reason=reason))
+                if not grown:  # a net shrink: the reason of the round that took replicas away
+                    reason = shrinking.get(key, by_job[key]).reason
+                out.append(
+                    Action(
+                        op=op,
+                        workload=job.workload or "",
+                        cluster=cluster,
+                        pool=after[key].pool or job.pool,
+                        job=job_id,
+                        replicas=after[key].replicas,
+                        reason=reason,
+                    )
+                )
             continue
         first = by_job.get(key)
         if first is None:
             continue
         if key in evicted and first.op not in (Op.PREEMPT, Op.CANCEL):
             first = evicted[key]  # shrunk in one round, evicted in a later one: it is gone
-        successor = next((k for k, j in sorted(new.items())
-                          if j.workload == job.workload and k[0] == cluster and k not in replaced), None)
+        successor = next(
+            (k for k in successors.get((job.workload, cluster), []) if k not in replaced), None
+        )
         if successor is not None and job.state.holds_gpus and first.op == Op.PREEMPT:
             replaced.add(successor)  # evicted, then placed again: one move
-            out.append(Action(op=Op.MOVE, workload=job.workload or "", cluster=cluster,
-                              pool=new[successor].pool, job=job_id,
-                              replicas=new[successor].replicas, reason=first.reason,
-                              submit=(s.submit if (s := submits.get((job.workload or "", None)))
-                                      else None)))
+            out.append(
+                Action(
+                    op=Op.MOVE,
+                    workload=job.workload or "",
+                    cluster=cluster,
+                    pool=new[successor].pool,
+                    job=job_id,
+                    replicas=new[successor].replicas,
+                    reason=first.reason,
+                    submit=(s.submit if (s := submits.get((job.workload or "", None))) else None),
+                )
+            )
         else:
             out.append(first)
     for key, job in sorted(new.items()):

@@ -1,7 +1,7 @@
 """``cp cost``: a workload's fan-out candidates as a table, with the ones a plan would submit.
 
 It answers "where could this run, when would it start, and what would it cost?" before
-anything is submitted: the same enumeration and choice the plan makes (solvers/fanout.py)
+anything is submitted: the same enumeration and choice the plan makes (solvers/fanout/)
 for one workload, with start estimates asked of its clusters (controlplane/forecast.py).
 For a workload without ``strategy.fanOut`` it shows what fan-out would choose with
 ``maxParallel`` 1.
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.base import Adapter
 from controlplane.forecast import ForecastRun, candidates_of
 from solvers.fanout import Estimate, Verdict, choose
-from solvers.problem import build_problem
+from solvers.sitepolicy.preamble import planning_problem
+from specs.actions import Reason
 from specs.desired import DesiredState
 from specs.snapshot import Snapshot
 
@@ -30,6 +31,7 @@ class CandidateTable:
     now: datetime
     forecasted: bool  # estimates were asked of the clusters
     rows: list[Verdict]
+    blocked: Reason | None = None  # why a plan would submit none of them now (budget, backoff)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,34 +40,44 @@ class CandidateTable:
             "maxParallel": self.max_parallel,
             "now": _iso(self.now),
             "forecasted": self.forecasted,
-            "candidates": [{
-                "name": v.candidate.name,
-                "cluster": v.candidate.cluster,
-                "pool": v.candidate.pool,
-                "partition": v.candidate.partition,
-                "gpuType": v.candidate.gpu_type,
-                "nodes": v.candidate.nodes,
-                "gpusPerNode": v.candidate.gpus_per_node,
-                "tasksPerNode": v.candidate.tasks_per_node,
-                "mode": v.candidate.mode.value,
-                "walltime": v.candidate.walltime,
-                "timeMin": v.candidate.time_min,
-                "estimatedStart": _estimate_json(v.estimate),
-                "hours": v.candidate.hours,
-                "costPerGpuHour": v.candidate.cost_per_gpu_hour,
-                "cost": v.candidate.cost,
-                "status": v.status.value,
-                "chosen": v.status.value == "chosen",
-                "note": v.note,
-            } for v in self.rows],
+            "blocked": self.blocked.model_dump(mode="json") if self.blocked else None,
+            "candidates": [
+                {
+                    "name": v.candidate.name,
+                    "cluster": v.candidate.cluster,
+                    "pool": v.candidate.pool,
+                    "partition": v.candidate.partition,
+                    "gpuType": v.candidate.gpu_type,
+                    "nodes": v.candidate.nodes,
+                    "gpusPerNode": v.candidate.gpus_per_node,
+                    "tasksPerNode": v.candidate.tasks_per_node,
+                    "mode": v.candidate.mode.value,
+                    "walltime": v.candidate.walltime,
+                    "timeMin": v.candidate.time_min,
+                    "estimatedStart": _estimate_json(v.estimate),
+                    "hours": v.candidate.hours,
+                    "costPerGpuHour": v.candidate.cost_per_gpu_hour,
+                    "cost": v.candidate.cost,
+                    "status": v.status.value,
+                    "chosen": v.status.value == "chosen",
+                    "note": v.note,
+                }
+                for v in self.rows
+            ],
         }
 
 
-def candidate_table(desired: DesiredState, snapshot: Snapshot, workload: str, now: datetime,
-                    adapters: Mapping[str, Adapter] | None) -> CandidateTable:
+def candidate_table(
+    desired: DesiredState,
+    snapshot: Snapshot,
+    workload: str,
+    now: datetime,
+    adapters: Mapping[str, Adapter] | None,
+) -> CandidateTable:
     """The candidates of ``workload`` judged as a plan would; ``adapters`` None: no forecasts."""
-    problem = build_problem(desired, snapshot, now)
+    problem = planning_problem(desired, snapshot, now)
     pairs = candidates_of(desired, problem, workload)
+    held = problem.fan_out.get(workload) or problem.jobs.get(workload)
     forecasts: dict[str, Estimate] | None = None
     if adapters is not None:
         forecasts = ForecastRun(adapters, now).estimates(pairs)
@@ -73,11 +85,12 @@ def candidate_table(desired: DesiredState, snapshot: Snapshot, workload: str, no
     fan_out = spec.strategy is not None and spec.strategy.fan_out
     parallel = spec.strategy.max_parallel if spec.strategy and fan_out else 1
     rows = choose([c for c, _ in pairs], forecasts, parallel)
-    return CandidateTable(workload, fan_out, parallel, now, forecasts is not None, rows)
+    blocked = held.blocked if held is not None and not held.running else None
+    return CandidateTable(workload, fan_out, parallel, now, forecasts is not None, rows, blocked)
 
 
 def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _estimate_json(e: Estimate) -> str | None:

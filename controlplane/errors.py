@@ -4,7 +4,11 @@
     ├── StalePlanError       the clusters moved on since the plan was made: plan again
     ├── PlanNotFoundError    no plan file or stored plan by that name
     ├── ApplyError           some actions failed; what ran is recorded, a rerun resumes
-    └── LeaseHeldError       another reconciler is applying right now
+    ├── LeaseHeldError       another reconciler is applying right now
+    ├── StoreError           the store's database cannot be used as it is (one line: which
+    │                        database, what went wrong, what to do)
+    └── StateFileError       a state or input file (simulator state, plan, snapshot) is
+                             unreadable or not what it should be
 (spec problems are specs.diagnostics.SpecError; adapter failures adapters.base.AdapterError)
 """
 
@@ -28,4 +32,12 @@ class ApplyError(ControlPlaneError):
 
 
 class LeaseHeldError(ControlPlaneError):
+    pass
+
+
+class StoreError(ControlPlaneError):
+    pass
+
+
+class StateFileError(ControlPlaneError):
     pass

@@ -1,6 +1,6 @@
 """Start forecasts for fan-out candidates, asked of the clusters (this module has side effects).
 
-The fan-out choice (solvers/fanout.py) is pure: it takes each candidate's estimated start
+The fan-out choice (solvers/fanout/) is pure: it takes each candidate's estimated start
 as an input. This module gathers those estimates. It enumerates the candidates of the
 fan-out workloads that wait for a start — after the same site-policy checks a plan makes,
 so no cluster is asked about work that may not start anyway — turns each into the
@@ -18,14 +18,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from adapters.base import Adapter, AdapterError
-from solvers.backoff import block_failed
-from solvers.fanout import NEVER, Candidate, Estimate, enumerate_candidates, node_counts, submit_action
-from solvers.problem import Problem, build_problem, job_request, set_aside_fan_out
-from solvers.usage import block_over_budget
+from controlplane.activity import busy
+from solvers.fanout import (
+    NEVER,
+    Candidate,
+    Estimate,
+    enumerate_candidates,
+    node_counts,
+    submit_action,
+)
+from solvers.problem import Problem, job_request
+from solvers.sitepolicy.preamble import planning_problem
 from specs.actions import Action, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.snapshot import Snapshot
@@ -36,7 +43,7 @@ class Forecaster(Protocol):
     """An adapter that can estimate when submissions would start (one per action, in order;
     a datetime, ``"never"``, or None when it cannot tell)."""
 
-    def forecast(self, actions: Sequence[Action], *, now: datetime) -> Sequence[datetime | str | None]: ...
+    def forecast(self, actions: Sequence[Action], *, now: datetime) -> Sequence[Estimate]: ...
 
 
 _ASKED = Reason(code=ReasonCode.FAN_OUT, message="forecast")
@@ -44,8 +51,18 @@ _ASKED = Reason(code=ReasonCode.FAN_OUT, message="forecast")
 
 def _signature(c: Candidate) -> tuple[object, ...]:
     """What the cluster is asked: the same for candidates of different workloads alike."""
-    return (c.cluster, c.pool, c.partition, c.gpu_type, c.nodes, c.gpus_per_node,
-            c.tasks_per_node, c.walltime, c.time_min, c.account)
+    return (
+        c.cluster,
+        c.pool,
+        c.partition,
+        c.gpu_type,
+        c.nodes,
+        c.gpus_per_node,
+        c.tasks_per_node,
+        c.walltime,
+        c.time_min,
+        c.account,
+    )
 
 
 @dataclass
@@ -64,7 +81,7 @@ class ForecastRun:
                 todo.setdefault(c.cluster, []).append((sig, action))
         for cluster, asks in sorted(todo.items()):
             answers = self._ask(cluster, [a for _, a in asks])
-            for (sig, _), answer in zip(asks, answers):
+            for (sig, _), answer in zip(asks, answers, strict=True):
                 self.cache[sig] = answer
         return {c.key: self.cache.get(_signature(c)) for c, _ in pairs}
 
@@ -73,7 +90,8 @@ class ForecastRun:
         if not isinstance(adapter, Forecaster):
             return [None] * len(actions)
         try:
-            answers = list(adapter.forecast(actions, now=self.now))
+            with busy(f"asking cluster {cluster} when {len(actions)} submissions would start"):
+                answers = list(adapter.forecast(actions, now=self.now))
         except AdapterError:
             return [None] * len(actions)
         return [_estimate(a) for a in answers] + [None] * (len(actions) - len(answers))
@@ -83,28 +101,29 @@ def _estimate(answer: datetime | str | None) -> Estimate:
     if answer == NEVER:
         return NEVER
     if isinstance(answer, datetime):
-        return answer if answer.tzinfo else answer.replace(tzinfo=timezone.utc)
+        return answer if answer.tzinfo else answer.replace(tzinfo=UTC)
     return None
 
 
-def waiting_candidates(desired: DesiredState, snapshot: Snapshot,
-                       now: datetime) -> list[tuple[Candidate, Action]]:
+def waiting_candidates(
+    desired: DesiredState, snapshot: Snapshot, now: datetime
+) -> list[tuple[Candidate, Action]]:
     """Candidates of the fan-out workloads a plan would submit now (no job waiting yet, not
     held back by budget or retry backoff), each with the submit it would be."""
-    problem = build_problem(desired, snapshot, now)
-    block_over_budget(problem, desired, snapshot.usage, now)
-    block_failed(problem, snapshot, now)
-    set_aside_fan_out(problem)
+    problem = planning_problem(desired, snapshot, now)
     out: list[tuple[Candidate, Action]] = []
     for key, job in sorted(problem.fan_out.items()):
-        if key in problem.candidates or (job.blocked is not None
-                                         and job.blocked.code != ReasonCode.NO_ELIGIBLE_POOL):
+        if key in problem.candidates or (
+            job.blocked is not None and job.blocked.code != ReasonCode.NO_ELIGIBLE_POOL
+        ):
             continue
         out += candidates_of(desired, problem, key)
     return out
 
 
-def candidates_of(desired: DesiredState, problem: Problem, key: str) -> list[tuple[Candidate, Action]]:
+def candidates_of(
+    desired: DesiredState, problem: Problem, key: str
+) -> list[tuple[Candidate, Action]]:
     """Every candidate of workload ``key`` (fan-out or not: ``cp cost`` shows them all)."""
     wl = desired.workloads[key]
     job = problem.fan_out.get(key) or job_request(key, wl, desired, problem.pools, problem.now)
@@ -113,8 +132,13 @@ def candidates_of(desired: DesiredState, problem: Problem, key: str) -> list[tup
     return [(c, submit_action(c, job, wl.spec, _ASKED, seg.number if seg else None)) for c in cands]
 
 
-def gather(desired: DesiredState, snapshot: Snapshot, adapters: Mapping[str, Adapter],
-           now: datetime, run: ForecastRun | None = None) -> dict[str, Estimate]:
+def gather(
+    desired: DesiredState,
+    snapshot: Snapshot,
+    adapters: Mapping[str, Adapter],
+    now: datetime,
+    run: ForecastRun | None = None,
+) -> dict[str, Estimate]:
     """Estimates for every candidate a plan would consider now, by ``Candidate.key``."""
     pairs = waiting_candidates(desired, snapshot, now)
     if not pairs:

@@ -8,95 +8,245 @@ an ended job for ``MinJobAge``, five minutes by default), so a finished workload
 started again. Likewise the run time of a segmented workload's finished segments
 (``progress``) and each workload's streak of failed jobs (``failures``, for the retry
 backoff), both kept by the store from the ended jobs observations see.
+
+What an observation writes is decided by ``record``. Observe, apply and watch record:
+queue entry times, usage, completions, segment runs, failure streaks, dead placeholders
+dropped, and actions an interrupted apply left without their job linked to it. ``cp
+plan`` (and status, explain, cost) only read: a plan is a what-if, at any ``--now``, on
+any branch, and must leave the store's scheduling state and the clusters as it found
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from adapters import make_adapter
-from adapters.base import Adapter
+from adapters.base import Accounting, Adapter, AdapterError, LocalStateError
 from controlplane import placeholders
+from controlplane.activity import busy
 from controlplane.store import Store
-from solvers.backoff import CAP_SECONDS, FAILED_STATES
 from solvers.segments import segmented
+from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
 from specs.desired import DesiredState
-from specs.snapshot import Job, JobState, QueueEntry, Snapshot
+from specs.snapshot import ClusterState, Job, JobRun, JobState, QueueEntry, Snapshot
+
+# the first observation of a cluster reads its accounting this far back: the month's
+# budget and most of a fairshare half-life
+FIRST_LOOK_BACK = timedelta(days=35)
 
 
-def adapters_for(desired: DesiredState, state_dir: Path, clock: Callable[[], datetime]) -> dict[str, Adapter]:
-    return {name: make_adapter(c, state_dir=state_dir, clock=clock)
-            for name, c in sorted(desired.clusters.items())}
+def adapters_for(
+    desired: DesiredState,
+    state_dir: Path,
+    clock: Callable[[], datetime],
+    *,
+    read_only: bool = False,
+) -> dict[str, Adapter]:
+    namespaces = {
+        p: doc.spec.namespace for p, doc in desired.projects.items() if doc.spec.namespace
+    }
+    return {
+        name: make_adapter(
+            c, state_dir=state_dir, clock=clock, read_only=read_only, namespaces=namespaces
+        )
+        for name, c in sorted(desired.clusters.items())
+    }
 
 
-def observe(desired: DesiredState, adapters: dict[str, Adapter], now: datetime,
-            store: Store | None = None, *, record: bool = True) -> Snapshot:
-    """The clusters' state as of ``now``. With a store: placeholders judged (dead ones
-    dropped, lagging ones injected) and, when ``record``, queue times and usage kept."""
-    clusters = [adapters[name].observe() for name in sorted(adapters)]
+def observe(
+    desired: DesiredState,
+    adapters: dict[str, Adapter],
+    now: datetime,
+    store: Store | None = None,
+    *,
+    record: bool = True,
+) -> Snapshot:
+    """The clusters' state as of ``now``, with what the store remembers: lagging
+    placeholders injected, forgotten completions recalled, queue times, usage, progress
+    and failure streaks. With ``record`` (observe, apply, watch) the store learns from it
+    too; without (plan), nothing is written. A cluster whose adapter fails is reported
+    unreachable, with the error, and the others are still observed."""
+    clusters = []
+    for name in sorted(adapters):
+        with busy(f"observing cluster {name}"):
+            clusters.append(_observe(adapters[name]))
     snap = Snapshot(now=now, clusters=clusters)
     if store is None:
         return snap
-    snap = reap_placeholders(snap, store)
-    snap = recall_completions(snap, store, set(desired.workloads))
+    workloads = set(desired.workloads)
+    snap, accounted = _with_runs(snap, adapters, store)
+    seen = {c.name: c.runs for c in snap.clusters if c.reachable}
     if record:
-        active = {j.workload for c in snap.clusters for j in c.jobs
-                  if j.workload and j.state.active}
-        waiting = set(desired.workloads) - active
-        since = store.queue_since(waiting, now)
-        snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
-        store.accrue_usage(snap)
-        snap.usage = store.usage_records()
+        store.link_jobs(_tagged(snap))
+        store.record_runs(seen, now, complete=accounted)
+        store.retire_runs(workloads)
+    snap = reap_placeholders(snap, store, record=record)
+    snap = recall_completions(snap, store, workloads, record=record)
+    active = {j.workload for c in snap.clusters for j in c.jobs if j.workload and j.state.active}
+    since = store.queue_times(workloads - active, now, record=record)
+    snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
+    if record:
         record_endings(snap, store, desired)
-    snap.progress = store.progress({k for k, w in desired.workloads.items() if segmented(w.spec)})
-    snap.failures = store.failures(set(desired.workloads))
+    # recorded above, or (read-only) counted from what was just seen, as if recorded
+    unrecorded = None if record else seen
+    snap.usage = store.usage_records(now, unrecorded)
+    segmented_ones = {k for k, w in desired.workloads.items() if segmented(w.spec)}
+    snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded)
+    snap.failures = store.failures(workloads)
+    if record:
+        store.record_versions({k: w.spec for k, w in desired.workloads.items()}, now)
+    snap.versions = store.versions(edited(snap, desired))
     return snap
 
 
+def edited(snap: Snapshot, desired: DesiredState) -> set[str]:
+    """The spec digests of our active jobs whose workload's spec has changed since."""
+    current = {k: w.spec.digest for k, w in desired.workloads.items()}
+    return {
+        j.spec_digest
+        for c in snap.clusters
+        for j in c.jobs
+        if j.workload in current
+        and j.state.active
+        and j.spec_digest is not None
+        and j.spec_digest != current[j.workload]
+    }
+
+
+def _with_runs(
+    snap: Snapshot, adapters: dict[str, Adapter], store: Store
+) -> tuple[Snapshot, set[str]]:
+    """Each cluster's runs since its accounting was last recorded: from the cluster's
+    accounting when it keeps one (jobs that started and ended in between included), else
+    read off the jobs the observation shows. Also the clusters whose runs are complete up
+    to now: not one that did not answer, nor one whose accounting failed (its window is
+    read again next time)."""
+    clusters, complete = [], set()
+    for c in snap.clusters:
+        if not c.reachable:
+            clusters.append(c)
+            continue
+        adapter = adapters[c.name]
+        runs = runs_from_jobs(c)
+        if isinstance(adapter, Accounting):
+            since = store.accounting_since(c.name) or snap.now - FIRST_LOOK_BACK
+            try:
+                with busy(f"reading the accounting of cluster {c.name}"):
+                    runs = adapter.runs(since, snap.now)
+            except AdapterError:
+                pass  # what the jobs show now; the window stays open for the next look
+            else:
+                complete.add(c.name)
+        else:
+            complete.add(c.name)
+        clusters.append(c.model_copy(update={"runs": runs}))
+    return snap.model_copy(update={"clusters": clusters}), complete
+
+
+def runs_from_jobs(cluster: ClusterState) -> list[JobRun]:
+    """The runs of our jobs an observation shows (started ones: running or ended)."""
+    return [
+        JobRun(
+            job=j.id,
+            workload=j.workload,
+            started_at=j.started_at,
+            ended_at=None if j.state.active else j.ended_at,
+            gpus=j.gpus,
+            gpu_type=j.gpu_type,
+            state=j.state,
+            time_limit=j.walltime,
+        )
+        for j in cluster.jobs
+        if j.workload and j.started_at is not None
+    ]
+
+
+def _tagged(snap: Snapshot) -> list[tuple[str, str, str]]:
+    """(plan id, workload, job id) of every job of ours the clusters show."""
+    return [
+        (j.plan_id, j.workload, j.id)
+        for c in snap.clusters
+        for j in c.jobs
+        if j.workload and j.plan_id
+    ]
+
+
+def _observe(adapter: Adapter) -> ClusterState:
+    """One cluster's report; a cluster whose adapter fails is reported unreachable, with
+    the error, so the others are still planned (controlplane/unreachable.py). A broken
+    state file of our own is no unreachable cluster: it stops the command."""
+    try:
+        return adapter.observe()
+    except LocalStateError:
+        raise
+    except AdapterError as exc:
+        return ClusterState(
+            name=adapter.cluster, reachable=False, error=f"{type(exc).__name__}: {exc}"
+        )
+
+
 def record_endings(snap: Snapshot, store: Store, desired: DesiredState) -> None:
-    """Runs of segmented workloads, and the ended jobs that extend or end failure streaks."""
-    store.record_runs(snap, {k for k, w in desired.workloads.items() if segmented(w.spec)})
+    """The ended jobs that extend or end failure streaks."""
     endings = []
     for c in snap.clusters:
         for j in c.jobs:
             if j.workload is None or j.workload not in desired.workloads:
                 continue
-            if (j.ended_at is not None and not j.state.active
-                    and (j.state in FAILED_STATES or j.state == JobState.COMPLETED)):
+            if (
+                j.ended_at is not None
+                and not j.state.active
+                and (j.state in FAILED_STATES or j.state == JobState.COMPLETED)
+            ):
                 ran = int((j.ended_at - j.started_at).total_seconds()) if j.started_at else 0
-                endings.append((j.workload, j.id, j.ended_at, j.exit_code,
-                                j.state in FAILED_STATES, ran))
+                endings.append(
+                    (j.workload, j.id, j.ended_at, j.exit_code, j.state in FAILED_STATES, ran)
+                )
     if endings:
         store.record_endings(endings, fresh_after=CAP_SECONDS)
 
 
-def reap_placeholders(snap: Snapshot, store: Store) -> Snapshot:
-    """Drop the placeholders whose job started or died; inject the lagging ones."""
+def reap_placeholders(snap: Snapshot, store: Store, *, record: bool = True) -> Snapshot:
+    """Inject the lagging placeholders; with ``record``, drop those whose job started or
+    died."""
     verdicts = placeholders.judge(store.placeholders(), snap)
     for v in verdicts:
-        if not v.fate.live:
+        if record and not v.fate.live:
             ph = v.placeholder
             store.drop_placeholder(ph.workload, ph.cluster, job=ph.job)
     return placeholders.inject(snap, verdicts)
 
 
-def recall_completions(snap: Snapshot, store: Store, workloads: set[str]) -> Snapshot:
-    """Record the completed jobs in view; add the remembered ones the clusters no longer show."""
-    done = {(j.workload, c.name): j.id for c in snap.clusters for j in c.jobs
-            if j.workload in workloads and j.state == JobState.COMPLETED}
-    if done:
+def recall_completions(
+    snap: Snapshot, store: Store, workloads: set[str], *, record: bool = True
+) -> Snapshot:
+    """Add the remembered completed jobs the clusters no longer show; with ``record``,
+    remember the completed jobs in view first."""
+    done = {
+        (j.workload, c.name): j.id
+        for c in snap.clusters
+        for j in c.jobs
+        if j.workload in workloads and j.state == JobState.COMPLETED
+    }
+    if done and record:
         store.record_completions(done, snap.now)
     shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
     extra: dict[str, list[Job]] = {}
-    for row in store.completions(workloads):
+    for row in store.completions(workloads, prune=record):
         if row.workload not in shown:
             extra.setdefault(row.cluster, []).append(
-                Job(id=row.job, workload=row.workload, state=JobState.COMPLETED,
-                    reason="completed; remembered by the store"))
+                Job(
+                    id=row.job,
+                    workload=row.workload,
+                    state=JobState.COMPLETED,
+                    reason="completed; remembered by the store",
+                )
+            )
     if not extra:
         return snap
-    clusters = [c.model_copy(update={"jobs": [*c.jobs, *extra.get(c.name, [])]})
-                for c in snap.clusters]
+    clusters = [
+        c.model_copy(update={"jobs": [*c.jobs, *extra.get(c.name, [])]}) for c in snap.clusters
+    ]
     return snap.model_copy(update={"clusters": clusters})

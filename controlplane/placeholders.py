@@ -15,7 +15,7 @@ fate           what the snapshot shows                          what happens
 ``started``    the job holds (or held) GPUs                     dropped: it is a normal job now
 ``died``       the job ended without ever starting              dropped: plannable again
 ``vanished``   nothing after the grace, or the id is reused     dropped: plannable again
-``unobserved`` no report of its cluster at all                  kept, nothing injected
+``unobserved`` no report of its cluster, or it did not answer   kept, nothing injected
 =============  ==============================================  ===============================
 
 The grace exists because Slurm forgets ended jobs after ``MinJobAge`` (300 s by default):
@@ -79,14 +79,11 @@ def judge(
     grace: timedelta = DEFAULT_GRACE,
 ) -> list[Verdict]:
     """The fate of each placeholder given what ``snapshot`` shows (its ``now`` is the clock)."""
-    clusters = {c.name: {j.id: j for j in c.jobs} for c in snapshot.clusters}
+    clusters = {c.name: {j.id: j for j in c.jobs} for c in snapshot.clusters if c.reachable}
     out = []
     for ph in placeholders:
         jobs = clusters.get(ph.cluster)
-        if jobs is None:
-            fate = Fate.UNOBSERVED
-        else:
-            fate = _fate(ph, jobs.get(ph.job), snapshot.now, grace)
+        fate = Fate.UNOBSERVED if jobs is None else _fate(ph, jobs.get(ph.job), snapshot.now, grace)
         out.append(Verdict(ph, fate))
     return out
 
@@ -113,14 +110,16 @@ def inject(snapshot: Snapshot, verdicts: Sequence[Verdict]) -> Snapshot:
         if v.fate is not Fate.LAGGING or ph.workload in busy:
             continue
         busy.add(ph.workload)
-        extra.setdefault(ph.cluster, []).append(Job(
-            id=ph.job,
-            workload=ph.workload,
-            plan_id=ph.plan_id,
-            state=JobState.PENDING,
-            submitted_at=_aware(ph.submitted_at),
-            reason="submitted; not yet visible to observe (placeholder)",
-        ))
+        extra.setdefault(ph.cluster, []).append(
+            Job(
+                id=ph.job,
+                workload=ph.workload,
+                plan_id=ph.plan_id,
+                state=JobState.PENDING,
+                submitted_at=_aware(ph.submitted_at),
+                reason="submitted; not yet visible to observe (placeholder)",
+            )
+        )
     if not extra:
         return snapshot
     clusters: list[ClusterState] = [

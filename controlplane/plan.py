@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from specs.actions import Action, Op, Pending, ReasonCode
+from specs.actions import Action, Op, Pending, Reason, ReasonCode
 
 
 class PlanModel(BaseModel):
@@ -27,6 +27,48 @@ class QueueStatus(PlanModel):
     limit: float | None = None
     pending: float = 0  # GPUs of workloads that still wait
     department: str | None = None
+    held: float = 0  # GPUs its running work holds now, before the plan
+    weight: float | None = None  # over-quota weight (None: a plan made before it was kept)
+    rank: int | None = None  # queue priority (projects and departments)
+
+
+class PolicyChange(PlanModel):
+    """One policy figure of a project or department, before -> after (``field`` empty: the
+    queue itself was added or removed)."""
+
+    kind: str  # project | department
+    name: str
+    field: str  # as written in the specs: quota.gpus, quota.limit, rank, budget.costPerMonth
+    before: bool | float | str | None = None
+    after: bool | float | str | None = None
+
+
+class ShareChange(PlanModel):
+    """A queue's fair share and allocated GPUs under the old policy and the new."""
+
+    kind: str
+    name: str
+    fair_share_before: float | None = None
+    fair_share_after: float | None = None
+    allocated_before: float | None = None
+    allocated_after: float | None = None
+
+
+class WorkloadChange(PlanModel):
+    """A workload whose fate the change alters (``cp plan --base``): starts, waits,
+    reclaimed, preempted, moved, replaced, grows, shrinks, cancelled or unchanged."""
+
+    workload: str
+    base: str
+    head: str
+    reason: Reason | None = None
+
+
+class PolicyDiff(PlanModel):
+    against: str  # what "before" is: the base ref and its plan, or the plan last applied
+    changes: list[PolicyChange] = Field(default_factory=list)
+    shares: list[ShareChange] = Field(default_factory=list)
+    workloads: list[WorkloadChange] = Field(default_factory=list)
 
 
 class SolverReport(PlanModel):
@@ -36,6 +78,9 @@ class SolverReport(PlanModel):
     bound: float | None = None
     gap: float | None = None
     wall_seconds: float = 0.0
+    # steps that stopped before they were done (time limit, simulation budget, rounds),
+    # each "step (round N): why"; empty for a plan that finished
+    cut_short: list[str] = Field(default_factory=list)
 
 
 class Plan(PlanModel):
@@ -49,10 +94,38 @@ class Plan(PlanModel):
     projects: dict[str, QueueStatus] = Field(default_factory=dict)
     departments: dict[str, QueueStatus] = Field(default_factory=dict)
     solver: SolverReport
+    unreachable: dict[str, str] = Field(
+        default_factory=dict,
+        description="clusters that did not answer when the plan was made, with the error",
+        exclude_if=lambda v: not v,
+    )
+    policy: PolicyDiff | None = Field(
+        default=None,
+        description="policy figures changed (since the plan last applied, or against "
+        "`--base`), fair shares before -> after, and the workloads the change affects",
+        exclude_if=lambda v: v is None,
+    )
+    # sha256 of everything above (sealed): an edited plan file is refused by `cp apply`
+    digest: str | None = None
 
     @property
     def empty(self) -> bool:
         return not self.actions
+
+    def content_digest(self) -> str:
+        """The digest of the plan's content: every field but ``digest`` itself."""
+        body = self.model_dump(mode="json", by_alias=True, exclude={"digest"})
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def sealed(self) -> Plan:
+        """The plan with its content digest set: what is stored and written to files."""
+        return self.model_copy(update={"digest": self.content_digest()})
+
+    @property
+    def intact(self) -> bool:
+        """Sealed, and its content still matches the seal."""
+        return self.digest is not None and self.digest == self.content_digest()
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent, exclude_none=False)
@@ -79,11 +152,16 @@ class Plan(PlanModel):
 
         A resize that takes replicas away (an elastic victim of reclaim or preemption) is an
         eviction too: it runs with the preemptions, before any move. Within one op the
-        plan's own order holds (the reconciler lists moves in an order that fits)."""
-        def rank(a: Action) -> tuple[bool, int]:
-            if a.op == Op.RESIZE and a.reason.code in _DISTURBS:
-                return (False, _EXEC_RANK[Op.PREEMPT])
-            return (not a.op.evicts, _EXEC_RANK[a.op])
+        plan's own order holds (the reconciler lists moves in an order that fits).
+
+        Submits the cluster places (fan-out candidates) come last: a cluster puts such a
+        job wherever it fits when it arrives, which must not be GPUs the plan gave to
+        other work that is not there yet."""
+
+        def rank(a: Action) -> tuple[bool, int, bool]:
+            if shrinks(a):
+                return (False, _EXEC_RANK[Op.PREEMPT], False)
+            return (not a.op.evicts, _EXEC_RANK[a.op], placed_by_cluster(a))
 
         return sorted(self.actions, key=rank)
 
@@ -96,10 +174,26 @@ _DISTURBS = {ReasonCode.RECLAIM, ReasonCode.PRIORITY, ReasonCode.ELASTIC_SHRINK}
 DISPLAY_RANK = {Op.SUBMIT: 0, Op.RESIZE: 1, Op.MOVE: 2, Op.PREEMPT: 3, Op.CANCEL: 4}
 
 
+def placed_by_cluster(action: Action) -> bool:
+    """A submit whose nodes the cluster chooses (no replica names a node)."""
+    replicas = action.replicas or []
+    return action.op == Op.SUBMIT and bool(replicas) and all(r.node is None for r in replicas)
+
+
+def shrinks(action: Action) -> bool:
+    """A resize that takes replicas away: an elastic victim of reclaim or preemption."""
+    return action.op == Op.RESIZE and action.reason.code in _DISTURBS
+
+
 def plan_id(spec_digest: str, observed_digest: str, actions: list[Action], now: datetime) -> str:
     """Content-derived, so the same inputs always give the same plan id."""
     body = json.dumps(
-        [spec_digest, observed_digest, now.isoformat(), [a.model_dump(mode="json") for a in actions]],
+        [
+            spec_digest,
+            observed_digest,
+            now.isoformat(),
+            [a.model_dump(mode="json") for a in actions],
+        ],
         sort_keys=True,
     )
     return hashlib.sha256(body.encode()).hexdigest()[:16]

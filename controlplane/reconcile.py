@@ -2,6 +2,11 @@
 
 The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
 
+0. A cluster that did not answer is left alone: every workload that may run there and
+   runs nowhere we can see is held as a stand-in (its GPUs counted, never a victim) and
+   listed as waiting with ``cluster-unreachable``; nothing is planned on that cluster
+   (controlplane/unreachable.py). The other clusters are planned as usual.
+
 1. Join specs and snapshot into a scheduling problem: which workloads run, wait in a
    cluster's queue, finished, or still need GPUs; which of our jobs no spec asks for.
    A workload that runs in checkpoint segments is finished only when its segments add
@@ -15,6 +20,9 @@ The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
 3. Allocate pending work on idle GPUs: KAI's greedy order (limits, deserved for
    non-preemptible work, gangs, bin-packing) beside the CP-SAT model; the better answer
    by the same lexicographic tiers is kept, KAI's on a tie.
+   A project or department above a limit that was lowered gives preemptible work back
+   down to it, victims as reclaim chooses them (minRuntime respected;
+   solvers/kai/limits.py).
 4. Consolidate: for a preemptible job that still waits although enough GPUs are free,
    move preemptible running jobs so that its gang finds whole nodes (every moved job
    must land again).
@@ -44,31 +52,42 @@ The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
 
 :func:`plan` runs such cycles on a virtual copy of the world until one changes nothing
 (controlplane/converge.py) and shows the net actions, so an applied plan is a fixed point.
+Its time limit (``Policy.time_limit``, read through the caller's clock) bounds all of it:
+when it runs out, CP-SAT, a disruptive step or a further round stops where it is, and
+the plan reached so far lists what was cut short. The problem's spec part is built once
+per plan (and per spec change, given a long-lived cache).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
+from controlplane import unreachable
 from controlplane.converge import converge
-from controlplane.plan import DISPLAY_RANK, Plan, QueueStatus, SolverReport, plan_id
-from solvers.allocate import Allocator, Grant, allocate
-from solvers.backoff import block_failed
-from solvers.consolidate import consolidate
-from solvers.engine import Allocation, allocate_best
-from solvers.disruption import Ledger
+from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
+from controlplane.sequence import sort_actions
+from solvers import reasons
+from solvers.allocation import Allocation, allocate_best
 from solvers.fanout import Estimate, plan_fan_out
-from solvers.policy import Policy
-from solvers.preempt import preempt
-from solvers.problem import JobRequest, Problem, build_problem, node_key, set_aside_fan_out
-from solvers.reclaim import reclaim
-from solvers.session import Session
-from solvers.usage import block_over_budget, fairshare_inputs
+from solvers.kai.allocate import Allocator, allocate
+from solvers.kai.consolidate import consolidate
+from solvers.kai.disruption import Ledger, restore_displaced
+from solvers.kai.limits import enforce_limits
+from solvers.kai.preempt import preempt
+from solvers.kai.protection import protection_wait
+from solvers.kai.reclaim import reclaim
+from solvers.policy import DEFAULT_POLICY, Deadline, Policy
+from solvers.problem import JobRequest, Problem, ProblemCache
+from solvers.session import Grant, Session
+from solvers.sitepolicy.preamble import planning_problem
+from solvers.sitepolicy.usage import fairshare_inputs
 from specs.actions import Action, Op, Pending, Reason, ReasonCode, SubmitDetails
 from specs.desired import DesiredState
 from specs.snapshot import Replica, Snapshot, observed_digest
+
+VIRTUAL_DIGEST = "virtual"  # the observed digest of a round planned on the virtual world
 
 
 def plan(
@@ -76,28 +95,87 @@ def plan(
     observed: Snapshot,
     *,
     now: datetime,
-    policy: Policy = Policy(),
+    policy: Policy = DEFAULT_POLICY,
     git_commit: str | None = None,
     forecasts: Mapping[str, Estimate] | None = None,
+    clock: Callable[[], float] | None = None,
+    cache: ProblemCache | None = None,
 ) -> Plan:
     """The plan: KAI cycles (steps 1-11 in :func:`cycle`) run to a fixed point on a virtual
     copy of the world (controlplane/converge.py), shown as the net actions.
 
     ``forecasts``: the estimated start of fan-out candidates by ``Candidate.key``
-    (solvers/fanout.py; gathered by controlplane/forecast.py); without them fan-out
-    candidates rank by cost alone."""
-    done = converge(lambda world: cycle(desired, world, now=now, policy=policy,
-                                        git_commit=git_commit, forecasts=forecasts),
-                    observed, now)
-    if done.rounds == 1 or done.actions is done.first.actions:
-        return done.first
+    (solvers/fanout/; gathered by controlplane/forecast.py); without them fan-out
+    candidates rank by cost alone. ``clock`` (monotonic seconds) makes
+    ``policy.time_limit`` bound the whole plan: when it runs out, the plan reached so far
+    is returned and its solver report lists the steps cut short. ``cache`` keeps what the
+    problem takes from the specs between plans of one process (``cp watch``); the rounds of
+    one plan share it anyway."""
+    deadline = Deadline(policy.time_limit, clock)
+    # a cluster that did not answer: what may run there is held as it is (unreachable.py)
+    holds = unreachable.held(desired, observed)
+    wanted, world0 = unreachable.stand_in(desired, observed, holds)
+    # stand-ins change workloads under the same spec digest: no cache shared with others
+    cache = cache if cache is not None and not holds else ProblemCache()
     digest = observed_digest(observed)
-    return done.last.model_copy(update={
-        "id": plan_id(desired.digest, digest, done.actions, now),
-        "observed_digest": digest,
-        "actions": done.actions,
-        "solver": done.first.solver,
-    })
+    done = converge(
+        lambda world: cycle(
+            wanted,
+            world,
+            now=now,
+            policy=policy,
+            git_commit=git_commit,
+            forecasts=forecasts,
+            deadline=deadline,
+            # the virtual world's rounds are never shown: no digest of their own
+            digest=digest if world is world0 else VIRTUAL_DIGEST,
+            cache=cache,
+        ),
+        world0,
+        now,
+        deadline,
+    )
+    solver = done.first.solver.model_copy(update={"cut_short": list(deadline.cut_short)})
+    if done.rounds == 1 or done.actions is done.first.actions:
+        return _held(done.first.model_copy(update={"solver": solver}), holds, observed)
+    actions = sort_actions(done.actions, observed)
+    return _held(
+        done.last.model_copy(
+            update={
+                "id": plan_id(desired.digest, digest, actions, now),
+                "observed_digest": digest,
+                "actions": actions,
+                "solver": solver,
+                # held now: what the observed world holds, not the last virtual round
+                "projects": _held_now(done.last.projects, done.first.projects),
+                "departments": _held_now(done.last.departments, done.first.departments),
+            }
+        ),
+        holds,
+        observed,
+    )
+
+
+def _held_now(
+    after: dict[str, QueueStatus], before: dict[str, QueueStatus]
+) -> dict[str, QueueStatus]:
+    return {
+        name: q.model_copy(update={"held": before[name].held if name in before else 0})
+        for name, q in after.items()
+    }
+
+
+def _held(plan: Plan, holds: dict[str, list[str]], observed: Snapshot) -> Plan:
+    """The plan says which clusters did not answer and what waits for them (step 0)."""
+    down = unreachable.unreachable(observed)
+    if not down:
+        return plan
+    waits = unreachable.pending(holds, observed)
+    pending = sorted(
+        [p for p in plan.pending if p.workload not in holds] + waits, key=lambda p: p.workload
+    )
+    actions = unreachable.keep_away(plan.actions, observed)
+    return plan.model_copy(update={"actions": actions, "pending": pending, "unreachable": down})
 
 
 def cycle(
@@ -105,29 +183,40 @@ def cycle(
     observed: Snapshot,
     *,
     now: datetime,
-    policy: Policy = Policy(),
+    policy: Policy = DEFAULT_POLICY,
     git_commit: str | None = None,
     forecasts: Mapping[str, Estimate] | None = None,
+    deadline: Deadline | None = None,
+    digest: str | None = None,
+    cache: ProblemCache | None = None,
 ) -> Plan:
-    """One KAI cycle against ``observed``: the steps narrated at the top of this module."""
+    """One KAI cycle against ``observed``: the steps narrated at the top of this module.
+    ``digest``: the observed snapshot's, when the caller has it already."""
+    deadline = deadline or Deadline()
     # 1. the problem (segments finished or not), with site policy: budgets, retry backoff;
     #    fan-out workloads waiting for a start leave KAI's allocation
-    problem = build_problem(desired, observed, now)
-    block_over_budget(problem, desired, observed.usage, now)
-    block_failed(problem, observed, now)
-    set_aside_fan_out(problem)
+    problem = planning_problem(desired, observed, now, cache)
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
     chosen = allocate_best(
-        problem, lambda: Session.open(problem, fs.usage, policy.k, fs.k), policy)
+        problem, lambda: Session.open(problem, fs.usage, policy.k, fs.k), policy, deadline
+    )
     session, allocator = chosen.session, chosen
-    # 4-6. consolidate, reclaim, preempt: each commits its victims to the session
+    # 4-6. a queue above a lowered limit gives back down to it; then consolidate, reclaim,
+    #    preempt: each commits its victims to the session
     ledger = Ledger()
-    consolidate(session, ledger)
-    reclaim(session, ledger)
-    preempt(session, ledger)
+    enforce_limits(session, ledger)
+    for step in (consolidate, reclaim, preempt):
+        step(
+            session,
+            ledger,
+            search=policy.search,
+            deadline=deadline,
+            retry_twins=policy.retry_twins,
+        )
     # 7. allocate what GPUs are left (KAI's next cycle, in this plan)
-    again = allocate(session, prefer=ledger.lost) if ledger.grants else None
+    again = allocate(session, prefer=ledger.lost) if ledger.grants or ledger.lost else None
+    restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
     # 8. actions
     grants = {**allocator.grants, **ledger.grants, **(again.grants if again else {})}
     actions = _prunes(problem) + _placements(desired, problem, session, grants, ledger)
@@ -137,14 +226,14 @@ def cycle(
     actions += fan.actions
     # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do)
     actions = [_segment(problem, a) for a in actions]
-    moves = _move_sequence(problem, actions)  # one move may need the place another one leaves
-    actions.sort(key=lambda a: (DISPLAY_RANK[a.op], moves.get(a.workload, 0), a.workload,
-                                a.cluster, a.job or ""))
+    actions = sort_actions(actions, observed)  # a move may need the place another one leaves
     # 11. what waits, and the quota table
-    pending = sorted(_pending(problem, session, again or allocator, ledger) + fan.pending,
-                     key=lambda p: p.workload)
+    pending = sorted(
+        _pending(problem, session, again or allocator, ledger) + fan.pending,
+        key=lambda p: p.workload,
+    )
     projects, departments = _quota_tables(problem, session, pending)
-    digest = observed_digest(observed)
+    digest = digest if digest is not None else observed_digest(observed)
     return Plan(
         id=plan_id(desired.digest, digest, actions, now),
         created_at=now,
@@ -155,51 +244,71 @@ def cycle(
         pending=pending,
         projects=projects,
         departments=departments,
-        solver=SolverReport(engine=chosen.engine, status=chosen.status,
-                            objective=chosen.objective, bound=chosen.bound, gap=chosen.gap),
+        solver=SolverReport(
+            engine=chosen.engine,
+            status=chosen.status,
+            objective=chosen.objective,
+            bound=chosen.bound,
+            gap=chosen.gap,
+        ),
     )
 
 
 def _prunes(problem: Problem) -> list[Action]:
     out = []
     for cluster, job in problem.orphans:
-        out.append(Action(
-            op=Op.CANCEL, workload=job.workload or "", cluster=cluster, job=job.id,
-            reason=Reason(code=ReasonCode.PRUNE,
-                          message=f"workload {job.workload} is no longer in the specs"),
-        ))
+        out.append(
+            Action(
+                op=Op.CANCEL,
+                workload=job.workload or "",
+                cluster=cluster,
+                job=job.id,
+                reason=reasons.pruned(job.workload or ""),
+            )
+        )
     for cluster, job in problem.duplicates:
         winner = problem.jobs.get(job.workload or "")
-        if winner is not None and winner.fan_out:
-            message = (f"fan-out: job {winner.job_id} of {job.workload} runs; candidate "
-                       f"{job.candidate or job.id} is no longer needed")
-        else:
-            message = (f"another job of {job.workload} already holds its place; "
-                       "one job per workload")
-        out.append(Action(
-            op=Op.CANCEL, workload=job.workload or "", cluster=cluster, job=job.id,
-            reason=Reason(code=ReasonCode.FAN_OUT_LOSER, message=message),
-        ))
+        reason = (
+            reasons.fan_out_loser(job.workload or "", winner.job_id, job.candidate or job.id)
+            if winner is not None and winner.fan_out
+            else reasons.duplicate(job.workload or "")
+        )
+        out.append(
+            Action(
+                op=Op.CANCEL,
+                workload=job.workload or "",
+                cluster=cluster,
+                job=job.id,
+                reason=reason,
+            )
+        )
     return out
 
 
 def _segment(problem: Problem, action: Action) -> Action:
     """A submit of a segmented workload placed by KAI: the next segment's time and number."""
     seg = problem.segments.get(action.workload)
-    if (seg is None or action.op != Op.SUBMIT or action.submit is None
-            or action.submit.segment is not None):
+    if (
+        seg is None
+        or action.op != Op.SUBMIT
+        or action.submit is None
+        or action.submit.segment is not None
+    ):
         return action
-    submit = action.submit.model_copy(update={"walltime": seg.walltime_for(),
-                                              "segment": seg.number})
-    reason = action.reason
-    if seg.done:
-        reason = Reason(code=ReasonCode.CHECKPOINT_RESUME,
-                        message=f"{seg.describe()}; {reason.message}")
+    submit = action.submit.model_copy(
+        update={"walltime": seg.walltime_for(), "segment": seg.number}
+    )
+    reason = reasons.resumed(seg.describe(), action.reason) if seg.done else action.reason
     return action.model_copy(update={"submit": submit, "reason": reason})
 
 
-def _placements(desired: DesiredState, problem: Problem, session: Session,
-                grants: dict[str, Grant], ledger: Ledger) -> list[Action]:
+def _placements(
+    desired: DesiredState,
+    problem: Problem,
+    session: Session,
+    grants: dict[str, Grant],
+    ledger: Ledger,
+) -> list[Action]:
     """One action per workload whose replicas differ from what runs (a multiset of nodes)."""
     out = []
     for key, job in sorted(problem.jobs.items()):
@@ -209,9 +318,9 @@ def _placements(desired: DesiredState, problem: Problem, session: Session,
             if nodes:
                 reason = grants[key].reason
                 if key in ledger.disrupted:  # started by allocate, then partly taken back
-                    reason = Reason(code=reason.code, message=(
-                        f"{reason.message}; starts with {len(nodes)} of {job.replicas} replicas: "
-                        f"{ledger.disrupted[key].message}"))
+                    reason = reasons.started_short(
+                        reason, len(nodes), job.replicas, ledger.disrupted[key]
+                    )
                 out.append(_submit(desired, problem, session, job, replicas, reason))
             continue
         before, after = Counter(job.placed), Counter(nodes)
@@ -226,75 +335,85 @@ def _placements(desired: DesiredState, problem: Problem, session: Session,
             op, reason = Op.RESIZE, grants[key].reason
         else:
             op, reason = Op.MOVE, ledger.disrupted.get(key) or grants[key].reason
-        out.append(Action(op=op, workload=key, cluster=cluster, pool=pool[1] if pool else None,
-                          job=job.job_id, replicas=replicas if nodes else None, reason=reason))
+        out.append(
+            Action(
+                op=op,
+                workload=key,
+                cluster=cluster,
+                pool=pool[1] if pool else None,
+                job=job.job_id,
+                replicas=replicas if nodes else None,
+                reason=reason,
+            )
+        )
     return out
 
 
-def _move_sequence(problem: Problem, actions: list[Action]) -> dict[str, int]:
-    """An order for the moves in which each one finds room when it runs: after the
-    preemptions and shrinks, one move at a time. (A cycle, which the search does not
-    produce in practice, keeps name order.)"""
-    used = {k: n.used for k, n in problem.nodes.items()}
-    moves = []
-    for a in actions:
-        job = problem.jobs.get(a.workload)
-        if job is None or not job.running:
-            continue
-        after = Counter(node_key(a.cluster, r.node or "") for r in a.replicas or [])
-        if a.op == Op.MOVE:
-            moves.append((a.workload, Counter(job.placed), after, job.gpus))
-        elif a.op == Op.PREEMPT or (a.op == Op.RESIZE and after <= Counter(job.placed)):
-            for n, c in (Counter(job.placed) - after).items():
-                used[n] -= c * job.gpus
-
-    def fits(move: tuple[str, Counter[str], Counter[str], int]) -> bool:
-        _, before, after, gpus = move
-        return all(used[n] + (after[n] - before[n]) * gpus <= problem.nodes[n].capacity
-                   for n in after if after[n] > before[n])
-
-    order: dict[str, int] = {}
-    while moves:
-        key, before, after, gpus = moves.pop(next((i for i, m in enumerate(moves) if fits(m)), 0))
-        for n in set(before) | set(after):
-            used[n] += (after[n] - before[n]) * gpus
-        order[key] = len(order)
-    return order
-
-
-def _submit(desired: DesiredState, problem: Problem, session: Session, job: JobRequest,
-            replicas: list[Replica], reason: Reason) -> Action:
+def _submit(
+    desired: DesiredState,
+    problem: Problem,
+    session: Session,
+    job: JobRequest,
+    replicas: list[Replica],
+    reason: Reason,
+) -> Action:
     cluster, pool_name = session.pool[job.key]
     pool = problem.pools[session.pool[job.key]]
     spec = desired.workloads[job.key].spec
-    submit = SubmitDetails.for_workload(spec, gpu_type=pool.gpu_type, partition=pool.partition,
-                                        walltime=spec.walltime, account=pool.account)
-    return Action(op=Op.SUBMIT, workload=job.key, cluster=cluster, pool=pool_name,
-                  replicas=replicas, reason=reason, submit=submit)
+    submit = SubmitDetails.for_workload(
+        spec,
+        gpu_type=pool.gpu_type,
+        partition=pool.partition,
+        walltime=spec.walltime,
+        account=pool.account,
+    )
+    return Action(
+        op=Op.SUBMIT,
+        workload=job.key,
+        cluster=cluster,
+        pool=pool_name,
+        replicas=replicas,
+        reason=reason,
+        submit=submit,
+    )
 
 
-def _pending(problem: Problem, session: Session, allocator: Allocator | Allocation,
-             ledger: Ledger) -> list[Pending]:
+def _pending(
+    problem: Problem, session: Session, allocator: Allocator | Allocation, ledger: Ledger
+) -> list[Pending]:
     # a waiting job a disruptive step placed no longer waits; its victims now do
     waits = {**allocator.pending, **ledger.waiting}
-    out = [Pending(workload=k, reason=r) for k, r in waits.items()
-           if len(session.tasks.get(k, [])) < problem.jobs[k].min_replicas]
+    out = [
+        Pending(workload=k, reason=_protected_wait(session, problem.jobs[k], r))
+        for k, r in waits.items()
+        if len(session.tasks.get(k, [])) < problem.jobs[k].min_replicas
+    ]
     for key, job in problem.submitted.items():
-        where = f" ({job.reason})" if job.reason else ""
-        message = f"job {job.id} waits in the cluster's own queue{where}"
+        reason = reasons.submitted(job.id, job.reason)
         if key in problem.candidates:
-            jobs = ", ".join(f"job {j.id} ({', '.join(filter(None, [j.candidate or c, j.reason]))})"
-                             for c, j in problem.candidates[key])
-            message = (f"{len(problem.candidates[key])} fan-out candidate(s) wait in the clusters' "
-                       f"queues: {jobs}; the first to run wins")
-        out.append(Pending(workload=key, reason=Reason(code=ReasonCode.SUBMITTED, message=message)))
+            reason = reasons.candidates_waiting(
+                [(j.id, j.candidate or c, j.reason) for c, j in problem.candidates[key]]
+            )
+        out.append(Pending(workload=key, reason=reason))
     return sorted(out, key=lambda p: p.workload)
+
+
+def _protected_wait(session: Session, job: JobRequest, reason: Reason) -> Reason:
+    """A wait for room that only another project's minRuntime causes says so."""
+    if reason.code not in (ReasonCode.NO_CAPACITY, ReasonCode.GANG_UNPLACEABLE):
+        return reason
+    return protection_wait(session, job) or reason
 
 
 def _quota_tables(
     problem: Problem, session: Session, pending: list[Pending]
 ) -> tuple[dict[str, QueueStatus], dict[str, QueueStatus]]:
     waiting: dict[str, float] = {}
+    held: dict[str, float] = {}
+    for running in problem.jobs.values():
+        if running.running:
+            for q in session.chain(running.queue):
+                held[q.id] = held.get(q.id, 0) + len(running.placed) * running.gpus
     for p in pending:
         job = problem.jobs.get(p.workload)
         if job is None and p.workload not in problem.candidates:
@@ -313,6 +432,9 @@ def _quota_tables(
             limit=q.limit,
             pending=waiting.get(qid, 0),
             department=parent,
+            held=held.get(qid, 0),
+            weight=q.weight,
+            rank=q.priority,
         )
         (projects if q.kind == "project" else departments)[q.name] = status
     return projects, departments

@@ -1,0 +1,37 @@
+"""The ``cp`` / ``controlplane`` command line.
+
+Terraform-like: ``plan`` shows what would change and why, ``apply`` does it, every plan and
+action is stored. Exit codes: 0 success; 1 an error (bad specs, stale plan, failed action);
+2 a usage error (a mistyped command or option), or from ``plan --detailed-exitcode`` when
+the plan has changes.
+
+Layout: :mod:`~controlplane.cli.passthrough` (hand plain ``cp a b`` to coreutils, decided
+before anything heavy is imported: keep this module's imports to the standard library's
+``sys`` and that one), :mod:`~controlplane.cli.app` (the typer app, shared options, error
+handling), :mod:`~controlplane.cli.commands` (thin command bodies over
+controlplane/workflow.py), :mod:`~controlplane.cli.views` (human and JSON output).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from controlplane.cli.passthrough import hand_off, is_ours, typo
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:], sys.argv[0]))
+
+
+def run(args: list[str], argv0: str = "cp") -> int:
+    """Run the command line with ``args``; return the exit code (tests call this in-process)."""
+    meant = typo(args)  # a near miss of a command that is no file: say which was meant
+    if meant is not None:
+        prog = "cp" if argv0.rsplit("/", 1)[-1] == "cp" else "controlplane"
+        sys.stderr.write(f"{prog}: unknown command '{args[0]}'; did you mean '{meant}'?\n")
+        return 2
+    if not is_ours(args, argv0):
+        hand_off(args)  # not ours: behave exactly like coreutils cp
+    from controlplane.cli.app import invoke
+
+    return invoke(args, argv0)

@@ -1,0 +1,245 @@
+"""The typer app: shared options, the root callback, and how errors reach the user.
+
+The CLI catches the project's own exceptions (spec diagnostics, ControlPlaneError,
+AdapterError) and prints them as one-line errors; anything else is a bug and shows a
+traceback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+try:  # recent typer carries its own copy of click; its exceptions are that copy's
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer uses click itself
+    import click  # type: ignore[no-redef]
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from adapters.base import AdapterError
+from controlplane import __version__, activity, workflow
+from controlplane.cli import completion
+from controlplane.cli.progress import Spinner
+from controlplane.cli.views import problems
+from controlplane.errors import ControlPlaneError
+from specs.diagnostics import SpecError
+from specs.loader import LoadResult
+
+app = typer.Typer(
+    name="cp",
+    help="controlplane: declarative GPU quota, placement and preemption for Slurm, "
+    "Kubernetes and a built-in simulator. Specs in git, plans you can review.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console()
+err = Console(stderr=True)
+
+DirArg = Annotated[Path, typer.Argument(help="spec directory (a git repo of YAML specs)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="SQLAlchemy URL of the store [default: sqlite under DIR/.cp/]", envvar="CP_DB"
+    ),
+]
+ForecastOpt = Annotated[
+    bool,
+    typer.Option(
+        "--forecast/--no-forecast",
+        help="ask the clusters when fan-out candidates would start "
+        "(Slurm: sbatch --test-only, one job id each); without, candidates rank by cost",
+    ),
+]
+
+
+def _parse_now(text: str) -> datetime:
+    """An ISO 8601 time (``2026-11-22T10:00:00+00:00``, ``2026-11-22T10:00Z``, or a date),
+    within the calendar a plan's dates must fit in."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not an ISO 8601 time; write e.g. 2026-11-22T10:00:00+00:00"
+        ) from None
+    if not 1970 <= value.year <= 9000:
+        raise typer.BadParameter("give a time between the years 1970 and 9000")
+    return value
+
+
+NowOpt = Annotated[
+    datetime | None,
+    typer.Option(
+        "--now",
+        help="plan as of this ISO 8601 time (e.g. 2026-11-22T10:00:00+00:00; no zone: UTC); "
+        "default: the clock",
+        metavar="TIME",
+        parser=_parse_now,
+    ),
+]
+ObservedOpt = Annotated[
+    Path | None,
+    typer.Option(help="plan against this snapshot (JSON/YAML) instead of observing the clusters"),
+]
+
+
+def examples(*commands: str) -> str:
+    """A command's epilog: the command lines shown under "Example:" in its --help."""
+    head = "Example:" if len(commands) == 1 else "Examples:"
+    return "\n".join([head, *(escape(c) for c in commands)])
+
+
+def load(spec_dir: Path) -> LoadResult:
+    """Load and validate; warnings go to stderr, errors raise (every one, file:line:col)."""
+    result = workflow.load(spec_dir)
+    for w in result.warnings:  # one line each, whatever the width: file:line:col stays whole
+        err.print(Text(str(w), style="yellow"), highlight=False, soft_wrap=True)
+    return result
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        out.print(f"controlplane {__version__}")
+        raise typer.Exit()
+
+
+def _show_completion(ctx: typer.Context, value: bool) -> None:
+    if value:
+        out.print(completion.script(_login_shell(), _prog(ctx)), end="", markup=False)
+        raise typer.Exit()
+
+
+def _install_completion(ctx: typer.Context, value: bool) -> None:
+    if value:
+        done = completion.install(_login_shell(), _prog(ctx), Path.home())
+        out.print(f"wrote {done.script}", highlight=False, soft_wrap=True)
+        if done.rc is not None:
+            out.print(f"{done.rc} sources it", highlight=False, soft_wrap=True)
+        out.print("Completion takes effect in new shells.")
+        raise typer.Exit()
+
+
+def _login_shell() -> str:
+    shell = completion.login_shell()
+    if shell is None:
+        raise typer.BadParameter(
+            "cannot tell the shell from $SHELL; use bash, zsh or fish: "
+            "`cp completion bash|zsh|fish` prints the script"
+        )
+    return shell
+
+
+def _prog(ctx: typer.Context) -> str:
+    return ctx.find_root().info_name or "cp"
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="show the version"
+        ),
+    ] = False,
+    show_completion: Annotated[
+        bool,
+        typer.Option(
+            "--show-completion",
+            callback=_show_completion,
+            is_eager=True,
+            help="print the completion script for your shell ($SHELL: bash, zsh or fish)",
+        ),
+    ] = False,
+    install_completion: Annotated[
+        bool,
+        typer.Option(
+            "--install-completion",
+            callback=_install_completion,
+            is_eager=True,
+            help="install completion for your shell ($SHELL: bash, zsh or fish)",
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
+HELP_OPTIONS = ["-h", "--help"]
+
+
+def _tidy_help(command: click.Command) -> None:
+    """No type column for flags: ``--json <bool>`` reads as if the flag took a value.
+
+    click makes each command's ``--help`` option on first use and keeps it; making it
+    here lets it be tidied with the rest."""
+    helper = command.get_help_option(click.Context(command, help_option_names=HELP_OPTIONS))
+    for param in [*command.params, *([helper] if helper else [])]:
+        if param.param_type_name == "option" and getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _tidy_help(sub)
+
+
+def invoke(args: list[str], argv0: str) -> int:
+    """Run the app with ``args``; the project's own errors become messages and exit 1."""
+    from controlplane.cli import commands  # noqa: F401  (registers every command on ``app``)
+
+    command = typer.main.get_command(app)
+    _tidy_help(command)
+    invoked_as = Path(argv0).name
+    prog = invoked_as if invoked_as in ("cp", "controlplane") else "cp"
+    completion.enable()  # a shell asking for completions sets _CP_COMPLETE and no args
+    answer = completion.copy_answer(command, prog)
+    if answer is not None:  # completing a copy: file names are the shell's business
+        sys.stdout.write(answer + "\n" if answer else "")
+        return 0
+    as_json = wants_json(args)
+    try:
+        with activity.reporting(Spinner(err)):  # slow steps get a spinner on a terminal
+            code = command.main(args=args, prog_name=prog, standalone_mode=False)
+    except click.ClickException as exc:  # usage errors: click words them
+        if as_json:
+            write_json(problems.error_json(exc, kind="usage"))
+        else:
+            exc.show()
+        code = exc.exit_code
+    except typer.Abort as exc:
+        if as_json:
+            write_json(problems.error_json(exc, kind="aborted"))
+        err.print("Aborted.")
+        code = 1
+    except SpecError as exc:
+        if as_json:
+            write_json(problems.error_json(exc))
+        for d in exc.diagnostics:
+            err.print(str(d), highlight=False, soft_wrap=True, markup=False)
+        err.print(f"[red]{problems.spec_error_summary(exc)}[/]", highlight=False)
+        code = 1
+    except (ControlPlaneError, AdapterError) as exc:
+        if as_json:
+            write_json(problems.error_json(exc))
+        err.print(Text.assemble(("error:", "red"), f" {exc}"), highlight=False, soft_wrap=True)
+        code = 1
+    return code if isinstance(code, int) else 0
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asked for JSON (``--json``, or ``-o json``): errors are then
+    a JSON document on stdout too."""
+    if "--json" in args:
+        return True
+    return any(a in ("-o", "--output") and b == "json" for a, b in itertools.pairwise(args))
+
+
+def write_json(doc: object) -> None:
+    """One JSON document on stdout, as is (rich would wrap long strings at the width)."""
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")

@@ -1,0 +1,225 @@
+"""The commands that change the clusters: apply, and watch (plan and apply in a loop)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from controlplane import workflow
+from controlplane.apply import ActionOutcome
+from controlplane.cli.app import (
+    DbOpt,
+    DirArg,
+    JsonOpt,
+    NowOpt,
+    app,
+    err,
+    examples,
+    load,
+    out,
+    write_json,
+)
+from controlplane.cli.views import plan as plan_view
+from controlplane.cli.views.apply import apply_json, outcome_line, verdict
+from controlplane.errors import PlanNotFoundError, StalePlanError
+from controlplane.plan import Plan
+from specs.snapshot import Snapshot, observed_digest
+
+
+@app.command(
+    epilog=examples(
+        "cp apply plan.json --dir examples/quickstart",
+        "cp apply examples/quickstart --auto-approve --json",
+    )
+)
+def apply(
+    target: Annotated[
+        Path,
+        typer.Argument(
+            help="a plan file from `cp plan --out`, or a spec directory (plan now, then apply)"
+        ),
+    ] = Path("."),
+    spec_dir: Annotated[
+        Path | None,
+        typer.Option("--dir", help="spec directory when TARGET is a plan file [default: .]"),
+    ] = None,
+    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="don't ask")] = False,
+    reviewed: Annotated[
+        bool,
+        typer.Option(
+            "--reviewed",
+            help="with a spec directory: apply the stored plan made of exactly these specs "
+            "(the one a pull request showed), refused if the clusters moved on since",
+        ),
+    ] = False,
+    observed: Annotated[
+        Path | None,
+        typer.Option(
+            help="what-if: apply the plan file to this snapshot with the simulator engine and "
+            "rewrite the snapshot (no cluster or store is touched)"
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Carry out a plan through the adapters; safe to rerun after an interruption.
+
+    With a spec directory: take the apply lease, observe, plan, show the plan, ask, act.
+    With a plan file: check it was not edited and the clusters have not moved on, act."""
+    if observed is not None:
+        _apply_to_snapshot(target, observed, as_json)
+        return
+
+    def progress(o: ActionOutcome) -> None:
+        if not as_json:
+            outcome_line(out, o)
+
+    if target.is_dir() and reviewed:
+        loaded = load(target)
+        plan = workflow.reviewed_plan(target, loaded, db)
+        if not as_json:
+            made = plan.created_at.strftime("%Y-%m-%d %H:%M UTC")
+            out.print(f"Applying plan {plan.id}, reviewed for these specs (made {made}).")
+        report = workflow.apply_saved(plan, target, loaded, now=now, db=db, progress=progress)
+    elif target.is_dir():
+
+        def approve(plan: Plan, _observed: Snapshot) -> bool:
+            if not as_json:
+                plan_view.print_plan(out, plan)
+            if auto_approve or plan.empty:
+                return True
+            # the question goes to stderr when stdout is a JSON document
+            if typer.confirm("Apply this plan?", default=False, err=as_json):
+                return True
+            if as_json:
+                write_json(apply_json(plan.id, None, declined=True))
+            err.print("Apply cancelled.")
+            raise typer.Exit(1)
+
+        plan, maybe = workflow.apply_specs(
+            target, load(target), now=now, db=db, approve=approve, progress=progress
+        )
+        if maybe is None:
+            if as_json:
+                write_json(apply_json(plan.id, None))
+            return
+        report = maybe
+    else:
+        spec_dir = spec_dir or Path(".")
+        if not target.exists():
+            raise PlanNotFoundError(f"no plan file {target}")
+        plan = workflow.read_plan(target)
+        loaded = load(spec_dir)
+        if loaded.desired.digest != plan.spec_digest:
+            err.print("[yellow]warning:[/] the specs changed since this plan was made")
+        report = workflow.apply_saved(plan, spec_dir, loaded, now=now, db=db, progress=progress)
+    if as_json:
+        write_json(apply_json(plan.id, report))
+    else:
+        verdict(out, report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _apply_to_snapshot(plan_file: Path, snapshot_file: Path, as_json: bool) -> None:
+    from adapters.simulator import SimulatedCluster
+
+    if not plan_file.is_file():
+        raise PlanNotFoundError(f"no plan file {plan_file} (what-if apply takes a plan file)")
+    plan = workflow.read_plan(plan_file)
+    snap = workflow.read_snapshot(snapshot_file)
+    if observed_digest(snap) != plan.observed_digest:
+        raise StalePlanError(f"plan {plan.id} was not made against {snapshot_file}")
+    sims = {c.name: SimulatedCluster(c) for c in snap.clusters}
+    results = []
+    for action in plan.execution_order():
+        sim = sims.get(action.cluster)
+        if sim is None:
+            raise PlanNotFoundError(f"the snapshot has no cluster {action.cluster}")
+        r = sim.execute(action, plan_id=plan.id, now=snap.now)
+        results.append({"op": action.op.value, "workload": action.workload, "job": r.job})
+    snapshot_file.write_text(
+        snap.model_dump_json(by_alias=True, indent=2, exclude_none=True) + "\n"
+    )
+    if as_json:
+        sys.stdout.write(json.dumps({"plan": plan.id, "actions": results}, indent=2) + "\n")
+    else:
+        out.print(f"Applied {len(results)} actions of plan {plan.id} to {snapshot_file}.")
+
+
+@app.command(
+    epilog=examples(
+        "cp watch examples/quickstart --interval 60 --auto-approve",
+        "cp watch . --once",
+    )
+)
+def watch(
+    spec_dir: DirArg = Path("."),
+    interval: Annotated[float, typer.Option(help="seconds between reconciles")] = 30.0,
+    quiet: Annotated[
+        float,
+        typer.Option(help="seconds the spec files must be unchanged before a cycle reads them"),
+    ] = 2.0,
+    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="apply every plan")] = False,
+    allow_mass_prune: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mass-prune",
+            help="apply plans that cancel many running workloads that "
+            "left the specs (see --max-prune-share)",
+        ),
+    ] = False,
+    max_prune_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="without --allow-mass-prune, a plan cancelling more than this "
+            "share of the running workloads (and more than one) is shown, not applied",
+        ),
+    ] = 0.25,
+    once: Annotated[bool, typer.Option(help="one cycle, then exit (for cron and CI)")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Reconcile continuously: plan (and with --auto-approve apply) on every spec change or
+    tick. One timestamped line per cycle; problems are reported and retried with backoff;
+    SIGINT/SIGTERM stop after the action in flight."""
+    import signal
+
+    from watchfiles import watch as watch_files
+
+    from controlplane.watch import Watcher, WatchOptions
+
+    options = WatchOptions(
+        interval=interval,
+        quiet=quiet,
+        auto_approve=auto_approve,
+        allow_mass_prune=allow_mass_prune,
+        max_prune_share=max_prune_share,
+        db=db,
+    )
+    watcher = Watcher(
+        spec_dir,
+        options,
+        lambda line: out.print(line, highlight=False, soft_wrap=True, markup=False),
+    )
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: watcher.stop())
+    changes = (
+        None
+        if once
+        else watch_files(
+            spec_dir,
+            rust_timeout=int(interval * 1000),
+            yield_on_timeout=True,
+            stop_event=watcher.stopping,
+            debounce=200,
+            watch_filter=lambda _c, p: "/.cp/" not in p and p.endswith((".yaml", ".yml")),
+        )
+    )
+    watcher.run(changes, once=once)

@@ -1,0 +1,63 @@
+"""``cp explain``: everything about one workload, read-only like ``cp status``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from controlplane import inventory, workflow
+from controlplane.cli.app import DbOpt, JsonOpt, NowOpt, app, examples, load, out, write_json
+from controlplane.cli.views.clusters import describe_job, jobs_json
+from controlplane.cli.views.explain import explain_json, print_explain
+from controlplane.errors import PlanNotFoundError
+from controlplane.eviction import exposure
+from specs.diagnostics import name_hint
+
+
+@app.command(
+    epilog=examples(
+        "cp explain ads/ctr-train --dir examples/quickstart",
+        "cp explain nlp/llm-finetune --dir . --json",
+    )
+)
+def explain(
+    workload: Annotated[str, typer.Argument(help="PROJECT/NAME")],
+    spec_dir: Annotated[Path, typer.Option("--dir", help="spec directory")] = Path("."),
+    observed: Annotated[Path | None, typer.Option()] = None,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Why a workload waits, runs, or was evicted: its state, the plan's reason, and for a
+    running one its jobs, nodes, start, segment, what could evict it and when its
+    minRuntime ends; the quota levels it answers to and its history."""
+    loaded = load(spec_dir)
+    desired = loaded.desired
+    if workload not in desired.workloads:
+        hint = name_hint(workload, desired.workloads)
+        raise PlanNotFoundError(f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)")
+    found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
+    plan = found.plan
+    if found.store is not None:
+        found.store.save_plan(plan)  # as `cp plan` does: `cp show` finds what was explained
+    row = next(r for r in inventory.workloads(desired, found.snapshot, plan) if r.name == workload)
+    running = exposure(desired, found.snapshot, plan, workload)
+    actions = [a for a in plan.actions if a.workload == workload]
+    pending = [p for p in plan.pending if p.workload == workload]
+    past = found.store.history(workload, 10) if found.store is not None else []
+    chain = plan.quota_chain(desired.workloads[workload].spec.project)
+    if as_json:
+        doc = explain_json(row, running, actions, pending, chain, past)
+        doc["jobs"] = jobs_json(found.snapshot, workload)  # every job of it the clusters show
+        write_json(doc)
+    else:
+        waiting_jobs = [
+            describe_job(c, j)
+            for c, j in found.snapshot.jobs_of(workload)
+            if j.state.active and not j.state.holds_gpus
+        ]
+        print_explain(
+            out, row, running, actions, pending, chain, past, plan.created_at, waiting_jobs
+        )

@@ -1,0 +1,252 @@
+"""The commands that look without changing anything in the clusters: observe, plan, status,
+cost (explain has a module of its own)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from controlplane import workflow
+from controlplane.basespecs import base_specs
+from controlplane.cli.app import (
+    DbOpt,
+    DirArg,
+    ForecastOpt,
+    JsonOpt,
+    NowOpt,
+    ObservedOpt,
+    app,
+    examples,
+    load,
+    out,
+    write_json,
+)
+from controlplane.cli.views import plan as plan_view
+from controlplane.cli.views.clusters import (
+    cluster_rows,
+    print_clusters,
+    usage_by_cluster,
+)
+from controlplane.cli.views.cost import print_candidates
+from controlplane.cli.views.markdown import plan_markdown
+from controlplane.cli.views.problems import diagnostic_json
+from controlplane.cli.views.quota import print_quota
+from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
+from controlplane.costs import candidate_table
+from controlplane.errors import PlanNotFoundError
+from controlplane.observe import adapters_for, observe
+from solvers.policy import Policy
+
+
+@app.command("observe", epilog=examples("cp observe examples/quickstart --yaml > snapshot.yaml"))
+def observe_cmd(
+    spec_dir: DirArg = Path("."),
+    as_yaml: Annotated[bool, typer.Option("--yaml", help="YAML instead of JSON")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="JSON (the default), and errors as a JSON document too"),
+    ] = False,
+    now: NowOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Print the observed state of every cluster (a snapshot usable with plan --observed)."""
+    if as_yaml and as_json:
+        raise typer.BadParameter("give --yaml or --json, not both", param_hint="--yaml")
+    loaded = load(spec_dir)
+    adapters = adapters_for(loaded.desired, spec_dir / ".cp", workflow.clock(now))
+    snap = observe(
+        loaded.desired, adapters, workflow.resolve_now(now), workflow.open_store(spec_dir, db)
+    )
+    data = snap.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if as_yaml:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+    else:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+@app.command(
+    "plan",
+    epilog=examples(
+        "cp plan examples/quickstart --out plan.json",
+        "cp plan . --observed snapshot.yaml --now 2026-11-22T10:00:00Z --json",
+        "cp plan . --markdown --full-plan plan.md --detailed-exitcode > comment.md",
+    ),
+)
+def plan_cmd(
+    spec_dir: DirArg = Path("."),
+    observed: ObservedOpt = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="save the plan for `cp apply`")
+    ] = None,
+    as_json: JsonOpt = False,
+    markdown: Annotated[
+        bool,
+        typer.Option(
+            "--markdown",
+            help="a pull-request comment: summary first, sections collapsed, within --max-chars",
+        ),
+    ] = False,
+    max_chars: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="bound on the --markdown comment; longer sections end in '… and N more' "
+            "(GitHub comments hold 65,536; 0: no bound)",
+        ),
+    ] = DEFAULT_MAX_CHARS,
+    full_plan: Annotated[
+        Path | None,
+        typer.Option(
+            "--full-plan",
+            help="also write the whole plan as Markdown, unbounded, to this file "
+            "(for CI to attach)",
+        ),
+    ] = None,
+    detailed_exitcode: Annotated[
+        bool, typer.Option("--detailed-exitcode", help="exit 2 when the plan has changes")
+    ] = False,
+    forecast: ForecastOpt = True,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="best: KAI's greedy and CP-SAT, the better answer; kai: KAI's greedy alone"
+        ),
+    ] = "best",
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            help="seconds for the whole plan: when they run out, the plan reached so far is "
+            "shown and says which steps were cut short"
+        ),
+    ] = Policy().time_limit,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            metavar="REF",
+            help="also plan the specs as of this git ref against the same observation and "
+            "show the change's impact (policy before -> after, affected workloads)",
+        ),
+    ] = None,
+    base_dir: Annotated[
+        Path | None,
+        typer.Option("--base-dir", metavar="DIR", help="like --base, from a directory of specs"),
+    ] = None,
+    now: NowOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Show what would change, and why: submissions, evictions, moves, and what waits."""
+    if engine not in ("best", "kai"):
+        raise typer.BadParameter("use best or kai", param_hint="--engine")
+    if base is not None and base_dir is not None:
+        raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
+    policy = Policy(engine=engine, time_limit=time_limit)
+    loaded = load(spec_dir)
+    if base is not None or base_dir is not None:
+        with base_specs(spec_dir, ref=base, directory=base_dir) as before:
+            plan = workflow.plan_change(
+                spec_dir,
+                loaded,
+                before,
+                observed=observed,
+                now=now,
+                db=db,
+                forecast=forecast,
+                policy=policy,
+            )
+    else:
+        plan = workflow.build_plan(
+            spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
+        )
+    if out_file:
+        out_file.write_text(plan.to_json() + "\n")
+    if full_plan:
+        full_plan.write_text(plan_markdown(plan, loaded.warnings, max_chars=0))
+    if as_json:
+        doc = json.loads(plan.to_json())
+        # the specs' warnings ride along; they are not part of the sealed plan (--out)
+        doc["warnings"] = [diagnostic_json(w) for w in loaded.warnings]
+        write_json(doc)
+    elif markdown:
+        where = str(full_plan) if full_plan else None
+        sys.stdout.write(plan_markdown(plan, loaded.warnings, max_chars=max_chars, full=where))
+    else:
+        plan_view.print_plan(out, plan)
+        if out_file:
+            out.print(f"Saved to {out_file}; run [bold]cp apply {out_file}[/] to carry it out.")
+    if detailed_exitcode and not plan.empty:
+        raise typer.Exit(2)
+
+
+@app.command(epilog=examples("cp status examples/quickstart", "cp status . --json"))
+def status(
+    spec_dir: DirArg = Path("."),
+    observed: Annotated[Path | None, typer.Option()] = None,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Per project: deserved, fair share, allocated and waiting GPUs; per cluster: GPUs
+    held by our jobs and by others', and which projects use which cluster."""
+    plan, snap = workflow.plan_and_snapshot(
+        spec_dir, load(spec_dir), observed=observed, now=now, db=db
+    )
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "projects": {k: v.model_dump(by_alias=True) for k, v in plan.projects.items()},
+                    "departments": {
+                        k: v.model_dump(by_alias=True) for k, v in plan.departments.items()
+                    },
+                    "clusters": cluster_rows(snap),
+                    "byCluster": usage_by_cluster(snap),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    else:
+        print_quota(out, plan.projects, plan.departments)
+        out.print()
+        print_clusters(out, snap)
+
+
+@app.command(epilog=examples("cp cost nlp/llm-finetune --dir examples/quickstart --no-forecast"))
+def cost(
+    workload: Annotated[str, typer.Argument(help="PROJECT/NAME")],
+    spec_dir: Annotated[Path, typer.Option("--dir", help="spec directory")] = Path("."),
+    observed: Annotated[
+        Path | None,
+        typer.Option(help="use this snapshot (no forecasts: candidates rank by cost)"),
+    ] = None,
+    forecast: ForecastOpt = True,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """The fan-out candidates of a workload: where, shape, mode, estimated start, cost, and
+    which ones a plan submits (any workload: for one without fanOut, what it would choose)."""
+    loaded = load(spec_dir)
+    if workload not in loaded.desired.workloads:
+        raise PlanNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")
+    if observed is not None:
+        snap = workflow.read_snapshot(observed)
+        when, adapters = (workflow.resolve_now(now) if now is not None else snap.now), None
+    else:
+        when = workflow.resolve_now(now)
+        adapters = adapters_for(loaded.desired, spec_dir / ".cp", workflow.clock(now))
+        snap = observe(
+            loaded.desired, adapters, when, workflow.open_store(spec_dir, db), record=False
+        )
+    table = candidate_table(loaded.desired, snap, workload, when, adapters if forecast else None)
+    if as_json:
+        sys.stdout.write(json.dumps(table.to_json(), indent=2) + "\n")
+        return
+    print_candidates(out, table)

@@ -1,0 +1,124 @@
+"""The commands that read the store: history (who did what, when, why) and show (a plan)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from controlplane import workflow
+from controlplane.cli.app import DbOpt, DirArg, JsonOpt, app, err, examples, out, write_json
+from controlplane.cli.views import plan as plan_view
+from controlplane.cli.views.apply import recorded_json
+from controlplane.cli.views.history import history_json, print_history
+from controlplane.cli.views.markdown import plan_markdown
+from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
+from controlplane.errors import PlanNotFoundError
+
+
+@app.command(
+    epilog=examples(
+        "cp history examples/quickstart --workload nlp/llm-finetune", "cp history . --verify"
+    )
+)
+def history(
+    spec_dir: DirArg = Path("."),
+    workload: Annotated[str | None, typer.Option(help="only this project/name")] = None,
+    limit: Annotated[int, typer.Option(help="newest N")] = 50,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="check the history chain: every plan and action record unedited, none removed",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Who did what to which workload, when, and why (applied actions, newest first)."""
+    store = workflow.open_store(spec_dir, db)
+    if verify:
+        verdict = store.verify()
+        if as_json:
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "ok": verdict.ok,
+                        "records": verdict.records,
+                        "head": verdict.head,
+                        "problem": verdict.problem,
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
+        elif verdict.ok:
+            out.print(
+                f"history intact: {verdict.records} records, head {verdict.head}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        else:
+            err.print(
+                f"history broken: {verdict.problem}", highlight=False, soft_wrap=True, markup=False
+            )
+        if not verdict.ok:
+            raise typer.Exit(1)
+        return
+    rows = store.history(workload, limit)
+    if as_json:
+        sys.stdout.write(json.dumps(history_json(rows), indent=2) + "\n")
+    elif not rows:
+        out.print("No actions applied yet.")
+    else:
+        print_history(out, rows)
+
+
+@app.command(epilog=examples("cp show 3f2a9c --dir examples/quickstart --json"))
+def show(
+    plan_ref: Annotated[
+        str, typer.Argument(help="plan id (or prefix) from the store, or a plan file")
+    ],
+    spec_dir: Annotated[
+        Path, typer.Option("--dir", help="spec directory holding the store")
+    ] = Path("."),
+    as_json: JsonOpt = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="as a pull-request comment (see cp plan)")
+    ] = False,
+    max_chars: Annotated[
+        int, typer.Option(min=0, help="bound on the --markdown comment (0: no bound)")
+    ] = DEFAULT_MAX_CHARS,
+    db: DbOpt = None,
+) -> None:
+    """Show a stored plan (or a plan file) and, if applied, each action's outcome.
+
+    With --json: the plan's document plus applyStatus and outcomes (each action in
+    execution order: status, job, message, when)."""
+    path = Path(plan_ref)
+    store = workflow.open_store(spec_dir, db)
+    plan = workflow.read_plan(path) if path.is_file() else store.get_plan(plan_ref)
+    if plan is None:
+        raise PlanNotFoundError(f"no stored plan matches {plan_ref!r} (see `cp history`)")
+    rows = store.actions(plan.id)
+    if as_json:
+        doc = json.loads(plan.to_json())
+        doc["applyStatus"] = store.plan_status(plan.id)  # None: the store never saw it
+        doc["outcomes"] = recorded_json(rows)
+        write_json(doc)
+        return
+    if markdown:
+        sys.stdout.write(plan_markdown(plan, max_chars=max_chars))
+        return
+    plan_view.print_plan(out, plan)
+    if any(r.status != "pending" for r in rows):
+        out.print(f"\nApply status: [bold]{store.plan_status(plan.id)}[/]")
+        for r in rows:
+            out.print(
+                f"  {r.status:>8}  {r.op:<8} {r.workload}"
+                + (f"  job {r.job}" if r.job else "")
+                + (f"  {r.message}" if r.message else "")
+            )

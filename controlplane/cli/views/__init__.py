@@ -1,0 +1,1 @@
+"""What the commands print: human output (rich) and JSON documents, one module per subject."""

@@ -1,0 +1,80 @@
+"""How an apply reports: a line per action as it finishes, a verdict, or one JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from controlplane.apply import ActionOutcome, ApplyReport
+from controlplane.store import ActionRow
+
+
+def outcome_line(console: Console, o: ActionOutcome) -> None:
+    color = {"done": "green", "failed": "red"}.get(o.status, "dim")
+    console.print(
+        f"  [{color}]{o.status:>6}[/] {o.action.op.value:<8} {o.action.workload}"
+        + (f"  job {o.job}" if o.job else "")
+        + (f"  {o.message}" if o.message else "")
+    )
+
+
+def verdict(console: Console, report: ApplyReport) -> None:
+    done = sum(o.status == "done" for o in report.outcomes)
+    head = "[green]Apply complete[/]" if report.ok else "[red]Apply stopped[/]"
+    console.print(
+        f"{head}: {done} done, {len(report.failed)} failed"
+        + (" (resumed an interrupted apply)" if report.resumed else "")
+        + "."
+    )
+
+
+def apply_json(
+    plan_id: str, report: ApplyReport | None, *, declined: bool = False
+) -> dict[str, Any]:
+    """The apply as one document; ``report`` None: the plan had nothing to do, or (with
+    ``declined``) the user said no."""
+    if report is None:
+        return {
+            "plan": plan_id,
+            "resumed": False,
+            "ok": not declined,
+            "actions": [],
+            "message": "apply cancelled: nothing was done"
+            if declined
+            else "no changes: the clusters match the specs",
+        }
+    return {
+        "plan": plan_id,
+        "resumed": report.resumed,
+        "ok": report.ok,
+        "actions": [
+            {
+                "seq": o.seq,
+                "op": o.action.op.value,
+                "workload": o.action.workload,
+                "status": o.status,
+                "job": o.job,
+                "message": o.message,
+            }
+            for o in report.outcomes
+        ],
+    }
+
+
+def recorded_json(rows: list[ActionRow]) -> list[dict[str, Any]]:
+    """The store's record of a plan's actions, in execution order (``pending``: not run)."""
+    return [
+        {
+            "seq": r.seq,
+            "op": r.op,
+            "workload": r.workload,
+            "cluster": r.cluster,
+            "status": r.status,
+            "job": r.job,
+            "message": r.message,
+            "startedAt": r.started_at.isoformat() if r.started_at else None,
+            "finishedAt": r.finished_at.isoformat() if r.finished_at else None,
+        }
+        for r in rows
+    ]

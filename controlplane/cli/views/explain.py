@@ -1,0 +1,139 @@
+"""``cp explain``: one workload's state, what the plan does to it or why it waits, what
+could evict it while it runs, the quota levels it answers to, and its history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from controlplane.cli.views.history import history_json, print_history
+from controlplane.cli.views.quota import print_quota_chain
+from controlplane.eviction import Exposure, describe_protection
+from controlplane.inventory import WorkloadRow
+from controlplane.plan import QueueStatus
+from controlplane.store import ActionRow, PlanRow
+from specs.actions import Action, Pending
+from specs.durations import format_duration
+
+Chain = list[tuple[str, str, QueueStatus]]
+
+
+def explain_json(
+    row: WorkloadRow,
+    exposure: Exposure | None,
+    actions: list[Action],
+    pending: list[Pending],
+    chain: Chain,
+    past: list[tuple[ActionRow, PlanRow]],
+) -> dict[str, Any]:
+    return {
+        "workload": row.name,
+        "state": row.state,
+        "running": None if exposure is None else _exposure_json(exposure),
+        "quota": [{"kind": k, "name": n, **q.model_dump(by_alias=True)} for k, n, q in chain],
+        "actions": [a.model_dump(mode="json", by_alias=True) for a in actions],
+        "pending": [p.model_dump(mode="json", by_alias=True) for p in pending],
+        "history": history_json(past),
+    }
+
+
+def _exposure_json(e: Exposure) -> dict[str, Any]:
+    return {
+        "jobs": [
+            {
+                "cluster": j.cluster,
+                "id": j.id,
+                "state": j.state,
+                "nodes": j.nodes,
+                "gpus": j.gpus,
+                "startedAt": j.started_at.isoformat() if j.started_at else None,
+            }
+            for j in e.jobs
+        ],
+        "segment": e.segment,
+        "preemptible": e.preemptible,
+        "minRuntimeEnds": e.min_runtime_ends.isoformat() if e.min_runtime_ends else None,
+        "protected": e.protected,
+        "couldEvict": [
+            {"kind": t.kind, "message": t.message, "by": t.by, "waiting": t.waiting}
+            for t in e.threats
+        ],
+    }
+
+
+def print_explain(
+    console: Console,
+    row: WorkloadRow,
+    exposure: Exposure | None,
+    actions: list[Action],
+    pending: list[Pending],
+    chain: Chain,
+    past: list[tuple[ActionRow, PlanRow]],
+    now: datetime,
+    queued: Sequence[str] = (),  # its jobs waiting in a cluster's queue
+) -> None:
+    console.print(Text.assemble((row.name, "bold"), f": {row.state}"), highlight=False)
+    if exposure is not None:
+        _print_running(console, exposure, now)
+    if queued:
+        _bullets(console, " ", [f"queued on {q}" for q in queued])
+    for a in actions:
+        console.print(
+            f"[bold]{a.op.value}[/] planned on {a.cluster} — {a.reason.code.value}: "
+            f"{a.reason.message}"
+        )
+    for p in pending:
+        console.print(f"[bold]waits[/] — {p.reason.code.value}: {p.reason.message}")
+    if not actions and not pending:
+        quiet = {
+            "running": "the plan leaves it running as it is",
+            "completed": "it ran to completion; nothing to do (rename it to run it again)",
+        }
+        console.print(quiet.get(row.state, "nothing planned for it"))
+    console.print()
+    reasons = " ".join([a.reason.message for a in actions] + [p.reason.message for p in pending])
+    print_quota_chain(console, chain, reasons)
+    if past:
+        console.print("\nHistory:")
+        print_history(console, past)
+
+
+def _print_running(console: Console, e: Exposure, now: datetime) -> None:
+    lines = []
+    for j in e.jobs:
+        started = (
+            f", started {j.started_at.isoformat()} "
+            f"({format_duration(max(0, int((now - j.started_at).total_seconds())))} ago)"
+            if j.started_at
+            else ""
+        )
+        nodes = ", ".join(j.nodes) or "nodes the cluster chose"
+        lines.append(f"job {j.id} on {j.cluster}: {j.gpus} GPUs on {nodes}{started}")
+    if e.segment:
+        lines.append(f"checkpointed: {e.segment}")
+    lines.append(describe_protection(e, now))
+    _bullets(console, " ", lines)
+    console.print("What could evict it:")
+    _bullets(
+        console,
+        "  -",
+        [
+            t.message + (f" (waiting now: {', '.join(t.waiting)})" if t.waiting else "")
+            for t in e.threats
+        ],
+    )
+
+
+def _bullets(console: Console, marker: str, lines: list[str]) -> None:
+    """Lines that wrap under their own start, not under the marker."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for line in lines:
+        grid.add_row(marker, Text(line))
+    console.print(grid)

@@ -1,0 +1,56 @@
+"""Applied actions, newest first: who did what to which workload, when and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from controlplane.cli.views.tables import print_entries
+from controlplane.store import ActionRow, PlanRow
+
+
+def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> None:
+    """Two lines per action (when, op, workload, job, outcome; its reason underneath),
+    wrapped to the terminal with the workload's name whole."""
+    entries = []
+    for a, p in rows:
+        when = (a.started_at or p.created_at).strftime("%Y-%m-%d %H:%M:%S")
+        color = {"done": "green", "failed": "red"}.get(a.status, "yellow")
+        entries.append(
+            (
+                Text(when),
+                Text.assemble(
+                    (f"{a.op:<8}", "bold"),
+                    (a.workload, "bold"),
+                    f"  {a.cluster}" + (f" job {a.job}" if a.job else ""),
+                    "  ",
+                    (a.status, color),
+                    f"  plan:{p.id[:12]}",  # one word: an id is never split
+                ),
+                Text.assemble(
+                    (a.reason_code, color),
+                    f": {a.reason}",
+                    (f"  ({a.message})" if a.message else "", "dim"),
+                ),
+            )
+        )
+    print_entries(console, entries)
+
+
+def history_json(rows: list[tuple[ActionRow, PlanRow]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "plan": p.id,
+            "at": (a.started_at or p.created_at).isoformat(),
+            "op": a.op,
+            "workload": a.workload,
+            "cluster": a.cluster,
+            "job": a.job,
+            "status": a.status,
+            "reason": {"code": a.reason_code, "message": a.reason},
+            "message": a.message,
+        }
+        for a, p in rows
+    ]

@@ -1,0 +1,137 @@
+"""Plans as pull-request comments: a summary line first, sections collapsed, the whole
+bounded to a size a comment can hold (views/sections.py does the bounding).
+
+The top says what the plan does (and, with a policy change, its impact), where it comes
+from, and which clusters did not answer; then the sections: the policy diff
+(views/policy.py), the actions by op, least disruptive first, what waits, spec
+warnings, the quota table. The full, unbounded plan goes to a file (``cp plan
+--full-plan PATH``) for CI to attach. No terminal colours.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from controlplane.cli.views.plan import cut_short, placement, short_commit, summary
+from controlplane.cli.views.policy import policy_sections
+from controlplane.cli.views.policy import summary as policy_summary
+from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, render
+from controlplane.plan import Plan, QueueStatus
+from solvers.reasons import gpus as n
+from specs.actions import Op
+from specs.diagnostics import Diagnostic
+
+
+def plan_top(plan: Plan) -> str:
+    """The summary line, then where the plan comes from."""
+    counts = Counter(a.op for a in plan.actions)
+    disrupted = sum(counts[op] for op in (Op.PREEMPT, Op.CANCEL, Op.MOVE))
+    lead = f"**{summary(plan)}**" + (
+        f" {disrupted:,} running workload{'s' if disrupted != 1 else ''} disturbed."
+        if disrupted
+        else ""
+    )
+    lines = [lead, ""]
+    if plan.policy is not None:
+        lines += [f"**{policy_summary(plan.policy)}**", ""]
+    origin = f"controlplane plan `{plan.id}`, made {plan.created_at.isoformat()}"
+    if plan.git_commit:
+        origin += f" at git `{short_commit(plan.git_commit)}`"
+    lines += [origin, ""]
+    for name, error in sorted(plan.unreachable.items()):
+        lines += [
+            f"> **cluster `{name}` did not answer** ({cell(error)}): nothing is planned there",
+            "",
+        ]
+    if plan.solver.cut_short:
+        lines += [f"> {cut_short(plan)}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Section]:
+    """The policy diff if any, actions by op (least disruptive first), what waits, spec
+    warnings, the quota table."""
+    sections = policy_sections(plan.policy) if plan.policy is not None else []
+    for op in Op:
+        mine = [a for a in plan.actions if a.op == op]
+        if not mine:
+            continue
+        rows = []
+        for a in mine:
+            where = f"{a.cluster}/{a.pool}" if a.pool else a.cluster
+            rows.append(
+                f"| `{cell(a.workload)}` | {cell(where)} | {cell(placement(a))} | "
+                f"**{a.reason.code.value}**: {cell(a.reason.message)} |"
+            )
+        sections.append(
+            Section(
+                title=f"{op.value.capitalize()} ({len(mine):,})",
+                columns=["workload", "where", "placement", "reason"],
+                rows=rows,
+                noun=f"to {op.value}",
+            )
+        )
+    if plan.pending:
+        why = Counter(p.reason.code.value for p in plan.pending)
+        codes = ", ".join(
+            f"{c:,} {code}" for code, c in sorted(why.items(), key=lambda x: (-x[1], x[0]))
+        )
+        sections.append(
+            Section(
+                title=f"Waiting ({len(plan.pending):,}: {codes})",
+                columns=["workload", "reason"],
+                rows=[
+                    f"| `{cell(p.workload)}` | **{p.reason.code.value}**: {cell(p.reason.message)} |"
+                    for p in plan.pending
+                ],
+                noun="waiting",
+            )
+        )
+    if warnings:
+        sections.append(
+            Section(
+                title=f"Spec warnings ({len(warnings):,})",
+                columns=["where", "field", "warning"],
+                rows=[
+                    f"| `{cell(f'{w.path}:{w.line}:{w.column}')}` | {cell(w.field or '')} | "
+                    f"{cell(w.message)} |"
+                    for w in warnings
+                ],
+                noun="warnings",
+            )
+        )
+    sections.append(_quota(plan))
+    return sections
+
+
+def _quota(plan: Plan) -> Section:
+    rows = [_quota_row(f"{name} (dept)", q) for name, q in sorted(plan.departments.items())] + [
+        _quota_row(name, q) for name, q in sorted(plan.projects.items())
+    ]
+    return Section(
+        title=f"Quota after the plan ({len(plan.projects):,} projects, "
+        f"{len(plan.departments):,} departments)",
+        columns=["queue", "department", "deserved", "fair share", "allocated", "limit", "waiting"],
+        align=["---", "---", "---:", "---:", "---:", "---:", "---:"],
+        rows=rows,
+        noun="queues",
+    )
+
+
+def _quota_row(label: str, q: QueueStatus) -> str:
+    return (
+        f"| {cell(label)} | {cell(q.department or '')} | {n(q.deserved)} | {n(q.fair_share)} | "
+        f"{n(q.allocated)} | {n(q.limit)} | {n(q.pending)} |"
+    )
+
+
+def plan_markdown(
+    plan: Plan,
+    warnings: Sequence[Diagnostic] = (),
+    *,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    full: str | None = None,
+) -> str:
+    """The plan as a pull-request comment within ``max_chars`` (0: the whole plan)."""
+    return render(plan_top(plan), plan_sections(plan, warnings), max_chars=max_chars, full=full)

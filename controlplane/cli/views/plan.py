@@ -1,0 +1,112 @@
+"""How a plan looks on a terminal (rich); as a pull-request comment: views/markdown.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console
+from rich.text import Text
+
+from controlplane.cli.views.policy import print_policy
+from controlplane.cli.views.quota import print_quota
+from controlplane.cli.views.tables import print_entries
+from controlplane.plan import Plan
+from solvers.reasons import shape
+from specs.actions import Action, Op
+
+_SYMBOL = {
+    Op.SUBMIT: ("+", "green"),
+    Op.RESIZE: ("~", "cyan"),
+    Op.MOVE: (">", "yellow"),
+    Op.PREEMPT: ("!", "red"),
+    Op.CANCEL: ("-", "red"),
+}
+
+
+def placement(action: Action) -> str:
+    if not action.replicas:
+        return f"job {action.job}" if action.job else ""
+    by_node = Counter(r.node or "(cluster decides)" for r in action.replicas)
+    per = action.replicas[0].gpus
+    where = ", ".join(f"{n}" if c == 1 else f"{n} x{c}" for n, c in sorted(by_node.items()))
+    return f"{shape(len(action.replicas), per)} on {where}"
+
+
+def short_commit(commit: str) -> str:
+    """``abc123…-dirty`` shortened to 12 hex digits, keeping the dirty marker."""
+    sha, dirty, _ = commit.partition("-dirty")
+    return sha[:12] + dirty
+
+
+def summary(plan: Plan) -> str:
+    counts = Counter(a.op for a in plan.actions)
+    parts = [f"{counts[op]:,} to {op.value}" for op in Op if counts[op]]
+    body = ", ".join(parts) if parts else "no changes"
+    return f"Plan: {body}; {len(plan.pending):,} waiting."
+
+
+def cut_short(plan: Plan) -> str:
+    """The steps that did not finish: the plan is the best reached, not a fixed point."""
+    return "Cut short (the plan is what was reached): " + "; ".join(plan.solver.cut_short) + "."
+
+
+def print_plan(console: Console, plan: Plan) -> None:
+    console.print(
+        Text.assemble(
+            ("Plan ", "bold"),
+            (plan.id, "bold cyan"),
+            f"  made {plan.created_at.isoformat()}"
+            + (f"  git {short_commit(plan.git_commit)}" if plan.git_commit else ""),
+        )
+    )
+    for name, error in sorted(plan.unreachable.items()):
+        console.print(
+            Text.assemble(
+                ("  ! unreachable ", "red"),
+                (name, "bold"),
+                f"  {error}: nothing is planned there; what may run there waits",
+            ),
+            soft_wrap=True,
+        )
+    if plan.actions:
+        rows = []
+        for a in plan.actions:
+            sym, color = _SYMBOL[a.op]
+            where = f"{a.cluster}/{a.pool}" if a.pool else a.cluster
+            rows.append(
+                (
+                    Text(f"  {sym} {a.op.value:<7}", style=color),
+                    Text.assemble((a.workload, "bold"), f"  {where}  {placement(a)}"),
+                    Text.assemble(
+                        (a.reason.code.value, color),
+                        f": {a.reason.message}",
+                        style="dim" if a.op == Op.SUBMIT else "",
+                    ),
+                )
+            )
+        print_entries(console, rows)
+    else:
+        console.print("[green]No changes.[/] The clusters match the specs.")
+    if plan.policy is not None:
+        console.print()
+        print_policy(console, plan.policy)
+    if plan.pending:
+        console.print()
+        console.print(Text("Waiting", style="bold"))
+        print_entries(
+            console,
+            [
+                (
+                    Text("  ~", style="yellow"),
+                    Text(p.workload, style="bold"),
+                    Text.assemble((p.reason.code.value, "yellow"), f": {p.reason.message}"),
+                )
+                for p in plan.pending
+            ],
+        )
+    console.print()
+    print_quota(console, plan.projects, plan.departments)
+    console.print()
+    console.print(Text(summary(plan), style="bold"))
+    if plan.solver.cut_short:
+        console.print(Text(cut_short(plan), style="yellow"))

@@ -1,0 +1,146 @@
+"""How a policy change looks: figures before -> after, fair shares, affected workloads."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from controlplane.cli.views.sections import Section, cell
+from controlplane.plan import PolicyChange, PolicyDiff, ShareChange
+from solvers.reasons import gpus as _n
+
+# a fate a reviewer should not miss
+_DISRUPTIVE = {"reclaimed", "preempted", "replaced", "cancelled", "shrinks", "moved"}
+
+
+def value(v: bool | float | str | None) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return _n(v) if isinstance(v, float | int) else str(v)
+
+
+def change_text(c: PolicyChange) -> str:
+    """``project chem quota.limit: 32 -> 16`` (or ``added`` / ``removed``)."""
+    if not c.field:
+        return f"{c.kind} {c.name}: {'added' if c.before is None else 'removed'}"
+    return f"{c.kind} {c.name} {c.field}: {value(c.before)} -> {value(c.after)}"
+
+
+def share_text(s: ShareChange) -> str:
+    return (
+        f"fair share {value(s.fair_share_before)} -> {value(s.fair_share_after)}, "
+        f"allocated {value(s.allocated_before)} -> {value(s.allocated_after)}"
+    )
+
+
+def summary(diff: PolicyDiff) -> str:
+    moved = [w for w in diff.workloads if w.head in _DISRUPTIVE]
+    parts = [f"{len(diff.changes)} policy change{'s' if len(diff.changes) != 1 else ''}"]
+    if diff.shares:
+        parts.append(f"{len(diff.shares)} fair share{'s' if len(diff.shares) != 1 else ''} moved")
+    if diff.workloads:
+        parts.append(
+            f"{len(diff.workloads)} workload{'s' if len(diff.workloads) != 1 else ''} affected"
+            + (f" ({len(moved)} disrupted)" if moved else "")
+        )
+    return f"Against {diff.against}: " + ", ".join(parts) + "."
+
+
+def print_policy(console: Console, diff: PolicyDiff) -> None:
+    console.print(Text(summary(diff), style="bold"))
+    if diff.changes:
+        table = Table(title="Policy", title_justify="left", box=None, pad_edge=False)
+        for column in ("kind", "name", "field", "before", "after"):
+            table.add_column(column, overflow="fold", no_wrap=column == "name")
+        for c in diff.changes:
+            table.add_row(
+                c.kind,
+                c.name,
+                c.field or ("added" if c.before is None else "removed"),
+                value(c.before),
+                value(c.after),
+            )
+        console.print(table)
+    if diff.shares:
+        table = Table(title="Fair shares", title_justify="left", box=None, pad_edge=False)
+        table.add_column("queue", no_wrap=True)
+        for column in ("fair share", "allocated"):
+            table.add_column(column, justify="right")
+        for s in diff.shares:
+            table.add_row(
+                f"{s.kind} {s.name}",
+                f"{value(s.fair_share_before)} -> {value(s.fair_share_after)}",
+                f"{value(s.allocated_before)} -> {value(s.allocated_after)}",
+            )
+        console.print(table)
+    if diff.workloads:
+        table = Table(title="Workloads", title_justify="left", box=None, pad_edge=False)
+        table.add_column("workload", no_wrap=True)
+        table.add_column("without the change")
+        table.add_column("with it")
+        table.add_column("why", overflow="fold")
+        for w in diff.workloads:
+            style = "red" if w.head in _DISRUPTIVE else ""
+            why = f"{w.reason.code.value}: {w.reason.message}" if w.reason else ""
+            table.add_row(w.workload, w.base, Text(w.head, style=style), why)
+        console.print(table)
+
+
+def policy_sections(diff: PolicyDiff) -> list[Section]:
+    """The policy diff as sections of the pull-request comment (views/markdown.py): the
+    changed figures and the workloads whose fate changes open, the fair shares folded.
+    Its summary line goes at the top of the comment (:func:`summary`)."""
+    sections = []
+    if diff.changes:
+        sections.append(
+            Section(
+                title=f"Policy changes ({len(diff.changes):,})",
+                columns=["queue", "field", "before", "after"],
+                align=["---", "---", "---:", "---:"],
+                rows=[
+                    f"| {c.kind} `{cell(c.name)}` | "
+                    f"{c.field or ('added' if c.before is None else 'removed')} "
+                    f"| {cell(value(c.before))} | {cell(value(c.after))} |"
+                    for c in diff.changes
+                ],
+                noun="policy changes",
+                open=True,
+            )
+        )
+    if diff.shares:
+        sections.append(
+            Section(
+                title=f"Fair shares before -> after ({len(diff.shares):,})",
+                columns=["queue", "fair share", "allocated"],
+                align=["---", "---:", "---:"],
+                rows=[
+                    f"| {s.kind} `{cell(s.name)}` | {value(s.fair_share_before)} -> "
+                    f"{value(s.fair_share_after)} | {value(s.allocated_before)} -> "
+                    f"{value(s.allocated_after)} |"
+                    for s in diff.shares
+                ],
+                noun="fair shares",
+            )
+        )
+    if diff.workloads:
+        rows = []
+        for w in diff.workloads:
+            head = f"**{w.head}**" if w.head in _DISRUPTIVE else w.head
+            why = f"{w.reason.code.value}: {cell(w.reason.message)}" if w.reason else ""
+            rows.append(f"| `{cell(w.workload)}` | {w.base} | {head} | {why} |")
+        disrupted = sum(w.head in _DISRUPTIVE for w in diff.workloads)
+        sections.append(
+            Section(
+                title=f"Workloads the change affects ({len(diff.workloads):,}"
+                + (f", {disrupted:,} disrupted" if disrupted else "")
+                + ")",
+                columns=["workload", "without the change", "with it", "why"],
+                rows=rows,
+                noun="workloads",
+                open=True,
+            )
+        )
+    return sections

@@ -1,0 +1,212 @@
+"""What a change to the specs does: the policy diff and its effect on workloads.
+
+A reviewer of a pull request that cuts a department's quota wants to see, before merging,
+the figures that change (quota 36 -> 20), the fair shares that follow (28 -> 20) and the
+workloads that would be reclaimed because of it — not only the job actions. Two sources
+of "before":
+
+- ``cp plan --base REF``: the specs at ``REF`` planned against the same observation as
+  the working specs. Every policy field of every project and department is compared
+  (:func:`spec_changes`), fair shares and allocations of both plans side by side
+  (:func:`share_changes`), and each workload's fate under both (:func:`workload_changes`):
+  what would start, be reclaimed, preempted, moved or replaced that would not otherwise.
+- every other plan: the quota table of the plan last applied (:func:`table_changes`), so
+  the plan that acts on a lowered limit says which limit changed.
+
+Pure: plans and specs in, rows out. The CLI renders them (controlplane/cli/views/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from controlplane.plan import (
+    Plan,
+    PolicyChange,
+    PolicyDiff,
+    QueueStatus,
+    ShareChange,
+    WorkloadChange,
+    shrinks,
+)
+from specs.actions import Op, Reason, ReasonCode
+from specs.desired import DesiredState
+from specs.diff import flatten
+
+# what a reader cares about in a project's or department's spec (not where its objects go)
+_NOT_POLICY = frozenset({"namespace"})
+
+
+# ------------------------------------------------------------------ policy from the specs
+
+
+def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
+    """Every policy field of every project and department that differs, by kind and name;
+    a queue added or removed is one row (``field`` empty)."""
+    out: list[PolicyChange] = []
+    for kind, before, after in (
+        ("department", base.departments, head.departments),
+        ("project", base.projects, head.projects),
+    ):
+        for name in sorted(set(before) | set(after)):
+            if name not in before or name not in after:
+                out.append(
+                    PolicyChange(
+                        kind=kind,
+                        name=name,
+                        field="",
+                        before=None if name not in before else "present",
+                        after=None if name not in after else "present",
+                    )
+                )
+                continue
+            old = flatten(
+                before[name].spec.model_dump(by_alias=True, mode="json"), skip=_NOT_POLICY
+            )
+            new = flatten(after[name].spec.model_dump(by_alias=True, mode="json"), skip=_NOT_POLICY)
+            for field in sorted(set(old) | set(new), key=_field_order):
+                if old.get(field) != new.get(field):
+                    out.append(
+                        PolicyChange(
+                            kind=kind,
+                            name=name,
+                            field=field,
+                            before=old.get(field),
+                            after=new.get(field),
+                        )
+                    )
+    return out
+
+
+def _field_order(field: str) -> tuple[int, str]:
+    """Quota first (what the issue of a cut is about), then the rest by name."""
+    return (0 if field.startswith("quota") else 1, field)
+
+
+# ------------------------------------------------------------------ policy from quota tables
+
+
+def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
+    """Policy figures of the quota tables that differ between ``before`` (the plan last
+    applied) and ``after``: deserved, limit, over-quota weight, rank and department."""
+    out = []
+    for kind, old_table, new_table in _tables(before, after):
+        for name in sorted(set(old_table) & set(new_table)):
+            old, new = old_table[name], new_table[name]
+            for field, a, b in (
+                ("quota.gpus", old.deserved, new.deserved),
+                ("quota.limit", old.limit, new.limit),
+                ("quota.overQuotaWeight", old.weight, new.weight),
+                ("rank", old.rank, new.rank),
+                ("department", old.department, new.department),
+            ):
+                # a field the older plan did not record is not a change
+                if a != b and not (field in ("quota.overQuotaWeight", "rank") and a is None):
+                    out.append(PolicyChange(kind=kind, name=name, field=field, before=a, after=b))
+    return out
+
+
+def share_changes(
+    before: Plan, after: Plan, only: Iterable[tuple[str, str]] | None = None
+) -> list[ShareChange]:
+    """Fair share and GPUs allocated after each plan, where either differs (or for the
+    queues in ``only``, whatever they are)."""
+    wanted = set(only) if only is not None else None
+    out = []
+    for kind, old_table, new_table in _tables(before, after):
+        for name in sorted(set(old_table) | set(new_table)):
+            old, new = old_table.get(name), new_table.get(name)
+            row = ShareChange(
+                kind=kind,
+                name=name,
+                fair_share_before=old.fair_share if old else None,
+                fair_share_after=new.fair_share if new else None,
+                allocated_before=old.allocated if old else None,
+                allocated_after=new.allocated if new else None,
+            )
+            if wanted is not None:
+                if (kind, name) in wanted:
+                    out.append(row)
+            elif (row.fair_share_before, row.allocated_before) != (
+                row.fair_share_after,
+                row.allocated_after,
+            ):
+                out.append(row)
+    return out
+
+
+def _tables(
+    before: Plan, after: Plan
+) -> list[tuple[str, dict[str, QueueStatus], dict[str, QueueStatus]]]:
+    return [
+        ("department", before.departments, after.departments),
+        ("project", before.projects, after.projects),
+    ]
+
+
+# ------------------------------------------------------------------ workloads
+
+
+def fate(plan: Plan, workload: str) -> tuple[str, Reason | None]:
+    """What a plan does to one workload, in a word, with the reason behind it."""
+    actions = [a for a in plan.actions if a.workload == workload]
+    ops = {a.op for a in actions}
+    if actions:
+        first = max(actions, key=lambda a: a.op.evicts)  # the disruption, if any
+        if Op.SUBMIT in ops and ops & {Op.PREEMPT, Op.CANCEL}:
+            return "replaced", first.reason
+        if Op.PREEMPT in ops:
+            reclaimed = first.reason.code is ReasonCode.RECLAIM
+            return ("reclaimed" if reclaimed else "preempted"), first.reason
+        if Op.CANCEL in ops:
+            return "cancelled", first.reason
+        if Op.MOVE in ops:
+            return "moved", first.reason
+        if Op.RESIZE in ops:
+            return ("shrinks" if shrinks(first) else "grows"), first.reason
+        return "starts", first.reason
+    for p in plan.pending:
+        if p.workload == workload:
+            return "waits", p.reason
+    return "unchanged", None
+
+
+def workload_changes(base: Plan, head: Plan, workloads: Iterable[str]) -> list[WorkloadChange]:
+    """The workloads whose fate differs between the base plan and this one."""
+    out = []
+    for key in sorted(set(workloads)):
+        was, _ = fate(base, key)
+        now, why = fate(head, key)
+        if was != now:
+            out.append(WorkloadChange(workload=key, base=was, head=now, reason=why))
+    return out
+
+
+def base_diff(
+    base_desired: DesiredState, head_desired: DesiredState, base: Plan, head: Plan, label: str
+) -> PolicyDiff:
+    """``cp plan --base``: the change between two spec trees planned on one observation."""
+    return PolicyDiff(
+        against=f"{label} (plan {base.id})",
+        changes=spec_changes(base_desired, head_desired),
+        shares=share_changes(base, head),
+        workloads=workload_changes(
+            base, head, set(base_desired.workloads) | set(head_desired.workloads)
+        ),
+    )
+
+
+def applied_diff(last: Plan | None, head: Plan) -> PolicyDiff | None:
+    """Every other plan: the policy figures changed since the plan last applied, and the
+    fair shares of the queues they belong to; None when nothing changed."""
+    if last is None:
+        return None
+    changes = table_changes(last, head)
+    if not changes:
+        return None
+    queues = {(c.kind, c.name) for c in changes}
+    return PolicyDiff(
+        against=f"the plan last applied ({last.id})",
+        changes=changes,
+        shares=share_changes(last, head, only=queues),
+    )

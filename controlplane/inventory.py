@@ -1,0 +1,270 @@
+"""What there is, kubectl-style: workloads with their state, jobs, nodes, projects and
+departments, read off the specs, an observation and the plan made for it (``cp get``).
+
+A workload's state answers "is it running, and if not, will it?":
+
+- ``running``: a job of it holds GPUs;
+- ``submitted``: its job waits in the cluster's own queue (Slurm ``PENDING``);
+- ``pending``: no job yet; it waits for GPUs (no capacity, gang shape, fair share), or the
+  plan starts it (``next`` says ``submit``);
+- ``blocked``: it waits for a reason more GPUs would not fix: a limit, the budget, no
+  eligible pool, a walltime above the project's, non-preemptible work over deserved;
+- ``failed``: its latest job failed and it waits out the retry backoff;
+- ``completed``: it ran to completion.
+
+Pure: data in, rows out; the command line renders them (controlplane/cli/views/get.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from controlplane.plan import Plan, QueueStatus
+from specs.actions import Action, Pending, Reason, ReasonCode
+from specs.desired import DesiredState
+from specs.models import total_quota
+from specs.snapshot import Job, Snapshot
+
+STATES = ("running", "submitted", "pending", "blocked", "failed", "completed")
+
+# waiting reasons that more free GPUs would not cure
+_BLOCKING = {
+    ReasonCode.OVER_LIMIT,
+    ReasonCode.OVER_BUDGET,
+    ReasonCode.NO_ELIGIBLE_POOL,
+    ReasonCode.WALLTIME_EXCEEDS_LIMIT,
+    ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED,
+}
+
+
+@dataclass(frozen=True)
+class WorkloadRow:
+    name: str  # project/name
+    project: str
+    state: str  # one of STATES
+    type: str
+    priority: int
+    preemptible: bool
+    gpus: int  # GPUs it holds (running) or asks for at its minimum (otherwise)
+    cluster: str | None
+    pool: str | None
+    job: str | None
+    nodes: list[str]
+    since: datetime | None  # started (running), queued (waiting), or None
+    reason: Reason | None  # why it waits, from the plan
+    next: Action | None  # what the plan does to it
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    cluster: str
+    workload: str | None  # None: not ours
+    state: str
+    gpus: int
+    nodes: list[str]
+    pool: str | None
+    partition: str | None
+    started_at: datetime | None
+    submitted_at: datetime | None
+    plan: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    name: str
+    cluster: str
+    pool: str | None
+    gpu_type: str | None
+    partition: str | None
+    gpus: int
+    used: int  # GPUs held by any job on it, ours or not
+    state: str
+    jobs: list[str]
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    name: str
+    kind: str  # project | department
+    parent: str | None  # a project's department, a department's parent
+    rank: int
+    weight: float
+    status: QueueStatus
+    workloads: int  # workloads under it in the specs (departments: all their projects')
+
+
+def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[WorkloadRow]:
+    actions: dict[str, Action] = {}
+    for a in plan.actions:  # the first action on a workload is the one that matters most
+        actions.setdefault(a.workload, a)
+    pending: dict[str, Pending] = {p.workload: p for p in plan.pending}
+    queued = {q.workload: q.since for q in snapshot.queue}
+    rows = []
+    for key, wl in sorted(desired.workloads.items()):
+        spec = wl.spec
+        jobs = snapshot.jobs_of(key)
+        holding = [(c, j) for c, j in jobs if j.state.holds_gpus]
+        waiting = [(c, j) for c, j in jobs if j.state.active and not j.state.holds_gpus]
+        why = pending.get(key)
+        cluster: str | None = None
+        job: Job | None = None
+        if holding:
+            state, (cluster, job) = "running", min(holding, key=lambda cj: cj[1].id)
+        elif waiting:
+            state, (cluster, job) = "submitted", min(waiting, key=lambda cj: cj[1].id)
+        elif why is not None and why.reason.code == ReasonCode.FAILED:
+            state = "failed"
+        elif why is not None and why.reason.code in _BLOCKING:
+            state = "blocked"
+        elif (
+            why is None
+            and key not in actions
+            and any(j.state.value == "COMPLETED" for _, j in jobs)
+        ):
+            state = "completed"
+        else:
+            state = "pending"
+        step = actions.get(key)
+        gpus = job.gpus if job is not None and holding else spec.gpus * spec.effective_min_replicas
+        rows.append(
+            WorkloadRow(
+                name=key,
+                project=spec.project,
+                state=state,
+                type=spec.type,
+                priority=spec.effective_priority,
+                preemptible=spec.is_preemptible,
+                gpus=gpus,
+                cluster=cluster or (step.cluster if step else None),
+                pool=_pool(snapshot, cluster, job) or (step.pool if step else None),
+                job=job.id if job is not None else None,
+                nodes=sorted({r.node for r in job.replicas if r.node}) if job is not None else [],
+                since=(job.started_at or job.submitted_at) if job is not None else queued.get(key),
+                reason=why.reason if why is not None else None,
+                next=step,
+            )
+        )
+    return rows
+
+
+def _pool(snapshot: Snapshot, cluster: str | None, job: Job | None) -> str | None:
+    """The job's pool as reported, else that of the first node it runs on."""
+    if job is None or job.pool is not None:
+        return job.pool if job is not None else None
+    state = snapshot.cluster(cluster) if cluster else None
+    on = {r.node for r in job.replicas if r.node}
+    return next((n.pool for n in state.nodes if n.name in on), None) if state else None
+
+
+def jobs(snapshot: Snapshot) -> list[JobRow]:
+    """Every job the clusters show, ours and others', active or recently ended."""
+    return [
+        JobRow(
+            id=j.id,
+            cluster=c.name,
+            workload=j.workload,
+            state=j.state.value,
+            gpus=j.gpus,
+            nodes=sorted({r.node for r in j.replicas if r.node}),
+            pool=j.pool,
+            partition=j.partition,
+            started_at=j.started_at,
+            submitted_at=j.submitted_at,
+            plan=j.plan_id,
+            reason=j.reason,
+        )
+        for c in sorted(snapshot.clusters, key=lambda c: c.name)
+        for j in c.jobs
+    ]
+
+
+def nodes(snapshot: Snapshot) -> list[NodeRow]:
+    out = []
+    for c in sorted(snapshot.clusters, key=lambda c: c.name):
+        on: dict[str, list[tuple[str, int]]] = {}
+        for j in c.jobs:
+            if j.state.holds_gpus:
+                for r in j.replicas:
+                    if r.node:
+                        on.setdefault(r.node, []).append((j.id, r.gpus))
+        for n in sorted(c.nodes, key=lambda n: n.name):
+            held = on.get(n.name, [])
+            out.append(
+                NodeRow(
+                    name=n.name,
+                    cluster=c.name,
+                    pool=n.pool,
+                    gpu_type=n.gpu_type,
+                    partition=n.partition,
+                    gpus=n.gpus,
+                    used=min(n.gpus, sum(g for _, g in held)),
+                    state=n.state,
+                    jobs=sorted({job for job, _ in held}),
+                )
+            )
+    return out
+
+
+def projects(desired: DesiredState, plan: Plan) -> list[QueueRow]:
+    count: dict[str, int] = {}
+    for wl in desired.workloads.values():
+        count[wl.spec.project] = count.get(wl.spec.project, 0) + 1
+    rows = []
+    for name, project in sorted(desired.projects.items()):
+        status = plan.projects.get(name)
+        if status is None:
+            continue
+        rows.append(
+            QueueRow(
+                name=name,
+                kind="project",
+                parent=project.spec.department,
+                rank=project.spec.rank,
+                weight=total_quota(project.spec.quota).over_quota_weight,
+                status=status,
+                workloads=count.get(name, 0),
+            )
+        )
+    return rows
+
+
+def departments(desired: DesiredState, plan: Plan) -> list[QueueRow]:
+    under: dict[str, int] = {}
+    for row in projects(desired, plan):
+        dept = row.parent
+        seen: set[str] = set()
+        while dept is not None and dept in desired.departments and dept not in seen:
+            seen.add(dept)
+            under[dept] = under.get(dept, 0) + row.workloads
+            dept = desired.departments[dept].spec.parent
+    rows = []
+    for name, dept_spec in sorted(desired.departments.items()):
+        status = plan.departments.get(name)
+        if status is None:
+            continue
+        rows.append(
+            QueueRow(
+                name=name,
+                kind="department",
+                parent=dept_spec.spec.parent,
+                rank=dept_spec.spec.rank,
+                weight=total_quota(dept_spec.spec.quota).over_quota_weight,
+                status=status,
+                workloads=under.get(name, 0),
+            )
+        )
+    return rows
+
+
+def chain_of(desired: DesiredState, project: str) -> list[str]:
+    """The departments above ``project``, nearest first."""
+    out: list[str] = []
+    p = desired.projects.get(project)
+    dept = p.spec.department if p is not None else None
+    while dept is not None and dept in desired.departments and dept not in out:
+        out.append(dept)
+        dept = desired.departments[dept].spec.parent
+    return out

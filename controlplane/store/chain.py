@@ -1,0 +1,124 @@
+"""The history chain: why "who preempted my job, when, why" can be trusted afterwards.
+
+Every stored plan and every event of an action (started, done, failed, linked) is a
+record in one chain: it carries the hash of the record before it, and its own hash over
+that and its content. Editing a record changes its hash; deleting one breaks the link of
+the next; editing the current-state tables (``actions``, a plan's ``status``) makes them
+disagree with the events they were derived from. :func:`check` walks the chain and names
+the first record that does not hold. It proves tampering afterwards, not prevents it: a
+person who can rewrite the whole database can rewrite the chain too, so the head hash is
+worth keeping elsewhere (``cp history --verify`` prints it).
+
+Pure: records in, the first problem out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+GENESIS = "0" * 64
+
+
+def stamp(dt: datetime) -> str:
+    """A time as the chain hashes it: UTC, to the microsecond (stores drop the zone)."""
+    aware = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def link(prev_hash: str, payload: Mapping[str, object]) -> str:
+    body = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
+
+
+def plan_payload(
+    plan_id: str,
+    created_at: datetime,
+    spec_digest: str,
+    observed_digest: str,
+    git_commit: str | None,
+    body: str,
+) -> dict[str, object]:
+    return {
+        "kind": "plan",
+        "id": plan_id,
+        "createdAt": stamp(created_at),
+        "specDigest": spec_digest,
+        "observedDigest": observed_digest,
+        "gitCommit": git_commit,
+        "body": body,
+    }
+
+
+def event_payload(
+    plan_id: str, seq: int | None, status: str, job: str | None, message: str, at: datetime
+) -> dict[str, object]:
+    return {
+        "kind": "event",
+        "plan": plan_id,
+        "seq": seq,
+        "status": status,
+        "job": job,
+        "message": message,
+        "at": stamp(at),
+    }
+
+
+@dataclass(frozen=True)
+class Record:
+    """One chained row, as read back: where it sits and what it claims."""
+
+    chain_seq: int
+    name: str  # how a person finds it: "plan 3f2a1b0c" or "event 17 (plan 3f2a1b0c, action 2)"
+    payload: dict[str, object]
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    records: int
+    head: str  # the last record's hash: keep it somewhere else to check against later
+    problem: str | None = None  # the first broken record, in words
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def check(records: Iterable[Record], head: tuple[int, str] | None) -> Verdict:
+    """Walk ``records`` in chain order; ``head`` is what the store says the last one is."""
+    prev_hash, expected, count = GENESIS, 1, 0
+    for record in sorted(records, key=lambda r: r.chain_seq):
+        count += 1
+        where = f"record {record.chain_seq}, {record.name}"
+        if record.chain_seq != expected:
+            return Verdict(
+                count,
+                prev_hash,
+                f"record {expected} is missing (the chain jumps to {where}): a row was deleted",
+            )
+        if record.prev_hash != prev_hash:
+            return Verdict(
+                count,
+                prev_hash,
+                f"{where}: its link to the record before does not "
+                "match: the one before was edited or replaced",
+            )
+        if link(record.prev_hash, record.payload) != record.hash:
+            return Verdict(
+                count, prev_hash, f"{where}: its content does not match its hash: it was edited"
+            )
+        prev_hash, expected = record.hash, expected + 1
+    if head is not None and head != (expected - 1, prev_hash):
+        return Verdict(
+            count,
+            prev_hash,
+            f"the chain head names record {head[0]}, but the chain "
+            f"ends at record {expected - 1}: records were removed "
+            "from its end",
+        )
+    return Verdict(count, prev_hash)

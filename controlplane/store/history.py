@@ -1,0 +1,357 @@
+"""Plans and what became of their actions: the answer to "who did what, when, and why".
+
+A stored plan is immutable; each of its actions has a current state (``actions``) and
+the events that led there (``events``: started, done, failed, linked), and a plan has a
+status (planned, applying, applied, failed, interrupted) kept the same way. Plans and
+events are chained (store/chain.py) as they are written, in one transaction with the
+state they change, so ``cp history --verify`` can tell an edited record from a genuine
+one.
+
+Two repairs keep the history honest after a crash: an action whose job was created but
+never recorded (the apply was killed between the cluster's answer and the store's write)
+is linked to its job by the next observation, which sees the job's plan and workload
+tags; and a plan left ``applying`` by a process that is gone is closed as
+``interrupted`` (rerunning it resumes it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from sqlmodel import Session, col, select
+
+from controlplane.plan import Plan
+from controlplane.store import chain
+from controlplane.store.database import Database
+from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow
+from controlplane.store.tables import utcnow as _utcnow
+
+# the ops whose job is a new one, created by the adapter (a placeholder until it runs)
+CREATES_JOBS = ("submit", "move", "resize")
+RESUMABLE = ("applying", "failed", "interrupted")
+
+
+class History:
+    """Plans, actions and their events (a part of :class:`~controlplane.store.Store`)."""
+
+    db: Database
+
+    # ------------------------------------------------------------------ plans
+
+    def save_plan(self, plan: Plan) -> None:
+        with self.db.session() as db:
+            if db.get(PlanRow, plan.id) is not None:
+                return  # plans are immutable: the same id is the same plan
+            row = PlanRow(
+                id=plan.id,
+                created_at=_utc(plan.created_at),
+                spec_digest=plan.spec_digest,
+                observed_digest=plan.observed_digest,
+                git_commit=plan.git_commit,
+                actions=len(plan.actions),
+                body=plan.to_json(indent=None),
+            )
+            _append(
+                db,
+                row,
+                chain.plan_payload(
+                    row.id,
+                    row.created_at,
+                    row.spec_digest,
+                    row.observed_digest,
+                    row.git_commit,
+                    row.body,
+                ),
+            )
+            db.flush()  # the plan row first: actions reference it (PostgreSQL enforces that)
+            for seq, action in enumerate(plan.execution_order()):
+                db.add(
+                    ActionRow(
+                        plan_id=plan.id,
+                        seq=seq,
+                        op=action.op.value,
+                        workload=action.workload,
+                        cluster=action.cluster,
+                        job=action.job,
+                        reason_code=action.reason.code.value,
+                        reason=action.reason.message,
+                    )
+                )
+            db.commit()
+
+    def get_plan(self, ref: str) -> Plan | None:
+        """A plan by id or unique id prefix."""
+        with self.db.session() as db:
+            rows = db.exec(select(PlanRow).where(col(PlanRow.id).startswith(ref))).all()
+            return Plan.from_json(rows[0].body) if len(rows) == 1 else None
+
+    def plan_status(self, plan_id: str) -> str | None:
+        with self.db.session() as db:
+            row = db.get(PlanRow, plan_id)
+            return row.status if row else None
+
+    def set_plan_status(self, plan_id: str, status: str, message: str = "") -> None:
+        with self.db.session() as db:
+            row = db.get(PlanRow, plan_id)
+            if row is None or row.status == status:
+                return
+            now = _utcnow()
+            row.status = status
+            if status == "applied":
+                row.applied_at = now
+            db.add(row)
+            event = EventRow(
+                plan_id=plan_id,
+                seq=None,
+                status=status,
+                message=message,
+                at=_utc(now),
+                chain_seq=0,
+                prev_hash="",
+                hash="",
+            )
+            _append(db, event, _event_payload(event))
+            db.commit()
+
+    def last_applied_plan(self) -> Plan | None:
+        """The newest plan that acted on the clusters (applied, or begun and cut short),
+        or that an apply found had nothing to do: the policy the clusters last followed."""
+        acted = ("applied", "applying", "interrupted", "failed")
+        with self.db.session() as db:
+            row = db.exec(
+                select(PlanRow)
+                .where(col(PlanRow.status).in_(acted))
+                .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
+                .limit(1)
+            ).first()
+            return Plan.from_json(row.body) if row is not None else None
+
+    def reviewed_plan(self, spec_digest: str) -> Plan | None:
+        """The newest plan made of exactly these specs and not yet applied: what a pull
+        request's reviewers saw, looked up when it is merged."""
+        with self.db.session() as db:
+            row = db.exec(
+                select(PlanRow)
+                .where(PlanRow.spec_digest == spec_digest, PlanRow.status == "planned")
+                .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
+                .limit(1)
+            ).first()
+            return Plan.from_json(row.body) if row is not None else None
+
+    def plans(self, limit: int = 20) -> list[PlanRow]:
+        with self.db.session() as db:
+            return list(
+                db.exec(select(PlanRow).order_by(col(PlanRow.created_at).desc()).limit(limit))
+            )
+
+    # ------------------------------------------------------------------ actions
+
+    def actions(self, plan_id: str) -> list[ActionRow]:
+        with self.db.session() as db:
+            query = select(ActionRow).where(ActionRow.plan_id == plan_id)
+            return list(db.exec(query.order_by(col(ActionRow.seq))))
+
+    def mark(
+        self, plan_id: str, seq: int, status: str, *, job: str | None = None, message: str = ""
+    ) -> None:
+        """Record an action's progress; committed at once, so a crash loses nothing done."""
+        with self.db.session() as db:
+            row = db.exec(
+                select(ActionRow).where(ActionRow.plan_id == plan_id, ActionRow.seq == seq)
+            ).one()
+            now = _utcnow()
+            row.status = status
+            row.message = message
+            if job is not None:
+                row.job = job
+            if status == "started":
+                row.started_at = now
+            else:
+                row.finished_at = now
+            db.add(row)
+            event = EventRow(
+                plan_id=plan_id,
+                seq=seq,
+                status=status,
+                job=job,
+                message=message,
+                at=_utc(now),
+                chain_seq=0,
+                prev_hash="",
+                hash="",
+            )
+            _append(db, event, _event_payload(event))
+            db.commit()
+
+    def history(
+        self, workload: str | None = None, limit: int = 50
+    ) -> list[tuple[ActionRow, PlanRow]]:
+        """Applied or attempted actions, newest first."""
+        with self.db.session() as db:
+            q = select(ActionRow, PlanRow).where(
+                ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending"
+            )
+            if workload:
+                q = q.where(ActionRow.workload == workload)
+            q = q.order_by(col(ActionRow.started_at).desc(), col(ActionRow.seq).desc())
+            return [(a, p) for a, p in db.exec(q.limit(limit))]
+
+    # ------------------------------------------------------------------ repairs
+
+    def link_jobs(self, tagged: Iterable[tuple[str, str, str]]) -> list[tuple[str, int, str]]:
+        """Link actions left ``started`` without a job to the job the clusters show for
+        them: ``tagged`` is (plan id, workload, job id) of our jobs in view. Returns what
+        was linked, as (plan id, action seq, job)."""
+        by_key = {(plan, workload): job for plan, workload, job in tagged}
+        linked = []
+        with self.db.session() as db:
+            stranded = db.exec(
+                select(ActionRow).where(
+                    ActionRow.status == "started", col(ActionRow.op).in_(CREATES_JOBS)
+                )
+            ).all()
+            found = [
+                (row.plan_id, row.seq, by_key[row.plan_id, row.workload])
+                for row in stranded
+                if (row.plan_id, row.workload) in by_key
+                and row.job != by_key[row.plan_id, row.workload]
+            ]
+        for plan_id, seq, job in found:
+            self.mark(
+                plan_id,
+                seq,
+                "done",
+                job=job,
+                message=(
+                    f"linked to job {job} by a later observation: the apply that created it was "
+                    "interrupted before it could record it"
+                ),
+            )
+            linked.append((plan_id, seq, job))
+        return linked
+
+    def close_interrupted(self, *, except_plan: str | None = None) -> list[str]:
+        """Plans left ``applying`` by a process that is gone: ``interrupted`` (the caller
+        holds the apply lease, so nobody else is applying them)."""
+        with self.db.session() as db:
+            stuck = [
+                p.id
+                for p in db.exec(select(PlanRow).where(PlanRow.status == "applying"))
+                if p.id != except_plan
+            ]
+        for plan_id in stuck:
+            self.set_plan_status(
+                plan_id,
+                "interrupted",
+                "the apply stopped before it finished (its process is gone); "
+                "rerun the plan to resume it",
+            )
+        return stuck
+
+    # ------------------------------------------------------------------ verification
+
+    def verify(self) -> chain.Verdict:
+        """Check the history chain, then that the current state agrees with the events."""
+        with self.db.session() as db:
+            plans = db.exec(select(PlanRow).where(col(PlanRow.chain_seq).is_not(None))).all()
+            events = db.exec(select(EventRow)).all()
+            head = db.get(MetaRow, "chain_head")
+            actions = db.exec(select(ActionRow)).all()
+        records = [
+            chain.Record(
+                p.chain_seq or 0,
+                f"plan {p.id}",
+                chain.plan_payload(
+                    p.id, p.created_at, p.spec_digest, p.observed_digest, p.git_commit, p.body
+                ),
+                p.prev_hash or "",
+                p.hash or "",
+            )
+            for p in plans
+        ]
+        records += [
+            chain.Record(e.chain_seq, _event_name(e), _event_payload(e), e.prev_hash, e.hash)
+            for e in events
+        ]
+        verdict = chain.check(records, _parse_head(head.value) if head else None)
+        if not verdict.ok:
+            return verdict
+        problem = _state_problem(plans, events, actions)
+        return chain.Verdict(verdict.records, verdict.head, problem)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _append(db: Session, row: PlanRow | EventRow, payload: dict[str, object]) -> None:
+    """Chain ``row`` after the current head, in the caller's transaction (which holds the
+    write lock: SQLite begins IMMEDIATE, PostgreSQL locks the head row)."""
+    head = db.exec(select(MetaRow).where(MetaRow.key == "chain_head").with_for_update()).first()
+    seq, prev = _parse_head(head.value) if head is not None else (0, chain.GENESIS)
+    row.chain_seq, row.prev_hash = seq + 1, prev
+    row.hash = chain.link(prev, payload)
+    db.add(row)
+    db.merge(MetaRow(key="chain_head", value=f"{row.chain_seq}:{row.hash}"))
+
+
+def _parse_head(value: str) -> tuple[int, str]:
+    seq, _, digest = value.partition(":")
+    return int(seq), digest
+
+
+def _event_payload(e: EventRow) -> dict[str, object]:
+    return chain.event_payload(e.plan_id, e.seq, e.status, e.job, e.message, e.at)
+
+
+def _event_name(e: EventRow) -> str:
+    what = f"action {e.seq}" if e.seq is not None else "its status"
+    return f"event {e.id} (plan {e.plan_id}, {what}: {e.status})"
+
+
+def _utc(dt: datetime) -> datetime:
+    """In UTC: the chain hashes times as UTC (SQLite gives them back without a zone)."""
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def _state_problem(
+    plans: Iterable[PlanRow], events: Iterable[EventRow], actions: Iterable[ActionRow]
+) -> str | None:
+    """The first row of current state that disagrees with the records it comes from."""
+    latest: dict[tuple[str, int | None], EventRow] = {}
+    for e in sorted(events, key=lambda e: e.chain_seq):
+        latest[e.plan_id, e.seq] = e
+    bodies = {p.id: p for p in plans}
+    for p in sorted(bodies.values(), key=lambda p: p.chain_seq or 0):
+        last = latest.get((p.id, None))
+        if p.status != (last.status if last else "planned"):
+            return f"plan {p.id}: its status {p.status!r} is not what its events say"
+    planned: dict[tuple[str, int], dict[str, object]] = {}
+    for p in bodies.values():
+        for seq, action in enumerate(Plan.from_json(p.body).execution_order()):
+            planned[p.id, seq] = {
+                "op": action.op.value,
+                "workload": action.workload,
+                "cluster": action.cluster,
+                "reason_code": action.reason.code.value,
+                "reason": action.reason.message,
+            }
+    for a in sorted(actions, key=lambda a: (a.plan_id, a.seq)):
+        if a.plan_id not in bodies:
+            continue  # a plan from before the chain (schema 1)
+        name = f"action {a.seq} of plan {a.plan_id} ({a.op} {a.workload})"
+        written = {
+            "op": a.op,
+            "workload": a.workload,
+            "cluster": a.cluster,
+            "reason_code": a.reason_code,
+            "reason": a.reason,
+        }
+        if planned.get((a.plan_id, a.seq)) != written:
+            return f"{name}: it differs from the stored plan ({json.dumps(written)[:120]})"
+        last = latest.get((a.plan_id, a.seq))
+        status, job = (last.status, last.job) if last else ("pending", None)
+        if a.status != status or (job is not None and a.job != job):
+            return f"{name}: its state {a.status!r} (job {a.job}) is not what its events say"
+    return None

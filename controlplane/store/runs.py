@@ -1,0 +1,149 @@
+"""The runs of our jobs: the facts usage, budgets and checkpoint progress come from.
+
+A run is one stretch of a job holding its GPUs: its start, its end (or the last time it
+was seen running), how many GPUs, of which type. Usage is GPUs x that stretch, so it is
+exact to the second however rarely anyone observes: a job that started and ended between
+two observations is reported by the cluster's accounting (Slurm's ``sacct``, the
+simulator's records) and counted whole, and a job seen running at 01:00 and found ended
+at 06:00 counts until its real end, not until 01:00.
+
+Written by observations that record; a read-only plan merges what it sees in memory, as
+if recorded, and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from sqlmodel import select
+
+from controlplane.store.database import Database
+from controlplane.store.tables import MetaRow, RunRow
+from controlplane.store.tables import aware as _aware
+from specs.snapshot import JobRun, Progress, UsageRecord
+
+Seen = Mapping[str, Iterable[JobRun]]  # cluster -> runs an observation reports
+
+
+class Runs:
+    """The runs table (a part of :class:`~controlplane.store.Store`)."""
+
+    db: Database
+
+    def accounting_since(self, cluster: str) -> datetime | None:
+        """Until when the runs of ``cluster`` have been recorded (None: never)."""
+        with self.db.session() as db:
+            row = db.get(MetaRow, f"accounting:{cluster}")
+            return datetime.fromisoformat(row.value) if row is not None else None
+
+    def record_runs(
+        self, seen: Seen, now: datetime, *, complete: Iterable[str] | None = None
+    ) -> None:
+        """Merge the runs observations report; the accounting of each cluster in
+        ``complete`` (default: all of ``seen``) is then recorded up to ``now``."""
+        with self.db.session() as db:
+            for row in _merged(list(db.exec(select(RunRow))), seen, now):
+                db.merge(row)
+            for cluster in seen if complete is None else complete:
+                db.merge(MetaRow(key=f"accounting:{cluster}", value=now.isoformat()))
+            db.commit()
+
+    def usage_records(self, now: datetime, seen: Seen | None = None) -> list[UsageRecord]:
+        """Usage as snapshot records, one per run and calendar month (budgets are monthly).
+        With ``seen``, the runs it holds count as if recorded (a read-only plan)."""
+        rows = self._rows(now, seen)
+        return [record for row in rows if row.gpus > 0 for record in _monthly(row)]
+
+    def retire_runs(self, workloads: set[str]) -> None:
+        """The runs of workloads no longer in the specs stop counting as their progress
+        (added again, a workload starts its segments from zero); they stay usage."""
+        with self.db.session() as db:
+            for row in db.exec(select(RunRow).where(RunRow.retired == False)):  # noqa: E712
+                if row.workload not in workloads:
+                    row.retired = True
+                    db.add(row)
+            db.commit()
+
+    def progress(
+        self, workloads: set[str], *, now: datetime, seen: Seen | None = None
+    ) -> list[Progress]:
+        """Run time of the completed runs of each of ``workloads`` (checkpoint segments)."""
+        done: dict[str, list[tuple[datetime, int, int | None]]] = {}
+        for row in self._rows(now, seen):
+            if row.workload not in workloads or row.state != "COMPLETED" or row.retired:
+                continue
+            end = _aware(row.ended_at or row.last_seen)
+            seconds = max(0, int((end - _aware(row.started_at)).total_seconds()))
+            done.setdefault(row.workload, []).append((end, seconds, row.time_limit))
+        out = []
+        for workload, runs in sorted(done.items()):
+            runs.sort()
+            out.append(
+                Progress(
+                    workload=workload,
+                    elapsed_seconds=sum(r[1] for r in runs),
+                    segments=len(runs),
+                    last_seconds=runs[-1][1],
+                    last_limit_seconds=runs[-1][2],
+                )
+            )
+        return out
+
+    def _rows(self, now: datetime, seen: Seen | None) -> list[RunRow]:
+        with self.db.session() as db:
+            rows = list(db.exec(select(RunRow)))
+        return _merged(rows, seen, now) if seen is not None else rows
+
+
+def _merged(rows: list[RunRow], seen: Seen, now: datetime) -> list[RunRow]:
+    """``rows`` updated with the runs ``seen`` reports (copies: stored rows untouched). A
+    run reported without an end is running now: seen until ``now``."""
+    by_run = {
+        (r.cluster, r.job, _aware(r.started_at)): RunRow.model_validate(r.model_dump())
+        for r in rows
+    }
+    for cluster, runs in seen.items():
+        for run in runs:
+            key = (cluster, run.job, _aware(run.started_at))
+            row = by_run.get(key) or RunRow(
+                cluster=cluster,
+                job=run.job,
+                started_at=run.started_at,
+                workload=run.workload,
+                project=run.workload.split("/", 1)[0],
+                state=run.state.value,
+                last_seen=now,
+            )
+            row.state = run.state.value
+            row.ended_at = run.ended_at or row.ended_at
+            row.time_limit = run.time_limit or row.time_limit
+            row.gpus = run.gpus or row.gpus
+            row.gpu_type = run.gpu_type or row.gpu_type
+            row.last_seen = max(_aware(row.last_seen), run.ended_at or now)
+            by_run[key] = row
+    return list(by_run.values())
+
+
+def _monthly(row: RunRow) -> list[UsageRecord]:
+    """The run's GPU-hours, cut at month boundaries (a budget is per calendar month)."""
+    out = []
+    start = _aware(row.started_at)
+    end = _aware(row.ended_at) if row.ended_at is not None else _aware(row.last_seen)
+    while start < end:
+        stop = min(end, _next_month(start))
+        hours = row.gpus * (stop - start).total_seconds() / 3600
+        out.append(
+            UsageRecord(
+                project=row.project, gpu_hours=round(hours, 6), ended_at=stop, gpu_type=row.gpu_type
+            )
+        )
+        start = stop
+    return out
+
+
+def _next_month(dt: datetime) -> datetime:
+    first = dt.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if first.month == 12:
+        return first.replace(year=first.year + 1, month=1)
+    return first.replace(month=first.month + 1)

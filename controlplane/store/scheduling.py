@@ -1,0 +1,142 @@
+"""What the store remembers for scheduling, between observations: when each workload
+entered the queue (older goes first), the jobs we submitted that the clusters may not
+show yet (placeholders), workloads that completed after their job was forgotten, and
+failure streaks (retry backoff). The runs of our jobs (usage, segment progress) are in
+store/runs.py.
+
+Written by observe, apply and watch from what they see; never by ``cp plan``, which
+only reads (a plan is a what-if, at any ``--now``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import select
+
+from controlplane.store.database import Database
+from controlplane.store.tables import (
+    CompletionRow,
+    FailureRow,
+    PlaceholderRow,
+    QueueRow,
+)
+from controlplane.store.tables import aware as _aware
+from controlplane.store.tables import utcnow as _utcnow
+from specs.snapshot import Failure
+
+
+class SchedulingState:
+    """The store's scheduling memory (a part of :class:`~controlplane.store.Store`)."""
+
+    db: Database
+
+    def queue_times(self, waiting: set[str], now: datetime, *, record: bool) -> dict[str, datetime]:
+        """First-seen times of the waiting workloads; one not seen before entered at ``now``.
+        With ``record``, new ones are remembered and workloads no longer waiting leave the
+        queue; without, nothing is written (a plan of a branch must not queue its
+        unmerged workloads)."""
+        with self.db.session() as db:
+            rows = {r.workload: _aware(r.since) for r in db.exec(select(QueueRow))}
+            if record:
+                for key in rows.keys() - waiting:
+                    db.delete(db.get(QueueRow, key))
+                for key in waiting - rows.keys():
+                    db.add(QueueRow(workload=key, since=now))
+                try:
+                    db.commit()
+                except IntegrityError:  # another reconciler queued one first: take its times
+                    db.rollback()
+                    rows = {r.workload: _aware(r.since) for r in db.exec(select(QueueRow))}
+        return {k: rows.get(k, now) for k in waiting}
+
+    def add_placeholder(self, workload: str, cluster: str, job: str, plan_id: str) -> None:
+        with self.db.session() as db:
+            db.merge(
+                PlaceholderRow(
+                    workload=workload,
+                    cluster=cluster,
+                    job=job,
+                    plan_id=plan_id,
+                    submitted_at=_utcnow(),
+                )
+            )
+            db.commit()
+
+    def placeholders(self) -> list[PlaceholderRow]:
+        with self.db.session() as db:
+            return list(db.exec(select(PlaceholderRow)))
+
+    def drop_placeholder(self, workload: str, cluster: str, job: str | None = None) -> None:
+        """Forget a placeholder; with ``job``, only if it still names that job (a newer
+        submission of the workload may have replaced it since it was judged)."""
+        with self.db.session() as db:
+            row = db.get(PlaceholderRow, (workload, cluster))
+            if row is not None and (job is None or row.job == job):
+                db.delete(row)
+                db.commit()
+
+    def record_completions(self, done: dict[tuple[str, str], str], now: datetime) -> None:
+        """Remember ``{(workload, cluster): job}`` as completed (a newer job replaces an older)."""
+        with self.db.session() as db:
+            for (workload, cluster), job in sorted(done.items()):
+                row = db.get(CompletionRow, (workload, cluster))
+                if row is None or row.job != job:
+                    db.merge(
+                        CompletionRow(workload=workload, cluster=cluster, job=job, seen_at=now)
+                    )
+            db.commit()
+
+    def completions(self, workloads: set[str], *, prune: bool) -> list[CompletionRow]:
+        """The completions of ``workloads``; with ``prune``, those of workloads gone from
+        the specs are forgotten, so a workload removed and added again runs again."""
+        with self.db.session() as db:
+            keep = []
+            for row in db.exec(select(CompletionRow)).all():
+                if row.workload in workloads:
+                    db.expunge(row)  # handed out after the commit below
+                    keep.append(row)
+                elif prune:
+                    db.delete(row)
+            db.commit()
+            return keep
+
+    def record_endings(
+        self, endings: list[tuple[str, str, datetime, str | None, bool, int]], *, fresh_after: int
+    ) -> None:
+        """Update failure streaks from ended jobs: ``(workload, job, ended_at, exit code,
+        failed, seconds it ran)``. A failure newer than the streak's adds to it (or starts a
+        new one if it ran ``fresh_after`` seconds or more); a newer success ends it."""
+        with self.db.session() as db:
+            for workload, job, ended, code, failed, ran in sorted(endings, key=lambda e: e[2]):
+                row = db.get(FailureRow, workload)
+                if row is not None and (row.job == job or _aware(row.ended_at) >= ended):
+                    continue
+                if not failed:
+                    if row is not None:
+                        db.delete(row)
+                        db.flush()
+                    continue
+                count = 1 if row is None or ran >= fresh_after else row.count + 1
+                db.merge(
+                    FailureRow(
+                        workload=workload, count=count, job=job, ended_at=ended, exit_code=code
+                    )
+                )
+                db.flush()
+            db.commit()
+
+    def failures(self, workloads: set[str]) -> list[Failure]:
+        with self.db.session() as db:
+            rows = [r for r in db.exec(select(FailureRow)).all() if r.workload in workloads]
+            return [
+                Failure(
+                    workload=r.workload,
+                    count=r.count,
+                    job=r.job,
+                    ended_at=_aware(r.ended_at),
+                    exit_code=r.exit_code,
+                )
+                for r in sorted(rows, key=lambda r: r.workload)
+            ]

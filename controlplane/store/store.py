@@ -1,0 +1,43 @@
+"""The history store: plans, every action's outcome, and the scheduling memory.
+
+SQLite under the spec repo's ``.cp/`` by default (embedded, zero set-up); any SQLAlchemy
+URL by option (PostgreSQL for several reconcilers). It answers "who preempted my job,
+when and why": every applied action is kept with its reason and result, in a chain that
+shows tampering. Only this package talks to the database.
+
+:class:`Store` is the three parts together over one :class:`Database`:
+:class:`~controlplane.store.history.History` (plans, actions, events, verification),
+:class:`~controlplane.store.lease.Leases` (one applier at a time),
+:class:`~controlplane.store.runs.Runs` (the runs of our jobs: usage, segment progress),
+:class:`~controlplane.store.scheduling.SchedulingState` (queue times, placeholders,
+completions, failure streaks) and :class:`~controlplane.store.versions.Versions` (the
+workload specs running jobs were made of).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from controlplane.store.database import Database
+from controlplane.store.history import History
+from controlplane.store.lease import Leases
+from controlplane.store.runs import Runs
+from controlplane.store.scheduling import SchedulingState
+from controlplane.store.versions import Versions
+
+
+class Store(History, Leases, Runs, SchedulingState, Versions):
+    def __init__(self, url: str, *, init: bool = False, create_dir: bool = False) -> None:
+        """Open the store at ``url``. ``init``: create the tables even in a database that
+        exists without them (``cp store init``); ``create_dir``: the folder of a SQLite
+        file may be created (only the default store under the spec repo's ``.cp/``)."""
+        self.db = Database(url, init=init, create_dir=create_dir)
+
+    @property
+    def engine(self) -> Engine:
+        return self.db.engine
+
+    @property
+    def name(self) -> str:
+        """The database as a person knows it: a file path, or a URL without password."""
+        return self.db.name

@@ -1,0 +1,129 @@
+"""Planning while a cluster does not answer: leave it, and what may run there, alone.
+
+An observation that fails for one cluster (its adapter raised) reports that cluster
+``reachable: false`` with the error and nothing else: its nodes and jobs are unknown.
+Planning as if it were empty would be wrong twice over: a workload running there would
+look like one that never started, and be submitted on another cluster (double), and our
+jobs there would look gone. So, before the cycle:
+
+1. A workload is *held* when it may be on an unreachable cluster — the cluster is one it
+   may use (``clusters``, and a pool of a GPU type, size and memory it accepts) — and it
+   has no job on any cluster that did answer, and it has not completed.
+2. Each held workload becomes a stand-in on its unreachable cluster: a running job of its
+   full size on a node of its own that takes no work, and non-preemptible. So its GPUs
+   count against every quota level and limit (as if it ran: the safe side), nothing is
+   placed on that cluster, and no step picks it as a victim, moves or resizes it.
+3. After the cycle the plan lists each held workload as pending with reason
+   ``cluster-unreachable`` (the cluster and its error), keeps no action on an unreachable
+   cluster, and names the clusters in ``unreachable``.
+
+Everything else is planned as usual on the clusters that answered. The observed digest of
+an unreachable cluster is its name and the fact (specs/snapshot.py), so a plan made while
+it was down is stale once it answers. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from solvers import reasons
+from specs.actions import Action, Pending
+from specs.desired import DesiredState
+from specs.models import Cluster, Workload
+from specs.snapshot import Job, JobState, Node, Replica, Snapshot
+
+
+def unreachable(observed: Snapshot) -> dict[str, str]:
+    """Clusters that did not answer, with their error."""
+    return {c.name: c.error or "unknown error" for c in observed.clusters if not c.reachable}
+
+
+def may_use(workload: Workload, cluster: Cluster) -> bool:
+    """Could the workload have been placed on ``cluster`` (one of its pools suits it)?"""
+    spec = workload.spec
+    if spec.clusters is not None and cluster.metadata.name not in spec.clusters:
+        return False
+    for pool in cluster.spec.node_pools:
+        gpu = cluster.spec.gpu_types.get(pool.gpu_type)
+        if spec.gpu_types is not None and pool.gpu_type not in spec.gpu_types:
+            continue
+        if spec.min_gpu_memory_gib is not None and (
+            gpu is None or gpu.memory_gib < spec.min_gpu_memory_gib
+        ):
+            continue
+        if pool.gpus_per_node >= spec.gpus:
+            return True
+    return False
+
+
+def held(desired: DesiredState, observed: Snapshot) -> dict[str, list[str]]:
+    """Workloads that may run on an unreachable cluster: workload -> those clusters."""
+    down = unreachable(observed)
+    if not down:
+        return {}
+    seen = {c.name for c in observed.clusters if c.reachable}
+    out: dict[str, list[str]] = {}
+    for key, wl in sorted(desired.workloads.items()):
+        jobs = observed.jobs_of(key)
+        if any(j.state.active and c in seen for c, j in jobs):
+            continue  # it runs (or waits) where we can see it
+        if any(j.state == JobState.COMPLETED for _, j in jobs):
+            continue
+        where = [
+            c for c in sorted(down) if c in desired.clusters and may_use(wl, desired.clusters[c])
+        ]
+        if where:
+            out[key] = where
+    return out
+
+
+def stand_in(
+    desired: DesiredState, observed: Snapshot, holds: dict[str, list[str]]
+) -> tuple[DesiredState, Snapshot]:
+    """The specs and snapshot a cycle plans with: held workloads as non-preemptible jobs
+    running on nodes of their own (that take no work) on their first unreachable cluster."""
+    if not holds:
+        return desired, observed
+    extra: dict[str, tuple[list[Node], list[Job]]] = {}
+    for key, where in holds.items():
+        spec = desired.workloads[key].spec
+        node = Node(name=f"unreachable:{key}", gpus=spec.gpus * spec.replicas, state="down")
+        job = Job(
+            id=f"unreachable:{key}",
+            workload=key,
+            state=JobState.RUNNING,
+            replicas=[Replica(node=node.name, gpus=spec.gpus) for _ in range(spec.replicas)],
+            reason="its cluster did not answer",
+        )
+        nodes, jobs = extra.setdefault(where[0], ([], []))
+        nodes.append(node)
+        jobs.append(job)
+    clusters = [
+        c.model_copy(
+            update={"nodes": [*c.nodes, *extra[c.name][0]], "jobs": [*c.jobs, *extra[c.name][1]]}
+        )
+        if c.name in extra
+        else c
+        for c in observed.clusters
+    ]
+    workloads = dict(desired.workloads)
+    for key in holds:
+        wl = workloads[key]
+        workloads[key] = wl.model_copy(
+            update={"spec": wl.spec.model_copy(update={"preemptible": False})}
+        )
+    return replace(desired, workloads=workloads), observed.model_copy(update={"clusters": clusters})
+
+
+def keep_away(actions: list[Action], observed: Snapshot) -> list[Action]:
+    """No action on a cluster that did not answer (a safety net: stand-ins make none)."""
+    down = unreachable(observed)
+    return [a for a in actions if a.cluster not in down]
+
+
+def pending(holds: dict[str, list[str]], observed: Snapshot) -> list[Pending]:
+    down = unreachable(observed)
+    return [
+        Pending(workload=key, reason=reasons.cluster_unreachable([(c, down[c]) for c in where]))
+        for key, where in sorted(holds.items())
+    ]

@@ -1,0 +1,212 @@
+"""``cp watch``: the reconciliation loop people leave running.
+
+A loop that runs unattended must not turn a moment's oddity into damage, and must not
+stop on the first problem. So each cycle:
+
+1. Waits until the spec files are quiet: a file written in the last ``quiet`` seconds
+   (an editor saving, a ``git pull`` in progress, a file emptied and rewritten) defers
+   the cycle until nothing has changed for that long.
+2. Loads the specs; a cycle whose specs do not load applies nothing (the errors are
+   printed, the next change or tick tries again).
+3. Plans, and with ``auto_approve`` applies, under the apply lease (one actor at a time).
+   A prune guard, like Argo CD's: when the plan would cancel more than
+   ``max_prune_share`` of the running workloads because they left the specs (and more
+   than one), it is shown but not applied without ``allow_mass_prune``.
+4. Reports what happened in one timestamped line. A lease held elsewhere, a broken state
+   file or store, an unreachable cluster: reported the same way, and retried with
+   backoff (the interval, doubled per failure in a row, at most ``MAX_BACKOFF``).
+
+SIGINT or SIGTERM (see :meth:`Watcher.stop`) lets the action in flight finish, leaves
+the plan resumable and ends the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from adapters.base import AdapterError
+from controlplane import workflow
+from controlplane.errors import ControlPlaneError
+from controlplane.plan import Plan
+from specs.actions import ReasonCode
+from specs.diagnostics import SpecError
+from specs.snapshot import Snapshot
+
+MAX_BACKOFF = 600.0
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    interval: float = 30.0  # seconds between reconciles when nothing changes
+    quiet: float = 2.0  # seconds the spec files must be unchanged before a cycle reads them
+    auto_approve: bool = False
+    allow_mass_prune: bool = False
+    max_prune_share: float = 0.25
+    db: str | None = None
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """One cycle's outcome: its line, and whether it failed (failures back off)."""
+
+    line: str
+    failed: bool = False
+
+
+class Watcher:
+    def __init__(self, spec_dir: Path, options: WatchOptions, log: Callable[[str], None]) -> None:
+        self.spec_dir, self.options, self.log = spec_dir, options, log
+        self.stopping = threading.Event()
+        self.failures = 0
+        self.cycles = 0
+        self._blocked: str | None = None  # why the prune guard held the last plan back
+
+    def stop(self) -> None:
+        """Finish the action in flight, then end the loop (a signal handler calls this)."""
+        self.stopping.set()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, changes: Iterator[AbstractSet[object]] | None = None, once: bool = False) -> None:
+        """Cycle now, then on every file change ``changes`` reports (it yields an empty set
+        on a tick) or when the delay is up, until stopped."""
+        while not self.stopping.is_set():
+            self.settle()
+            if self.stopping.is_set():
+                break
+            outcome = self.cycle()
+            self.failures = self.failures + 1 if outcome.failed else 0
+            delay = self.delay()
+            retry = f"; retrying in {delay:g}s" if outcome.failed and not once else ""
+            self.log(outcome.line + retry)
+            if once:
+                return
+            if changes is None:
+                self.stopping.wait(delay)
+            else:
+                self._next(changes, delay)
+
+    def delay(self) -> float:
+        """The interval, doubled per failure in a row (at most MAX_BACKOFF)."""
+        if not self.failures:
+            return self.options.interval
+        return min(MAX_BACKOFF, self.options.interval * float(2 ** (self.failures - 1)))
+
+    def _next(self, changes: Iterator[AbstractSet[object]], delay: float) -> None:
+        """Until a spec file changes (reconcile at once: a fix should not wait out a
+        backoff), the delay is up, or the loop is stopped."""
+        deadline = time.monotonic() + delay
+        for batch in changes:
+            if batch or self.stopping.is_set() or time.monotonic() >= deadline:
+                return
+
+    def settle(self) -> None:
+        """Wait until no spec file changed for ``quiet`` seconds."""
+        while not self.stopping.is_set():
+            age = time_since_last_change(self.spec_dir)
+            if age >= self.options.quiet:
+                return
+            self.stopping.wait(self.options.quiet - age)
+
+    # ------------------------------------------------------------------ one cycle
+
+    def cycle(self) -> Cycle:
+        self.cycles += 1
+        head = f"{_stamp()} cycle {self.cycles}:"
+        try:
+            loaded = workflow.load(self.spec_dir)
+            if self.options.auto_approve:
+                plan, report = workflow.apply_specs(
+                    self.spec_dir,
+                    loaded,
+                    db=self.options.db,
+                    approve=self._guard,
+                    stop=self.stopping.is_set,
+                )
+            else:
+                plan = workflow.build_plan(self.spec_dir, loaded, db=self.options.db, forecast=True)
+                report = None
+        except SpecError as exc:
+            first = exc.diagnostics[0] if exc.diagnostics else "?"
+            return Cycle(
+                f"{head} specs do not load ({len(exc.diagnostics)} problem(s), first: "
+                f"{first}); nothing applied",
+                failed=True,
+            )
+        except (ControlPlaneError, AdapterError) as exc:
+            return Cycle(f"{head} {exc}", failed=True)
+        summary = _summary(plan)
+        if report is None:
+            blocked, self._blocked = self._blocked, None
+            if blocked:
+                return Cycle(f"{head} plan {plan.id}: {summary}; NOT applied: {blocked}")
+            verb = "nothing to apply" if plan.empty else "not applied (no --auto-approve)"
+            return Cycle(f"{head} plan {plan.id}: {summary}; {verb}")
+        done = sum(o.status == "done" for o in report.outcomes)
+        state = (
+            "stopped on request"
+            if report.stopped
+            else ("applied" if report.ok else "apply stopped")
+        )
+        return Cycle(
+            f"{head} plan {plan.id}: {summary}; {state}: {done} done, {len(report.failed)} failed",
+            failed=not report.ok,
+        )
+
+    def _guard(self, plan: Plan, observed: Snapshot) -> bool:
+        """The prune guard: may this plan be applied without asking?"""
+        self._blocked = None
+        prunes = [a for a in plan.actions if a.reason.code == ReasonCode.PRUNE]
+        if len(prunes) < 2 or self.options.allow_mass_prune:
+            return True
+        running = {
+            j.workload
+            for c in observed.clusters
+            for j in c.jobs
+            if j.workload and j.state.holds_gpus
+        }
+        share = len(prunes) / max(1, len(running))
+        if share <= self.options.max_prune_share:
+            return True
+        self._blocked = (
+            f"it would cancel {len(prunes)} of {len(running)} running workloads "
+            f"that left the specs ({share:.0%}, above "
+            f"{self.options.max_prune_share:.0%}); check the specs, then run "
+            "`cp apply` or restart watch with --allow-mass-prune"
+        )
+        return False
+
+
+def time_since_last_change(spec_dir: Path) -> float:
+    """Seconds since any spec file or folder under ``spec_dir`` last changed (a deleted
+    file changes its folder)."""
+    latest = 0.0
+    for folder, subfolders, names in os.walk(spec_dir):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+        for path in [
+            folder,
+            *(os.path.join(folder, n) for n in names if n.endswith((".yaml", ".yml"))),
+        ]:
+            try:
+                latest = max(latest, os.stat(path).st_mtime)
+            except OSError:
+                continue  # gone while we looked: it changed
+    return datetime.now(UTC).timestamp() - latest
+
+
+def _summary(plan: Plan) -> str:
+    counts = Counter(a.op.value for a in plan.actions)
+    parts = [f"{n} to {op}" for op, n in sorted(counts.items())]
+    return (", ".join(parts) or "no changes") + f", {len(plan.pending)} waiting"
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

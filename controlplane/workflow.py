@@ -1,0 +1,420 @@
+"""The steps every command shares, without the command line: load, observe, plan, apply.
+
+``cp plan``, ``apply``, ``status``, ``explain`` and ``watch`` all make a plan the same
+way; :func:`build_plan` is that way, written once. Nothing here prints or exits: errors
+are the project's own exceptions, and the CLI (controlplane/cli/) decides how to show
+them.
+
+Who writes what:
+
+- :func:`build_plan` (``cp plan``, status, explain) observes read-only: the clusters, the
+  simulator's state and the store's scheduling memory are left as they were, whatever
+  ``--now`` says; the plan itself is stored (``cp show`` finds it).
+- :func:`apply_specs` and :func:`apply_saved` (``cp apply``, ``cp watch --auto-approve``)
+  take the apply lease first, then observe (recording queue times, usage, completions,
+  failures), plan or check the saved plan against the clusters, and act; the lease is
+  released only when the last action is recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from adapters.base import Adapter
+from controlplane import collector
+from controlplane.activity import busy
+from controlplane.apply import ApplyReport, OnOutcome, holding_lease, run_plan
+from controlplane.basespecs import BaseSpecs
+from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
+from controlplane.forecast import gather
+from controlplane.impact import applied_diff, base_diff
+from controlplane.observe import adapters_for, observe
+from controlplane.plan import Plan, PolicyDiff
+from controlplane.reconcile import plan as make_plan
+from controlplane.store import Store, default_url
+from solvers.policy import DEFAULT_POLICY, Policy
+from solvers.problem import ProblemCache
+from specs.desired import DesiredState
+from specs.loader import LoadResult, load_specs
+from specs.snapshot import Snapshot, observed_digest
+
+Clock = Callable[[], datetime]
+Approve = Callable[[Plan, Snapshot], bool]  # shown a plan and its observation: go ahead?
+# what problems take from the specs, kept between the plans of one process (cp watch):
+# loaded specs carry a content digest
+_PROBLEMS = ProblemCache()
+
+
+def resolve_now(now: datetime | None) -> datetime:
+    """``now`` as an aware time (a zone-less one is UTC); the clock when None."""
+    if now is None:
+        return datetime.now(UTC)
+    return now if now.tzinfo else now.replace(tzinfo=UTC)
+
+
+def clock(now: datetime | None) -> Clock:
+    """A clock for the adapters: fixed at ``now`` when given, else the real one."""
+    fixed = resolve_now(now) if now is not None else None
+    return (lambda: fixed) if fixed else (lambda: datetime.now(UTC))
+
+
+def load(spec_dir: Path) -> LoadResult:
+    """Load and validate the specs of ``spec_dir`` (raises SpecError with every problem)."""
+    if not spec_dir.is_dir():
+        raise ControlPlaneError(f"{spec_dir} is not a directory of specs")
+    return load_specs(spec_dir, cache_dir=spec_dir / ".cp" / "cache")
+
+
+def open_store(spec_dir: Path, db: str | None, *, init: bool = False) -> Store:
+    """The store of ``spec_dir``: ``--db`` when given, else SQLite under its ``.cp/`` (the
+    one folder the control plane creates itself)."""
+    if db:
+        return Store(db, init=init)
+    return Store(default_url(spec_dir), init=init, create_dir=True)
+
+
+def git_commit(spec_dir: Path) -> str | None:
+    """The commit the specs were read at, ``<sha>-dirty`` when a spec file under
+    ``spec_dir`` differs from it (edited, added or deleted, committed or not), None
+    outside a git checkout. Only ``*.yaml``/``*.yml`` outside ``.cp/`` count: what the
+    loader reads; a README edit or the store's own files do not make a plan dirty."""
+    head = _git(spec_dir, "rev-parse", "HEAD")
+    if head is None:
+        return None
+    changed = _git(
+        spec_dir,
+        "status",
+        "--porcelain",
+        "--untracked-files=all",
+        "--",
+        "*.yaml",
+        "*.yml",
+        ":(exclude,glob)**/.cp/**",
+        ":(exclude).cp",
+    )
+    return f"{head}-dirty" if changed else head
+
+
+def _git(spec_dir: Path, *args: str) -> str | None:
+    """``git -C spec_dir ARGS``'s output, stripped; None when git fails or is missing."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        res = subprocess.run(
+            [git, "-C", str(spec_dir), *args],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+# ------------------------------------------------------------------ files people hand us
+
+
+def read_snapshot(path: Path) -> Snapshot:
+    """A snapshot file (JSON or YAML), or a StateFileError saying what is wrong with it."""
+    try:
+        text = path.read_text()
+        if path.suffix in (".yaml", ".yml"):
+            return Snapshot.model_validate(yaml.safe_load(text))
+        return Snapshot.model_validate_json(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError, ValueError) as exc:
+        raise StateFileError(
+            f"{path} is not a snapshot ({_first_problem(exc)}); write one with `cp observe`"
+        ) from None
+
+
+def read_plan(path: Path) -> Plan:
+    """A plan file from ``cp plan --out``, refused if it is not one or was edited since."""
+    try:
+        plan = Plan.from_json(path.read_text())
+    except (OSError, UnicodeDecodeError, ValidationError, ValueError) as exc:
+        raise StateFileError(
+            f"{path} is not a plan ({_first_problem(exc)}); make one with `cp plan --out FILE`"
+        ) from None
+    if plan.digest is None:
+        raise StateFileError(
+            f"{path} carries no content digest (made by an older "
+            "controlplane, or edited); run `cp plan --out` again"
+        )
+    if not plan.intact:
+        raise StateFileError(
+            f"{path} was changed after it was made (its content no longer "
+            "matches its digest); nothing was applied: run `cp plan --out` "
+            "again"
+        )
+    return plan
+
+
+def _first_problem(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}" if where else err["msg"]
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at line {exc.lineno}, column {exc.colno}"
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# ------------------------------------------------------------------ plan
+
+
+@dataclass(frozen=True)
+class Survey:
+    """The world as observed (or a snapshot file) and the plan made for it: what the
+    read-only views (status, get, usage, explain) show. ``store`` is None with a snapshot
+    file, which has no store behind it."""
+
+    snapshot: Snapshot
+    plan: Plan
+    store: Store | None
+
+
+def survey(
+    spec_dir: Path,
+    loaded: LoadResult,
+    *,
+    observed: Path | None = None,
+    now: datetime | None = None,
+    db: str | None = None,
+    forecast: bool = False,
+    policy: Policy = DEFAULT_POLICY,
+) -> Survey:
+    """Observe ``spec_dir``'s clusters read-only (or read a snapshot file) and plan for it;
+    nothing is written anywhere.
+
+    ``forecast``: ask the clusters for fan-out candidates' start estimates (never with
+    ``observed``: a snapshot file has no cluster behind it)."""
+    if observed is not None:
+        snap = read_snapshot(observed)
+        when = resolve_now(now) if now is not None else snap.now
+        return Survey(snap, _plan(spec_dir, loaded, snap, when, None, policy), None)
+    when = resolve_now(now)
+    store = open_store(spec_dir, db)
+    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
+    snap = observe(loaded.desired, adapters, when, store, record=False)
+    plan = _plan(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
+    plan = _with_policy(plan, applied_diff(store.last_applied_plan(), plan))
+    return Survey(snap, plan, store)
+
+
+def build_plan(
+    spec_dir: Path,
+    loaded: LoadResult,
+    *,
+    observed: Path | None = None,
+    now: datetime | None = None,
+    db: str | None = None,
+    forecast: bool = False,
+    policy: Policy = DEFAULT_POLICY,
+    keep: bool = True,
+) -> Plan:
+    """Plan ``spec_dir`` against the clusters (observed now, read-only) or a snapshot file
+    (see :func:`survey`). A plan made against the clusters is stored when ``keep`` (``cp
+    show`` finds it; a watch that does not apply keeps none); nothing else is written."""
+    return plan_and_snapshot(
+        spec_dir,
+        loaded,
+        observed=observed,
+        now=now,
+        db=db,
+        forecast=forecast,
+        policy=policy,
+        keep=keep,
+    )[0]
+
+
+def plan_and_snapshot(
+    spec_dir: Path,
+    loaded: LoadResult,
+    *,
+    observed: Path | None = None,
+    now: datetime | None = None,
+    db: str | None = None,
+    forecast: bool = False,
+    policy: Policy = DEFAULT_POLICY,
+    keep: bool = True,
+) -> tuple[Plan, Snapshot]:
+    """:func:`build_plan`, and the snapshot it was made against (where things run now)."""
+    found = survey(
+        spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
+    )
+    if keep and found.store is not None:
+        found.store.save_plan(found.plan)
+    return found.plan, found.snapshot
+
+
+def plan_change(
+    spec_dir: Path,
+    loaded: LoadResult,
+    base: BaseSpecs,
+    *,
+    observed: Path | None = None,
+    now: datetime | None = None,
+    db: str | None = None,
+    forecast: bool = False,
+    policy: Policy = DEFAULT_POLICY,
+) -> Plan:
+    """``cp plan --base``: the working specs and the base specs planned against one
+    observation (read-only), the plan of the working specs carrying the difference: the
+    policy figures, fair shares before -> after and the workloads whose fate changes."""
+    store = None
+    adapters: dict[str, Adapter] | None = None
+    if observed is not None:
+        snap = read_snapshot(observed)
+        when = resolve_now(now) if now is not None else snap.now
+    else:
+        when = resolve_now(now)
+        store = open_store(spec_dir, db)
+        desired = _union_clusters(loaded, base.loaded)
+        adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
+        snap = observe(desired, adapters, when, store, record=False)
+    use = adapters if forecast else None
+    head = _plan(spec_dir, loaded, snap, when, use, policy)
+    before = _plan(spec_dir, base.loaded, snap, when, use, policy)
+    diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)
+    plan = _with_policy(head, diff)
+    if store is not None:
+        store.save_plan(plan)
+    return plan
+
+
+def _union_clusters(head: LoadResult, base: LoadResult) -> DesiredState:
+    """The working specs, observing every cluster either side names (a cluster the change
+    removes is still looked at, so the base plan sees its jobs)."""
+    clusters = {**base.desired.clusters, **head.desired.clusters}
+    return dataclasses.replace(head.desired, clusters=clusters)
+
+
+def _with_policy(plan: Plan, diff: PolicyDiff | None) -> Plan:
+    return plan if diff is None else plan.model_copy(update={"policy": diff}).sealed()
+
+
+def _plan(
+    spec_dir: Path,
+    loaded: LoadResult,
+    snap: Snapshot,
+    when: datetime,
+    adapters: dict[str, Adapter] | None,
+    policy: Policy,
+) -> Plan:
+    forecasts = gather(loaded.desired, snap, adapters, when) if adapters is not None else None
+    commit = git_commit(spec_dir)
+    started = time.perf_counter()
+    with collector.planning(), busy(f"planning {len(loaded.desired.workloads)} workloads"):
+        plan = make_plan(
+            loaded.desired,
+            snap,
+            now=when,
+            git_commit=commit,
+            forecasts=forecasts,
+            policy=policy,
+            clock=time.monotonic,
+            cache=_PROBLEMS,
+        )
+    wall = round(time.perf_counter() - started, 4)
+    solver = plan.solver.model_copy(update={"wall_seconds": wall})
+    return plan.model_copy(update={"solver": solver}).sealed()
+
+
+# ------------------------------------------------------------------ apply
+
+
+def apply_specs(
+    spec_dir: Path,
+    loaded: LoadResult,
+    *,
+    now: datetime | None = None,
+    db: str | None = None,
+    policy: Policy = DEFAULT_POLICY,
+    approve: Approve | None = None,
+    progress: OnOutcome | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[Plan, ApplyReport | None]:
+    """Plan ``spec_dir`` and carry the plan out, all under the apply lease: observe
+    (recording), plan, ask ``approve`` (it sees the plan and what it was made against;
+    default: go ahead), act (``stop`` is asked before each action). Returns the plan and,
+    if anything was done, the report."""
+    store = open_store(spec_dir, db)
+    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
+    when = resolve_now(now)
+    with holding_lease(store) as lease:
+        store.close_interrupted()
+        snap = observe(loaded.desired, adapters, when, store, record=True)
+        plan = _plan(spec_dir, loaded, snap, when, adapters, policy)
+        plan = _with_policy(plan, applied_diff(store.last_applied_plan(), plan))
+        store.save_plan(plan)
+        approved = approve is None or approve(plan, snap)  # it sees every plan, may show it
+        if approved and plan.empty:
+            # the clusters follow these specs: the policy baseline of the next plans
+            store.set_plan_status(plan.id, "applied", "nothing to do")
+        if not approved or plan.empty:
+            return plan, None
+        lease.keep()
+        # planned a moment ago under this lease: nobody else can have changed the clusters
+        report = run_plan(
+            plan, adapters, store, observed_digest=None, progress=progress, lease=lease, stop=stop
+        )
+    return plan, report
+
+
+def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:
+    """The plan reviewers saw for exactly these specs (``cp apply --reviewed``, on merge),
+    or a PlanNotFoundError saying why there is none."""
+    plan = open_store(spec_dir, db).reviewed_plan(loaded.desired.digest)
+    if plan is None:
+        raise PlanNotFoundError(
+            f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}): they "
+            "changed after the last plan of the pull request, or it was planned against "
+            "another store; plan them again (or apply without --reviewed)"
+        )
+    return plan
+
+
+def apply_saved(
+    plan: Plan,
+    spec_dir: Path,
+    loaded: LoadResult,
+    *,
+    now: datetime | None = None,
+    db: str | None = None,
+    progress: OnOutcome | None = None,
+) -> ApplyReport:
+    """Carry out a saved plan under the apply lease, refused if the clusters moved on
+    since it was made (unless it resumes an interrupted apply of the same plan)."""
+    store = open_store(spec_dir, db)
+    stored = store.get_plan(plan.id)
+    if stored is not None and stored.digest is not None and stored.digest != plan.digest:
+        raise StateFileError(
+            f"plan {plan.id} differs from the plan of that id the store "
+            "recorded when it was made; nothing was applied"
+        )
+    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
+    with holding_lease(store) as lease:
+        store.close_interrupted(except_plan=plan.id)
+        snap = observe(loaded.desired, adapters, resolve_now(now), store, record=True)
+        return run_plan(
+            plan,
+            adapters,
+            store,
+            observed_digest=observed_digest(snap),
+            progress=progress,
+            lease=lease,
+        )
