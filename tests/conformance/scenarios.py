@@ -10,12 +10,12 @@ entry time of every pending job (one minute apart in KAI's creation order).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).parent
-NOW = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 CLUSTER = "kai"
 POOL = "gpu"
 
@@ -39,23 +39,56 @@ def spec_documents(sc: dict[str, Any]) -> list[dict[str, Any]]:
     # validation, which rejects a workload no pool could ever hold. KAI's kai-34 asks for
     # exactly that shape (a 4-GPU task on 2-GPU nodes), so the pool admits the largest task.
     biggest = max([n["gpus"] for n in sc["nodes"]] + [j["gpus_per_task"] for j in sc["jobs"]])
-    docs = [_doc("Cluster", CLUSTER, {
-        "adapter": "simulator",
-        "gpuTypes": {"gpu": {"memoryGiB": 80}},
-        "nodePools": [{"name": POOL, "gpuType": "gpu", "gpusPerNode": biggest, "nodes": 0}],
-    })]
+    docs = [
+        _doc(
+            "Cluster",
+            CLUSTER,
+            {
+                "adapter": "simulator",
+                "gpuTypes": {"gpu": {"memoryGiB": 80}},
+                "nodePools": [{"name": POOL, "gpuType": "gpu", "gpusPerNode": biggest, "nodes": 0}],
+            },
+        )
+    ]
     for d in sc.get("departments") or []:
-        docs.append(_doc("Department", d["name"], {
-            "rank": 100, "quota": _quota(d["deserved_gpus"], d["over_quota_weight"], d["limit_gpus"])}))
+        docs.append(
+            _doc(
+                "Department",
+                d["name"],
+                {
+                    "rank": 100,
+                    "quota": _quota(d["deserved_gpus"], d["over_quota_weight"], d["limit_gpus"]),
+                },
+            )
+        )
     for q in sc["queues"]:
-        docs.append(_doc("Project", q["name"], {
-            "department": q["parent"], "rank": q["priority"],
-            "quota": _quota(q["deserved_gpus"], q["over_quota_weight"], q["limit_gpus"])}))
+        docs.append(
+            _doc(
+                "Project",
+                q["name"],
+                {
+                    "department": q["parent"],
+                    "rank": q["priority"],
+                    "quota": _quota(q["deserved_gpus"], q["over_quota_weight"], q["limit_gpus"]),
+                },
+            )
+        )
     for j in sc["jobs"]:
-        docs.append(_doc("Workload", j["name"], {
-            "project": j["queue"], "type": "training", "priority": j["priority"],
-            "preemptible": j["preemptible"], "replicas": j["tasks"],
-            "minReplicas": j["min_available"], "gpus": j["gpus_per_task"]}))
+        docs.append(
+            _doc(
+                "Workload",
+                j["name"],
+                {
+                    "project": j["queue"],
+                    "type": "training",
+                    "priority": j["priority"],
+                    "preemptible": j["preemptible"],
+                    "replicas": j["tasks"],
+                    "minReplicas": j["min_available"],
+                    "gpus": j["gpus_per_task"],
+                },
+            )
+        )
     return docs
 
 
@@ -70,14 +103,27 @@ def snapshot(sc: dict[str, Any]) -> dict[str, Any]:
             # a "mixed" gang (some tasks running, some pending) is a RUNNING job whose replica
             # list is shorter than the workload's replicas: the missing ones still wait
             placed = [n for n in j["nodes"] if n is not None]
-            jobs.append({"id": f"job-{j['name']}", "workload": key, "state": "RUNNING",
-                         "submittedAt": created(j), "startedAt": created(j), "pool": POOL,
-                         "replicas": [{"node": n, "gpus": j["gpus_per_task"]} for n in placed]})
+            jobs.append(
+                {
+                    "id": f"job-{j['name']}",
+                    "workload": key,
+                    "state": "RUNNING",
+                    "submittedAt": created(j),
+                    "startedAt": created(j),
+                    "pool": POOL,
+                    "replicas": [{"node": n, "gpus": j["gpus_per_task"]} for n in placed],
+                }
+            )
         else:
             queue.append({"workload": key, "since": created(j)})
-    nodes = [{"name": n["name"], "pool": POOL, "gpuType": "gpu", "gpus": n["gpus"]} for n in sc["nodes"]]
-    return {"now": NOW.isoformat(), "clusters": [{"name": CLUSTER, "nodes": nodes, "jobs": jobs}],
-            "queue": queue}
+    nodes = [
+        {"name": n["name"], "pool": POOL, "gpuType": "gpu", "gpus": n["gpus"]} for n in sc["nodes"]
+    ]
+    return {
+        "now": NOW.isoformat(),
+        "clusters": [{"name": CLUSTER, "nodes": nodes, "jobs": jobs}],
+        "queue": queue,
+    }
 
 
 def final_placement(snap: dict[str, Any]) -> dict[str, list[str | None]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli_helpers import cp, write_specs
+from tests.builders.cli import cp, write_specs
 from tests.conformance.scenarios import final_placement, load_scenarios, snapshot, spec_documents
 
 SCENARIOS = {sc["id"]: sc for sc in load_scenarios()}
@@ -23,8 +23,9 @@ MAX_ROUNDS = 6
 STABLE_ROUNDS = 5
 
 
-def reconcile_until_stable(capsys: pytest.CaptureFixture[str], tmp: Path,
-                           sc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def reconcile_until_stable(
+    capsys: pytest.CaptureFixture[str], tmp: Path, sc: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     specs = write_specs(tmp / "specs", spec_documents(sc))
     snap_file = tmp / "observed.json"
     snap_file.write_text(json.dumps(snapshot(sc)))
@@ -56,7 +57,9 @@ def test_kai_scenario(scenario_id: str, capsys: pytest.CaptureFixture[str], tmp_
     settled, plans = reconcile_until_stable(capsys, tmp_path, sc)
     running = final_placement(settled)
 
-    want = {job: sorted(n for n in nodes if n is not None) for job, nodes in expected["running"].items()}
+    want = {
+        job: sorted(n for n in nodes if n is not None) for job, nodes in expected["running"].items()
+    }
     got = {job: [n for n in running.get(job, []) if n is not None] for job in want}
     for job, nodes in expected["running"].items():
         assert job in running, f"{job} should run; plans: {[p['actions'] for p in plans]}"
@@ -73,5 +76,7 @@ def test_kai_scenario(scenario_id: str, capsys: pytest.CaptureFixture[str], tmp_
     assert set(expected["pending"]) | set(expected["evicted"]) <= waiting
     assert all(p["reason"]["message"] for p in plans[-1]["pending"])
     if "nothing-happens" in sc["tags"]:
-        evictions = [a for p in plans for a in p["actions"] if a["op"] in ("preempt", "cancel", "move")]
+        evictions = [
+            a for p in plans for a in p["actions"] if a["op"] in ("preempt", "cancel", "move")
+        ]
         assert evictions == [], "a nothing-happens scenario must not evict or move anything"

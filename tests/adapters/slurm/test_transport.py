@@ -1,0 +1,53 @@
+"""Transports without a cluster: the argv ssh gets, and the local transport's environment
+and failures. (tests/integration/slurm/test_transport.py drives the real adapter through
+the SSH code path against the local Slurm.)"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from adapters.base import PermanentError, TemporaryError
+from adapters.slurm import LocalTransport, SSHTransport
+
+
+def test_ssh_argv_quotes_every_element_for_the_remote_shell() -> None:
+    ssh = SSHTransport("login1.example.org")
+    argv = ["sbatch", "--comment=cp:v1;workload=a/b", "--job-name=x y", "/w/s.sh"]
+    cmd = ssh.command(argv, {"TZ": "UTC", "SLURM_CONF": "/etc/slurm/slurm.conf"})
+    assert cmd[:6] == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "--"]
+    assert cmd[6] == "login1.example.org" and len(cmd) == 8
+    # what the remote shell will split the command string into
+    assert shlex.split(cmd[7]) == ["env", "SLURM_CONF=/etc/slurm/slurm.conf", "TZ=UTC", *argv]
+
+    custom = SSHTransport("-oProxyCommand=evil", ssh=("/usr/bin/ssh",), options=["-p", "2222"])
+    cmd = custom.command(["squeue"])
+    # "--" keeps a host name that starts with '-' from being read as an ssh option
+    assert cmd == ["/usr/bin/ssh", "-p", "2222", "--", "-oProxyCommand=evil", "squeue"]
+
+
+def test_ssh_file_write_is_one_quoted_remote_command() -> None:
+    cmd = SSHTransport("h").script_command("/work dir/cp.a.b.p'1.sh")
+    remote = cmd[-1]
+    assert cmd[-2] == "h"
+    assert "'/work dir/cp.a.b.p'\"'\"'1.sh.tmp'" in remote and remote.startswith(
+        "mkdir -p '/work dir'"
+    )
+
+
+def test_local_transport_ignores_slurm_defaults_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SBATCH_PARTITION", "somewhere-else")
+    monkeypatch.setenv("SQUEUE_STATES", "RUNNING")
+    done = LocalTransport().run(["env"], env={"TZ": "UTC"})
+    assert "SBATCH_PARTITION" not in done.stdout and "SQUEUE_STATES" not in done.stdout
+    assert "TZ=UTC" in done.stdout.splitlines()
+
+
+def test_local_transport_failures() -> None:
+    with pytest.raises(PermanentError, match="not found on PATH"):
+        LocalTransport().run(["no-such-slurm-command"])
+    with pytest.raises(TemporaryError, match="timed out"):
+        LocalTransport().run(["sleep", "5"], timeout=0.2)

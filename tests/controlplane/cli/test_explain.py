@@ -1,0 +1,156 @@
+"""``cp explain`` of a running workload: its jobs, nodes and start, its checkpoint segment,
+what could evict it (reclaim by which projects, preemption by which workloads, never for
+non-preemptible work) and when its minRuntime protection ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, department, project, workload
+from tests.builders.cli import cp, write_specs
+from tests.builders.snapshots import job, write_snapshot
+
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path]:
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            department("science", gpus=8),
+            department("arts", gpus=24),
+            project("chem", gpus=8, department="science", minRuntime="30m"),
+            project("bio", gpus=0, department="science"),
+            project("lit", gpus=24, department="arts"),
+            workload("train", "chem", gpus=8, replicas=2, walltime="1d"),
+            workload("urgent", "chem", gpus=8, priority=80, walltime="1d"),
+            workload("notebook", "chem", type="interactive", gpus=1, walltime="1h"),
+            workload(
+                "long",
+                "chem",
+                gpus=1,
+                walltime="8h",
+                checkpoint={"signal": "USR1", "grace": "10m", "total": "24h"},
+            ),
+            workload("done", "chem", gpus=1, walltime="1h"),
+        ],
+    )
+    snapshot = write_snapshot(
+        tmp_path / "snap.json",
+        [
+            job(
+                "21",
+                "chem/train",
+                ("a100-01", 8),
+                ("a100-02", 8),
+                started="2026-11-22T09:50:00+00:00",
+            ),
+            job("22", "chem/notebook", ("v100-01", 1)),
+            job("23", "chem/long", ("v100-02", 1), started="2026-11-22T08:00:00+00:00"),
+            job(
+                "24",
+                "chem/done",
+                ("v100-03", 1),
+                state="COMPLETED",
+                endedAt="2026-11-22T09:30:00+00:00",
+            ),
+        ],
+        progress=[
+            {
+                "workload": "chem/long",
+                "elapsedSeconds": 28800,
+                "segments": 1,
+                "lastSeconds": 28800,
+                "lastLimitSeconds": 29400,
+            }
+        ],
+    )
+    return specs, snapshot
+
+
+def explain(capsys: Capsys, world: tuple[Path, Path], name: str, *more: str) -> Any:
+    specs, snapshot = world
+    res = cp(capsys, "explain", name, "--dir", specs, "--observed", snapshot, *more)
+    assert res.code == 0, res.err
+    return res.json() if "--json" in more else res.out
+
+
+def test_a_running_workload_names_its_jobs_and_threats(
+    world: tuple[Path, Path], capsys: Capsys
+) -> None:
+    doc = explain(capsys, world, "chem/train", "--json")
+    assert doc["state"] == "running"
+    running = doc["running"]
+    assert running["jobs"] == [
+        {
+            "cluster": "sim",
+            "id": "21",
+            "state": "RUNNING",
+            "nodes": ["a100-01", "a100-02"],
+            "gpus": 16,
+            "startedAt": "2026-11-22T09:50:00+00:00",
+        }
+    ]
+    assert running["preemptible"] and running["segment"] is None
+    assert running["minRuntimeEnds"] == "2026-11-22T10:20:00+00:00" and running["protected"]
+    threats = {(t["kind"], tuple(t["by"])) for t in running["couldEvict"]}
+    # chem is over its deserved: bio (beside it in science) may reclaim; science is over
+    # its deserved too: lit (in arts, beside science) may reclaim
+    assert ("reclaim", ("bio",)) in threats and ("reclaim", ("lit",)) in threats
+    # work of chem that outranks it: urgent (80) and the interactive notebook (100)
+    assert ("priority", ("chem/notebook", "chem/urgent")) in threats
+    assert ("consolidate", ()) in threats
+
+
+def test_the_human_form_says_the_same(
+    world: tuple[Path, Path], capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    text = explain(capsys, world, "chem/train")
+    assert "chem/train: running" in text
+    assert "job 21 on sim: 16 GPUs on a100-01, a100-02, started 2026-11-22T09:50:00+00:00" in text
+    assert "protected by minRuntime until 2026-11-22T10:20:00+00:00 (20m from now)" in text
+    assert "What could evict it:" in text and "may take GPUs back: lit" in text
+    assert "with priority above 50: chem/notebook, chem/urgent" in text
+    assert "running or finished as specified" not in text
+
+
+def test_protection_ends(world: tuple[Path, Path], capsys: Capsys) -> None:
+    doc = explain(capsys, world, "chem/train", "--json", "--now", "2026-11-22T11:00:00Z")
+    assert not doc["running"]["protected"]
+    text = explain(capsys, world, "chem/train", "--now", "2026-11-22T11:00:00Z")
+    assert "minRuntime ended at 2026-11-22T10:20:00+00:00" in text
+
+
+def test_non_preemptible_is_never_evicted(world: tuple[Path, Path], capsys: Capsys) -> None:
+    running = explain(capsys, world, "chem/notebook", "--json")["running"]
+    assert not running["preemptible"] and running["minRuntimeEnds"] is None
+    assert [t["kind"] for t in running["couldEvict"]] == ["none"]
+    assert "never reclaimed or preempted" in running["couldEvict"][0]["message"]
+
+
+def test_a_checkpointed_workload_shows_its_segment(
+    world: tuple[Path, Path], capsys: Capsys
+) -> None:
+    running = explain(capsys, world, "chem/long", "--json")["running"]
+    assert running["segment"] == "segment 2: 8h of 24h done"
+    assert running["jobs"][0]["id"] == "23"
+
+
+def test_finished_and_waiting_workloads(world: tuple[Path, Path], capsys: Capsys) -> None:
+    done = explain(capsys, world, "chem/done", "--json")
+    assert done["state"] == "completed" and done["running"] is None
+    assert "ran to completion" in explain(capsys, world, "chem/done")
+    urgent = explain(capsys, world, "chem/urgent", "--json")
+    assert urgent["state"] == "pending" and urgent["running"] is None
+
+
+def test_an_unknown_workload_gets_a_hint(world: tuple[Path, Path], capsys: Capsys) -> None:
+    specs, snapshot = world
+    res = cp(capsys, "explain", "chem/trian", "--dir", specs, "--observed", snapshot)
+    assert res.code == 1 and "did you mean 'chem/train'?" in res.err

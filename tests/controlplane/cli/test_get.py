@@ -1,0 +1,161 @@
+"""``cp get``: kubectl-like listings, every workload state (running, submitted, pending,
+blocked, failed, completed) read off a snapshot, filters, and the output formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.builders import cluster, department, project, workload
+from tests.builders.cli import cp, write_specs
+from tests.builders.snapshots import job, write_snapshot
+
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path]:
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            department("science", gpus=16),
+            project("chem", gpus=8, department="science"),
+            project("bio", gpus=4, limit=4, department="science"),
+            workload("runner", "chem", gpus=4),
+            workload("queued", "chem", gpus=4),
+            workload("done", "chem", gpus=1),
+            workload("broken", "chem", gpus=1),
+            workload("too-big", "bio", gpus=4, replicas=2),
+            workload("small", "bio", gpus=1),
+        ],
+    )
+    snapshot = write_snapshot(
+        tmp_path / "snap.json",
+        [
+            job("11", "chem/runner", ("a100-01", 4)),
+            job("12", "chem/queued", state="PENDING", started=None, reason="Resources"),
+            job(
+                "13",
+                "chem/done",
+                ("a100-01", 1),
+                state="COMPLETED",
+                endedAt="2026-11-22T09:30:00+00:00",
+            ),
+            job("14", None, ("a100-02", 8)),  # someone else's
+        ],
+        down=("v100-08",),
+        failures=[
+            {
+                "workload": "chem/broken",
+                "count": 1,
+                "job": "10",
+                "endedAt": "2026-11-22T09:59:30+00:00",
+                "exitCode": "1:0",
+            }
+        ],
+        queue=[{"workload": "bio/small", "since": "2026-11-22T09:50:00+00:00"}],
+    )
+    return specs, snapshot
+
+
+def get(capsys: Capsys, world: tuple[Path, Path], *args: str, code: int = 0) -> Any:
+    specs, snapshot = world
+    res = cp(capsys, "get", *args[:1], specs, "--observed", snapshot, *args[1:])
+    assert res.code == code, (res.out, res.err)
+    return res
+
+
+def items(capsys: Capsys, world: tuple[Path, Path], *args: str) -> list[dict[str, Any]]:
+    doc = get(capsys, world, *args, "-o", "json").json()
+    return doc["items"]  # type: ignore[no-any-return]
+
+
+def test_every_workload_state(world: tuple[Path, Path], capsys: Capsys) -> None:
+    rows = {w["name"]: w for w in items(capsys, world, "workloads")}
+    assert {k: w["state"] for k, w in rows.items()} == {
+        "bio/small": "pending",
+        "bio/too-big": "blocked",
+        "chem/broken": "failed",
+        "chem/done": "completed",
+        "chem/queued": "submitted",
+        "chem/runner": "running",
+    }
+    runner = rows["chem/runner"]
+    assert (runner["job"], runner["nodes"], runner["gpus"], runner["cluster"]) == (
+        "11",
+        ["a100-01"],
+        4,
+        "sim",
+    )
+    assert runner["since"] == "2026-11-22T09:00:00+00:00"
+    assert rows["bio/too-big"]["reason"]["code"] == "over-limit"
+    assert rows["chem/broken"]["reason"]["code"] == "failed"
+    small = rows["bio/small"]
+    assert small["next"]["op"] == "submit" and small["since"] == "2026-11-22T09:50:00+00:00"
+    assert rows["chem/queued"]["reason"]["code"] == "submitted"
+
+
+def test_filters(world: tuple[Path, Path], capsys: Capsys) -> None:
+    assert [w["name"] for w in items(capsys, world, "workloads", "--project", "bio")] == [
+        "bio/small",
+        "bio/too-big",
+    ]
+    assert [w["name"] for w in items(capsys, world, "wl", "--state", "running")] == ["chem/runner"]
+    assert [j["id"] for j in items(capsys, world, "jobs", "--state", "pending")] == ["12"]
+    assert [j["id"] for j in items(capsys, world, "jobs", "--project", "chem")] == [
+        "11",
+        "12",
+        "13",
+    ]
+    assert [n["name"] for n in items(capsys, world, "nodes", "--state", "down")] == ["v100-08"]
+    assert [n["name"] for n in items(capsys, world, "nodes", "--project", "chem")] == ["a100-01"]
+    assert [d["name"] for d in items(capsys, world, "departments", "--project", "bio")] == [
+        "science"
+    ]
+    assert [p["name"] for p in items(capsys, world, "project", "--project", "bio")] == ["bio"]
+
+
+def test_jobs_nodes_and_queues(world: tuple[Path, Path], capsys: Capsys) -> None:
+    jobs = {j["id"]: j for j in items(capsys, world, "jobs")}
+    assert jobs["14"]["workload"] is None and jobs["14"]["gpus"] == 8
+    nodes = {n["name"]: n for n in items(capsys, world, "nodes")}
+    assert (nodes["a100-01"]["used"], nodes["a100-01"]["jobs"]) == (4, ["11"])
+    assert (nodes["a100-02"]["used"], nodes["a100-02"]["jobs"]) == (8, ["14"])
+    assert nodes["v100-08"]["state"] == "down" and len(nodes) == 12
+    specs, snapshot = world
+    status = cp(capsys, "status", specs, "--observed", snapshot, "--json").json()
+    for p in items(capsys, world, "projects"):
+        assert p["status"] == status["projects"][p["name"]]
+        assert p["workloads"] == {"chem": 4, "bio": 2}[p["name"]]
+    [science] = items(capsys, world, "departments")
+    assert science["status"] == status["departments"]["science"] and science["workloads"] == 6
+
+
+def test_yaml_is_the_json_document(world: tuple[Path, Path], capsys: Capsys) -> None:
+    as_json = get(capsys, world, "workloads", "-o", "json").json()
+    as_yaml = yaml.safe_load(get(capsys, world, "workloads", "-o", "yaml").out)
+    assert as_yaml == as_json and as_json["kind"] == "workloads"
+
+
+def test_tables(world: tuple[Path, Path], capsys: Capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    plain = get(capsys, world, "workloads").out
+    wide = get(capsys, world, "workloads", "-o", "wide").out
+    header, wide_header = plain.splitlines()[0].split(), wide.splitlines()[0].split()
+    assert header == ["name", "state", "gpus", "where", "age", "next", "reason"]
+    assert wide_header[: len(header)] == header and "nodes" in wide_header
+    line = next(x for x in plain.splitlines() if x.startswith("chem/runner"))
+    assert line.split()[:5] == ["chem/runner", "running", "4", "sim/a100", "1h"]
+    assert "(not ours)" in get(capsys, world, "jobs").out
+
+
+def test_mistakes_are_usage_errors(world: tuple[Path, Path], capsys: Capsys) -> None:
+    assert "did you mean 'jobs'?" in get(capsys, world, "jbos", code=2).err
+    assert "did you mean 'running'?" in get(capsys, world, "wl", "--state", "runing", code=2).err
+    assert "applies to workloads" in get(capsys, world, "projects", "--state", "x", code=2).err
+    assert "no project 'chemm'" in get(capsys, world, "wl", "--project", "chemm", code=2).err
+    assert "use wide, json, yaml" in get(capsys, world, "wl", "-o", "xml", code=2).err

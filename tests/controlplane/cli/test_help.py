@@ -1,0 +1,80 @@
+"""Help people can read: flags without a type column, times described as ISO 8601 (not
+strptime patterns), and an example in every command's help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.builders import cluster, project, workload
+from tests.builders.cli import cp, write_specs
+
+
+def _command_paths() -> list[list[str]]:
+    import typer
+
+    from controlplane.cli import commands  # noqa: F401  (registers every command)
+    from controlplane.cli.app import app
+
+    paths: list[list[str]] = []
+
+    def walk(command: object, prefix: list[str]) -> None:
+        subs = getattr(command, "commands", None)
+        if subs is None:
+            paths.append(prefix)
+            return
+        for name, sub in sorted(subs.items()):
+            walk(sub, [*prefix, name])
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+COMMAND_PATHS = _command_paths()
+
+
+def test_every_command_is_walked() -> None:
+    names = {" ".join(p) for p in COMMAND_PATHS}
+    assert {"plan", "apply", "store init", "completion"} <= names
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=lambda p: " ".join(p))
+def test_help_is_uncluttered_and_shows_an_example(
+    path: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    res = cp(capsys, *path, "--help")
+    assert res.code == 0, res.err
+    assert "<bool>" not in res.out
+    assert "%Y" not in res.out and "%H" not in res.out
+    assert "Example" in res.out
+    # the example runs the command it documents
+    examples = res.out.split("Example", 1)[1]
+    assert f"cp {' '.join(path)} " in examples
+
+
+def test_root_help_offers_completion_and_h(capsys: pytest.CaptureFixture[str]) -> None:
+    res = cp(capsys, "-h")
+    assert res.code == 0 and "--install-completion" in res.out and "<bool>" not in res.out
+
+
+def test_now_is_an_iso_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_specs(tmp_path, [cluster(), project("p", gpus=2), workload("w", "p", gpus=1)])
+    bad = cp(capsys, "status", tmp_path, "--now", "yesterday")
+    assert bad.code == 2 and "ISO 8601" in bad.err and "%Y" not in bad.err
+    for when in ("2026-11-22T10:00:00+00:00", "2026-11-22T10:00Z", "2026-11-22"):
+        assert cp(capsys, "status", tmp_path, "--now", when, "--json").code == 0, when
+    far = cp(capsys, "status", tmp_path, "--now", "9999-01-01")
+    assert far.code == 2 and "between the years 1970 and 9000" in far.err
+
+
+def test_the_readme_documents_every_command_with_an_example() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    reference = readme.split("## CLI reference", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in reference.splitlines() if line.startswith("| `cp ")]
+    block = reference.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    for path in COMMAND_PATHS:
+        command = f"cp {' '.join(path)}"
+        assert any(row.startswith(f"| `{command}") for row in rows), f"{command}: no table row"
+        assert any(line.startswith(f"{command} ") for line in block), f"{command}: no example"

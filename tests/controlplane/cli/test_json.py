@@ -1,0 +1,153 @@
+"""``--json`` always prints one JSON document on stdout: on success, when there is nothing
+to do, and on failure (the error, and for spec problems every diagnostic with file, line
+and column), so scripts never have to scrape human output or guess from silence."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders.cli import cp
+
+ROOT = Path(__file__).resolve().parents[3]
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def quickstart(tmp_path: Path) -> Path:
+    dst = tmp_path / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", dst, ignore=shutil.ignore_patterns(".cp"))
+    return dst
+
+
+def document(capsys: Capsys, *args: str | Path, code: int = 0) -> Any:
+    """Run ``cp ARGS``; its exit code must be ``code`` and stdout exactly one JSON document."""
+    res = cp(capsys, *args)
+    assert res.code == code, (args, res.out, res.err)
+    return json.loads(res.out)
+
+
+def test_every_command_prints_a_document_on_success(quickstart: Path, capsys: Capsys) -> None:
+    q = quickstart
+    valid = document(capsys, "validate", q, "--json")
+    assert valid["valid"] and valid["workloads"] == 12
+    warning = valid["warnings"][0]  # the quickstart's ads/ranker-serve never fits its quota
+    assert warning["severity"] == "warning" and warning["path"].endswith("product.yaml")
+    assert (warning["line"], warning["column"]) == (24, 58) and "non-preemptible" in warning[
+        "message"
+    ]
+
+    plan = document(capsys, "plan", q, "--json", "--out", q / "p.json")
+    assert plan["actions"]
+    assert document(capsys, "status", q, "--json")["projects"]["nlp"]["deserved"] == 20
+    assert len(document(capsys, "get", "workloads", q, "--json")["items"]) == 12
+    assert document(capsys, "get", "nodes", q, "-o", "json")["kind"] == "nodes"
+    assert document(capsys, "usage", q, "--json")["projects"]["nlp"]["budget"] is None
+    assert document(capsys, "explain", "nlp/notebook", "--dir", q, "--json")["workload"]
+    assert document(capsys, "cost", "nlp/notebook", "--dir", q, "--json")["workload"]
+    snapshot = q / "snap.json"
+    snapshot.write_text(cp(capsys, "observe", q).out)
+    assert document(capsys, "observe", q, "--json")["clusters"][0]["name"] == "sim"
+    assert document(capsys, "plan", q, "--observed", snapshot, "--json")["id"]
+    assert document(capsys, "store", "init", q, "--json")["store"].endswith("controlplane.db")
+
+    applied = document(capsys, "apply", q / "p.json", "--dir", q, "--json")
+    assert applied["ok"] and {a["status"] for a in applied["actions"]} == {"done"}
+    nothing = document(capsys, "apply", q, "--auto-approve", "--json")
+    assert nothing["ok"] and nothing["actions"] == [] and "no changes" in nothing["message"]
+
+    shown = document(capsys, "show", plan["id"][:8], "--dir", q, "--json")
+    assert shown["id"] == plan["id"] and shown["applyStatus"] == "applied"
+    assert [(o["op"], o["workload"], o["status"]) for o in shown["outcomes"]] == [
+        (a["op"], a["workload"], "done") for a in applied["actions"]
+    ]
+    assert all(o["job"] for o in shown["outcomes"] if o["op"] == "submit")
+    unapplied = document(capsys, "show", nothing["plan"], "--dir", q, "--json")
+    assert unapplied["applyStatus"] is not None and unapplied["outcomes"] == []
+    from_file = document(capsys, "show", q / "p.json", "--dir", q, "--json")
+    assert from_file["applyStatus"] == "applied", "a plan file is looked up in the store too"
+
+    assert document(capsys, "history", q, "--json")[0]["status"] == "done"
+    assert document(capsys, "history", q, "--verify", "--json")["ok"]
+
+
+def test_what_if_apply_prints_a_document(quickstart: Path, capsys: Capsys) -> None:
+    snapshot = quickstart / "snap.json"
+    snapshot.write_text(cp(capsys, "observe", quickstart).out)
+    plan_file = quickstart / "p.json"
+    document(capsys, "plan", quickstart, "--observed", snapshot, "--out", plan_file, "--json")
+    what_if = document(capsys, "apply", plan_file, "--observed", snapshot, "--json")
+    assert what_if["actions"]
+
+
+def _error(doc: Any, kind: str) -> str:
+    assert doc["ok"] is False and doc["error"]["kind"] == kind, doc
+    message: str = doc["error"]["message"]
+    assert message
+    return message
+
+
+def test_spec_errors_are_a_document_of_diagnostics(tmp_path: Path, capsys: Capsys) -> None:
+    (tmp_path / "specs.yaml").write_text(
+        "apiVersion: controlplane/v1\nkind: Project\nmetadata: {name: p}\n"
+        "spec: {quota: {gpus: 8, limit: 4}, maxWalltime: forever}\n"
+    )
+    for command in (
+        ["validate"],
+        ["plan"],
+        ["status"],
+        ["get", "jobs"],
+        ["apply", "--auto-approve"],
+    ):
+        doc = document(capsys, *command, tmp_path, "--json", code=1)
+        assert "2 errors" in _error(doc, "spec") and doc["valid"] is False
+        assert [
+            (d["line"], d["column"], d["severity"], d["field"]) for d in doc["diagnostics"]
+        ] == [
+            (4, 32, "error", "spec.quota.limit"),
+            (4, 49, "error", "spec.maxWalltime"),
+        ]
+        assert all(d["path"].endswith("specs.yaml") and d["message"] for d in doc["diagnostics"])
+
+
+def test_other_errors_are_a_document(quickstart: Path, tmp_path: Path, capsys: Capsys) -> None:
+    q = quickstart
+    assert "not a directory" in _error(
+        document(capsys, "plan", tmp_path / "nowhere", "--json", code=1), "control-plane"
+    )
+    _error(document(capsys, "show", "nosuchplan", "--dir", q, "--json", code=1), "plan-not-found")
+    _error(document(capsys, "explain", "nlp/ghost", "--dir", q, "--json", code=1), "plan-not-found")
+    _error(document(capsys, "cost", "nlp/ghost", "--dir", q, "--json", code=1), "plan-not-found")
+    _error(document(capsys, "status", q, "--db", "not a url", "--json", code=1), "store")
+    _error(document(capsys, "observe", tmp_path / "nowhere", "--json", code=1), "control-plane")
+    _error(document(capsys, "store", "init", q, "--db", "nope", "--json", code=1), "store")
+    # a stale plan: made, then the world moved on
+    document(capsys, "plan", q, "--out", q / "old.json", "--json")
+    document(capsys, "apply", q, "--auto-approve", "--json")
+    _error(document(capsys, "apply", q / "old.json", "--dir", q, "--json", code=1), "stale-plan")
+    (q / "old.json").write_text("{}")
+    _error(document(capsys, "apply", q / "old.json", "--dir", q, "--json", code=1), "state-file")
+    # usage errors too: exit 2, still a document
+    assert "use best or kai" in _error(
+        document(capsys, "plan", q, "--json", "--engine", "nope", code=2), "usage"
+    )
+    assert "--bogus" in _error(document(capsys, "history", q, "--json", "--bogus", code=2), "usage")
+    assert "'jobs'" in _error(document(capsys, "get", "jbos", q, "-o", "json", code=2), "usage")
+
+
+def test_declining_an_apply_prints_a_document(
+    quickstart: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+    res = cp(capsys, "apply", quickstart, "--json")
+    assert res.code == 1
+    doc = json.loads(res.out)  # the question went to stderr, not into the document
+    assert doc["ok"] is False and doc["actions"] == [] and "cancelled" in doc["message"]
+    assert "Apply this plan?" in res.err

@@ -1,0 +1,126 @@
+"""Plans as pull-request comments: the summary first, sections collapsed, never above the
+size a comment can hold, saying what was left out, with the whole plan in a file."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, render
+from tests.builders import cluster, department, pool, project, workload
+from tests.builders.cli import cp, write_specs
+
+Capsys = pytest.CaptureFixture[str]
+GITHUB_LIMIT = 65_536
+NOW = "2026-11-22T10:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3,000 workloads over 12 projects, far more than 400 GPUs can hold."""
+    rng = random.Random(12)
+    docs = [
+        cluster(
+            pools=[pool("a100", nodes=40), pool("v100", gpu_type="v100", gpus_per_node=4, nodes=20)]
+        ),
+        *(department(f"dept-{d}", gpus=120) for d in range(3)),
+        *(project(f"team-{p:02d}", gpus=30, department=f"dept-{p % 3}") for p in range(12)),
+    ]
+    for i in range(3000):
+        docs.append(
+            workload(
+                f"experiment-{i:04d}",
+                f"team-{i % 12:02d}",
+                gpus=rng.choice([1, 1, 2, 4, 8]),
+                walltime="6h",
+            )
+        )
+    return write_specs(tmp_path_factory.mktemp("big"), docs)
+
+
+def test_a_3000_workload_plan_fits_a_comment_and_says_what_it_left_out(
+    big: Path, capsys: Capsys
+) -> None:
+    full = big / "full-plan.md"
+    res = cp(
+        capsys, "plan", big, "--markdown", "--engine", "kai", "--now", NOW, "--full-plan", full
+    )
+    assert res.code == 0, res.err
+    comment = res.out
+    assert len(comment) <= DEFAULT_MAX_CHARS < GITHUB_LIMIT
+    assert comment.startswith("**Plan: ") and "to submit" in comment.splitlines()[0]
+    assert "\x1b" not in comment, "no terminal colours"
+    assert comment.count("<details>") == comment.count("</details>") >= 3
+
+    plan = cp(capsys, "plan", big, "--json", "--engine", "kai", "--now", NOW).json()
+    waiting, submits = len(plan["pending"]), len(plan["actions"])
+    assert waiting + submits == 3000
+    # each section: the rows shown plus "… and N more" add up to all of them
+    shown_waiting = len(re.findall(r"^\| `team-\d+/experiment-\d+` \| \*\*", comment, re.M))
+    shown_submits = len(re.findall(r"^\| `team-\d+/experiment-\d+` \| sim/", comment, re.M))
+    more = {
+        m[1]: int(m[0].replace(",", "")) for m in re.findall(r"… and ([\d,]+) more (.+)", comment)
+    }
+    assert shown_waiting + more["waiting"] == waiting
+    assert shown_submits + more.get("to submit", 0) == submits
+    left = int(
+        re.search(r"cut to 60,000 characters: ([\d,]+) rows left out", comment)[1].replace(",", "")
+    )  # type: ignore[index]
+    assert left == more["waiting"] + more.get("to submit", 0)
+    assert f"The full plan: {full}." in comment
+    assert "Quota after the plan (12 projects, 3 departments)" in comment
+    assert "| team-11 | dept-2 |" in comment, "the small quota table is whole"
+
+    whole = full.read_text()
+    assert len(whole) > GITHUB_LIMIT and "… and" not in whole
+    assert all(f"experiment-{i:04d}`" in whole for i in range(3000))
+
+
+def test_a_small_plan_is_whole_and_unchanged_by_the_bound(big: Path, capsys: Capsys) -> None:
+    small = write_specs(
+        big.parent / "small", [cluster(), project("p", gpus=4), workload("w", "p", gpus=1)]
+    )
+    bounded = cp(capsys, "plan", small, "--markdown", "--now", NOW).out
+    unbounded = cp(capsys, "plan", small, "--markdown", "--now", NOW, "--max-chars", "0").out
+    assert bounded == unbounded and "more" not in bounded and "cut to" not in bounded
+
+
+def _sections(sizes: list[int]) -> list[Section]:
+    return [
+        Section(
+            title=f"Section {i} ({size})",
+            columns=["row", "text"],
+            rows=[f"| {i}-{j} | {'x' * (j % 37)} |" for j in range(size)],
+            noun=f"of section {i}",
+        )
+        for i, size in enumerate(sizes)
+    ]
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=5),
+    max_chars=st.integers(min_value=3_000, max_value=40_000),
+)
+def test_render_never_exceeds_the_bound_and_counts_what_it_cuts(
+    sizes: list[int], max_chars: int
+) -> None:
+    sections = _sections(sizes)
+    text = render("**Plan: test.**\n\n", sections, max_chars=max_chars)
+    assert len(text) <= max_chars
+    for i, size in enumerate(sizes):
+        shown = len(re.findall(rf"^\| {i}-\d+ \|", text, re.M))
+        cut = re.search(rf"… and ([\d,]+) more of section {i}\n", text)
+        assert shown + (int(cut[1].replace(",", "")) if cut else 0) == size
+        assert re.findall(rf"^\| {i}-(\d+) \|", text, re.M) == [str(j) for j in range(shown)]
+
+
+def test_small_sections_stay_whole_when_a_big_one_is_cut() -> None:
+    small, big = _sections([5, 2000])
+    text = render("top\n\n", [big, small], max_chars=20_000)
+    assert len(re.findall(r"^\| 0-\d+ \|", text, re.M)) == 5, "the small one whole"
+    assert "more of section 0" not in text and "more of section 1" in text

@@ -1,0 +1,54 @@
+"""Spec warnings (quotas the clusters cannot honour, children over their department) are
+shown by validate and plan, human and JSON, each at its file:line:col."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.builders import cluster, department, project, workload
+from tests.builders.cli import cp
+from tests.builders.files import dump, position
+
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> Path:
+    (tmp_path / "org.yaml").write_text(
+        dump(
+            cluster(),  # 64 GPUs
+            department("science", gpus=80),
+            project("chem", gpus=60, department="science"),
+            project("bio", gpus=30, department="science"),
+            workload("w", "chem", gpus=1, walltime="1h"),
+        )
+    )
+    return tmp_path
+
+
+def test_validate_and_plan_show_the_warnings(specs: Path, capsys: Capsys) -> None:
+    org = specs / "org.yaml"
+    line, column = position(org, "gpus: 80", offset=len("gpus: "))
+    for command in (["validate"], ["plan"]):
+        doc = cp(capsys, *command, specs, "--json").json()
+        found = sorted(
+            (w["line"], w["column"], w["field"], w["message"][:40]) for w in doc["warnings"]
+        )
+        assert found == [
+            (line, column, "spec.quota.gpus", "deserved 80 GPUs, but the clusters hold "),
+            (line, column, "spec.quota.gpus", "its children deserve 90 GPUs together (b"),
+        ], command
+        human = cp(capsys, *command, specs)
+        assert human.code == 0
+        lines = [x for x in human.err.splitlines() if ": warning: " in x]
+        assert len(lines) == 2, human.err  # one line each, never wrapped
+        assert all(f"org.yaml:{line}:{column}: warning: spec.quota.gpus: " in x for x in lines)
+
+
+def test_a_sealed_plan_file_does_not_carry_them(specs: Path, capsys: Capsys) -> None:
+    res = cp(capsys, "plan", specs, "--json", "--out", specs / "p.json")
+    assert res.json()["warnings"]
+    assert '"warnings"' not in (specs / "p.json").read_text()
+    assert cp(capsys, "apply", specs / "p.json", "--dir", specs, "--json").code == 0

@@ -1,0 +1,53 @@
+"""The apply lease after a crash: a dead holder on this host is taken over, a live one is not."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controlplane.apply import apply_plan
+from controlplane.errors import LeaseHeldError
+from controlplane.plan import Plan, SolverReport
+from controlplane.store import Store
+from tests.builders import NOW
+
+EMPTY = Plan(
+    id="empty",
+    created_at=NOW,
+    spec_digest="s",
+    observed_digest="o",
+    solver=SolverReport(engine="test", status="OK"),
+)
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # exited and reaped: the pid names nothing now
+    return proc.pid
+
+
+def test_the_lease_of_a_killed_apply_on_this_host_is_taken_over(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path}/db")
+    assert store.acquire_lease(f"{socket.gethostname()}:{dead_pid()}") is None
+    report = apply_plan(EMPTY, {}, store, observed_digest=None)
+    assert report.ok and store.lease_holder() is None, "taken, used and released"
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        f"{socket.gethostname()}:{os.getppid()}",  # alive on this host
+        f"elsewhere.example:{os.getpid() + 1}",  # another host: cannot be checked, so it waits
+    ],
+)
+def test_a_lease_that_may_be_live_is_respected(tmp_path: Path, holder: str) -> None:
+    store = Store(f"sqlite:///{tmp_path}/db")
+    assert store.acquire_lease(holder) is None
+    with pytest.raises(LeaseHeldError, match="another reconciler is applying"):
+        apply_plan(EMPTY, {}, store, observed_digest=None)
+    assert store.lease_holder() == holder

@@ -1,0 +1,343 @@
+"""The command line end to end on the simulator: plan, apply, replan, history, stale plans,
+interrupted applies, bad specs, and `cp` standing in for coreutils' copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+
+from adapters.base import TemporaryError
+from adapters.simulator import SimulatorAdapter
+from controlplane.apply import apply_plan
+from controlplane.plan import Plan
+from controlplane.store import Store, default_url
+from specs.loader import load_specs
+from tests.builders import cluster, project, workload
+from tests.builders.cli import cp, write_specs
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = "2026-11-22T10:00:00+00:00"
+
+
+@pytest.fixture
+def quickstart(tmp_path: Path) -> Path:
+    dst = tmp_path / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", dst, ignore=shutil.ignore_patterns(".cp"))
+    return dst
+
+
+def test_plan_apply_replan_history(quickstart: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    planned = cp(capsys, "plan", quickstart, "--out", quickstart / "p.json", "--detailed-exitcode")
+    assert planned.code == 2, "changes pending"
+    assert "to submit" in planned.out
+    applied = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--json")
+    assert applied.code == 0, applied.err
+    report = applied.json()
+    assert report["ok"] and all(a["status"] == "done" for a in report["actions"])
+    again = cp(capsys, "plan", quickstart, "--json", "--detailed-exitcode")
+    assert again.code == 0 and again.json()["actions"] == []
+    # the simulator's state moved on: the observed jobs are the submitted ones, tagged
+    observed = cp(capsys, "observe", quickstart).json()
+    ours = {j["workload"] for c in observed["clusters"] for j in c["jobs"]}
+    assert ours == {a["workload"] for a in report["actions"]}
+    # history answers "who started my job, when, why"
+    hist = cp(capsys, "history", quickstart, "--workload", "nlp/llm-finetune", "--json").json()
+    assert [(h["op"], h["status"], h["reason"]["code"]) for h in hist] == [
+        ("submit", "done", "within-deserved")
+    ]
+    shown = cp(capsys, "show", report["plan"][:8], "--dir", quickstart, "--json")
+    assert shown.code == 0 and shown.json()["id"] == report["plan"]
+
+
+def test_pruned_workload_is_cancelled(quickstart: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cp(capsys, "apply", quickstart, "--auto-approve").code == 0
+    text = (quickstart / "workloads" / "nlp.yaml").read_text()
+    _, _, rest = text.partition("---\n")  # drop llm-finetune, the first document
+    (quickstart / "workloads" / "nlp.yaml").write_text(rest)
+    plan = cp(capsys, "plan", quickstart, "--json").json()
+    cancels = [a for a in plan["actions"] if a["op"] == "cancel"]
+    assert [(a["workload"], a["reason"]["code"]) for a in cancels] == [
+        ("nlp/llm-finetune", "prune")
+    ]
+    # its 16 A100 GPUs go to waiting work in the same plan (evictions run first)
+    assert cp(capsys, "apply", quickstart, "--auto-approve").code == 0
+    assert cp(capsys, "plan", quickstart, "--json").json()["actions"] == []
+
+
+def test_stale_plan_is_refused(quickstart: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cp(capsys, "plan", quickstart, "--out", quickstart / "old.json").code == 0
+    assert cp(capsys, "apply", quickstart, "--auto-approve").code == 0  # the world moves on
+    stale = cp(capsys, "apply", quickstart / "old.json", "--dir", quickstart)
+    assert stale.code == 1 and "run `cp plan` again" in stale.err
+
+
+class FlakyAdapter:
+    """A real simulator adapter that fails its N-th execute, like a controller outage."""
+
+    def __init__(self, inner: SimulatorAdapter, fail_at: int) -> None:
+        self.inner, self.fail_at, self.calls = inner, fail_at, 0
+        self.cluster = inner.cluster
+
+    def observe(self):  # type: ignore[no-untyped-def]
+        return self.inner.observe()
+
+    def execute(self, action, *, plan_id):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise TemporaryError("controller unreachable")
+        return self.inner.execute(action, plan_id=plan_id)
+
+
+def test_interrupted_apply_resumes_without_duplicates(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cp(capsys, "plan", quickstart, "--out", quickstart / "p.json").code == 0
+    plan = Plan.from_json((quickstart / "p.json").read_text())
+    desired = load_specs(quickstart).desired
+    from datetime import datetime
+
+    clock = lambda: datetime(2026, 11, 22, 10, tzinfo=UTC)  # noqa: E731
+    sim = SimulatorAdapter(desired.clusters["sim"], state_dir=quickstart / ".cp", clock=clock)
+    store = Store(default_url(quickstart))
+    from specs.snapshot import Snapshot, observed_digest
+
+    digest = observed_digest(Snapshot(now=clock(), clusters=[sim.observe()]))
+    first = apply_plan(plan, {"sim": FlakyAdapter(sim, fail_at=4)}, store, observed_digest=digest)
+    assert not first.ok and len([o for o in first.outcomes if o.status == "done"]) == 3
+    assert [r.status for r in store.actions(plan.id)][:4] == ["done", "done", "done", "failed"]
+    # the rerun resumes (the clusters moved on, but it is the same plan) and finishes
+    rerun = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--json")
+    assert rerun.code == 0, rerun.err
+    body = rerun.json()
+    assert body["resumed"] and [a["status"] for a in body["actions"]][:3] == ["skipped"] * 3
+    jobs = [j for j in sim.observe().jobs]
+    assert len(jobs) == len({j.workload for j in jobs}) == len(plan.actions), "no duplicate job"
+
+
+BAD_SPECS = {
+    "cluster.yaml": """\
+apiVersion: controlplane/v1
+kind: Cluster
+metadata: {name: sim}
+spec:
+  gpuTypes: {a100_80: {memoryGiB: 80}}
+  nodePools:
+    - {name: a100, gpuType: a100_80, gpusPerNode: 8, nodes: 2, maxWalltime: 3d}
+---
+apiVersion: controlplane/v1
+kind: Cluster
+metadata: {name: other}
+spec:
+  gpuTypes: {a100_80: {memoryGiB: 80}}
+  nodePools:
+    - {name: h100, gpuType: h100, gpusPerNode: 8}
+""",
+    "org.yaml": """\
+apiVersion: controlplane/v1
+kind: Project
+metadata: {name: chem}
+spec: {quota: {gpus: 8, limit: 4}, maxWalltime: forever}
+---
+apiVersion: controlplane/v1
+kind: Project
+metadata: {name: Bad_Name}
+spec: {}
+---
+apiVersion: controlplane/v1
+kind: Project
+metadata: {name: bio}
+spec: {department: nowhere}
+""",
+    "workloads.yaml": """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: a}
+spec: {project: bio, gpu: 2}
+---
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: b}
+spec: {project: bio, replicas: 1, minReplicas: 3}
+---
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: c}
+spec: {project: bio, gpus: 16, walltime: 2h}
+---
+apiVersion: controlplane/v2
+kind: Workload
+metadata: {name: d}
+spec: {project: bio}
+---
+apiVersion: controlplane/v1
+kind: Job
+metadata: {name: e}
+spec: {}
+---
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: f}
+spec: {project: ghost, walltime: 1h}
+""",
+    "broken.yaml": "apiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: x\n",
+}
+EXPECTED_ERRORS = {
+    "broken.yaml:4:1": "YAML syntax error",
+    "cluster.yaml:15:29": "unknown gpuType 'h100'",
+    "org.yaml:4:32": "spec.quota.limit: limit 4 is below the deserved 8",
+    "org.yaml:4:49": "spec.maxWalltime: 'forever' is not a duration",
+    "org.yaml:8:18": "metadata.name: 'Bad_Name' is not a valid name",
+    "org.yaml:14:20": "unknown department 'nowhere'",
+    "workloads.yaml:4:22": "unknown key 'gpu'; did you mean 'gpus'?",
+    "workloads.yaml:9:48": "minReplicas 3 exceeds replicas 1",
+    "workloads.yaml:14:28": "no node pool can ever hold",
+    "workloads.yaml:16:13": "unsupported apiVersion 'controlplane/v2'",
+    "workloads.yaml:22:7": "unknown kind 'Job'",
+    "workloads.yaml:29:17": "unknown project 'ghost'",
+}
+
+
+def test_bad_specs_report_everything_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in BAD_SPECS.items():
+        (tmp_path / name).write_text(text)
+    for command in (
+        ["validate", tmp_path],
+        ["plan", tmp_path],
+        ["apply", tmp_path, "--auto-approve"],
+    ):
+        res = cp(capsys, *command)
+        assert res.code == 1
+        errors = {}
+        for line in res.err.splitlines():
+            if ": error: " in line:
+                where, _, what = line.partition(": error: ")
+                errors[where.rsplit("/", 1)[-1]] = what
+        # a dozen kinds of mistakes, all at once, each at its file:line:col
+        for where, words in EXPECTED_ERRORS.items():
+            assert where in errors and words in errors[where], (where, res.err)
+        assert "nothing was planned or applied" in res.err
+    assert not (tmp_path / ".cp" / "controlplane.db").exists(), "nothing written to the store"
+    assert not (tmp_path / ".cp" / "simulator").exists()
+
+
+def test_foreign_documents_are_skipped_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_specs(tmp_path, [cluster(), project("p", gpus=2), workload("w", "p", gpus=1)])
+    (tmp_path / "deploy.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
+    )
+    res = cp(capsys, "validate", tmp_path, "--json")
+    assert res.code == 0 and res.json()["workloads"] == 1
+    assert any(
+        w["path"].endswith("/deploy.yaml")
+        and (w["line"], w["column"], w["severity"], w["field"]) == (1, 13, "warning", "apiVersion")
+        and "skipped" in w["message"]
+        for w in res.json()["warnings"]
+    )
+
+
+def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    res = cp(capsys, "schema")
+    assert res.code == 0 and "gpusPerNode" in json.dumps(res.json())
+
+
+def test_cp_passes_other_invocations_to_the_system_copy(tmp_path: Path) -> None:
+    src, dst = tmp_path / "a.txt", tmp_path / "b.txt"
+    src.write_text("hello")
+    exe = Path(sys.executable).parent / "cp"
+    assert exe.exists(), "the console script is installed"
+    subprocess.run([str(exe), str(src), str(dst)], check=True)
+    assert dst.read_text() == "hello"
+    subprocess.run([str(exe), "-r", str(tmp_path), str(tmp_path.parent / "copied")], check=True)
+    assert (tmp_path.parent / "copied" / "a.txt").read_text() == "hello"
+    ours = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True)
+    assert "controlplane" in ours.stdout
+    env = {**os.environ, "PATH": f"{exe.parent}{os.pathsep}{os.environ['PATH']}"}
+    missing = subprocess.run(
+        [str(exe), str(tmp_path / "nope"), str(dst)], capture_output=True, text=True, env=env
+    )
+    assert missing.returncode == 1 and "No such file" in missing.stderr  # coreutils' words
+
+
+def test_usage_errors_are_worded_not_tracebacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = cp(capsys, "plan", tmp_path, "--bogus")
+    assert res.code == 2 and "No such option: --bogus" in res.err and "Traceback" not in res.err
+    res = cp(capsys, "plan", tmp_path, "--engine", "nope")
+    assert res.code == 2 and "use best or kai" in res.err
+
+
+def test_explain_names_the_binding_quota_level(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = cp(capsys, "explain", "ads/ctr-train", "--dir", quickstart)
+    assert res.code == 0
+    assert "over-limit: needs 8 GPUs; project ads holds 8 of its limit of 12" in res.out
+    binding = [line for line in res.out.splitlines() if "<- binds" in line]
+    assert len(binding) == 1 and "project ads" in binding[0]
+    body = cp(capsys, "explain", "ads/ranker-serve", "--dir", quickstart, "--json").json()
+    assert [(q["kind"], q["name"]) for q in body["quota"]] == [
+        ("project", "ads"),
+        ("department", "product"),
+    ]
+    assert body["pending"][0]["reason"]["code"] == "non-preemptible-over-deserved"
+
+
+def test_the_passthrough_knows_every_subcommand() -> None:
+    """`cp` decides ours-or-coreutils before importing typer, from a static list: it must
+    name exactly the app's commands, or a new command would be handed to coreutils."""
+    from controlplane.cli import commands  # noqa: F401  (registers the commands)
+    from controlplane.cli.app import app
+    from controlplane.cli.passthrough import COMMANDS
+
+    registered = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+    registered |= {g.name for g in app.registered_groups if g.name}
+    assert registered == COMMANDS
+
+
+def test_cost_says_when_site_policy_holds_a_workload_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp cost` judges candidates as a plan would, budgets included: a project that spent
+    its month's GPU-hours submits none of them, and the table says why."""
+    write_specs(
+        tmp_path,
+        [
+            cluster(),
+            project("p", gpus=2, budget={"gpuHoursPerMonth": 10}),
+            workload("w", "p", gpus=1),
+        ],
+    )
+    snap = tmp_path / "snap.json"
+    snap.write_text(
+        json.dumps(
+            {
+                "now": "2026-11-22T10:00:00+00:00",
+                "clusters": [
+                    {
+                        "name": "sim",
+                        "nodes": [
+                            {"name": "a100-01", "pool": "a100", "gpuType": "a100_80", "gpus": 8}
+                        ],
+                    }
+                ],
+                "usage": [{"project": "p", "gpuHours": 12, "endedAt": "2026-11-20T00:00:00+00:00"}],
+            }
+        )
+    )
+    res = cp(capsys, "cost", "p/w", "--dir", tmp_path, "--observed", snap, "--json")
+    assert res.code == 0, res.err
+    assert res.json()["blocked"]["code"] == "over-budget"
+    human = cp(capsys, "cost", "p/w", "--dir", tmp_path, "--observed", snap)
+    assert "A plan submits none of these now: over-budget" in human.out

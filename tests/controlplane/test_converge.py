@@ -1,0 +1,162 @@
+"""Plans are fixed points: cycles run on a virtual copy until nothing changes, shown net."""
+
+from __future__ import annotations
+
+from adapters.simulator import SimulatedCluster, nodes_from_spec
+from controlplane.converge import net_actions
+from controlplane.plan import Plan, SolverReport
+from controlplane.reconcile import plan
+from specs.actions import Action, Op, Reason, ReasonCode
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
+from tests.builders import NOW, cluster, desired, project, workload
+
+
+def _plan(*actions: Action) -> Plan:
+    return Plan(
+        id="x",
+        created_at=NOW,
+        spec_digest="",
+        observed_digest="",
+        actions=list(actions),
+        solver=SolverReport(engine="t", status="t"),
+    )
+
+
+def _world(*jobs: Job) -> Snapshot:
+    nodes = [Node(name=f"n{i}", pool="p", gpus=8) for i in (1, 2)]
+    return Snapshot(now=NOW, clusters=[ClusterState(name="c", nodes=nodes, jobs=list(jobs))])
+
+
+RECLAIM = Reason(code=ReasonCode.RECLAIM, message="q is below its fair share")
+START = Reason(code=ReasonCode.OVER_QUOTA, message="idle GPUs")
+
+
+def test_evicted_then_placed_again_is_one_move_with_the_eviction_reason() -> None:
+    running = Job(id="7", workload="p/w", replicas=[Replica(node="n1", gpus=4)], pool="p")
+    observed = _world(running)
+    final = _world(
+        Job(id="virtual-1", workload="p/w", replicas=[Replica(node="n2", gpus=4)], pool="p")
+    )
+    rounds = [
+        _plan(Action(op=Op.PREEMPT, workload="p/w", cluster="c", job="7", reason=RECLAIM)),
+        _plan(
+            Action(
+                op=Op.SUBMIT,
+                workload="p/w",
+                cluster="c",
+                pool="p",
+                reason=START,
+                replicas=[Replica(node="n2", gpus=4)],
+            )
+        ),
+    ]
+    [move] = net_actions(observed, final, rounds)
+    assert (move.op, move.job, move.reason) == (Op.MOVE, "7", RECLAIM)
+    assert [r.node for r in move.replicas or []] == ["n2"]
+
+
+def test_started_then_taken_back_never_appears() -> None:
+    observed = _world()
+    final = _world()
+    rounds = [
+        _plan(
+            Action(
+                op=Op.SUBMIT,
+                workload="p/w",
+                cluster="c",
+                pool="p",
+                reason=START,
+                replicas=[Replica(node="n1", gpus=4)],
+            )
+        ),
+        _plan(
+            Action(op=Op.PREEMPT, workload="p/w", cluster="c", job="virtual-1000", reason=RECLAIM)
+        ),
+    ]
+    assert net_actions(observed, final, rounds) == []
+
+
+def test_a_running_job_left_alone_is_not_touched() -> None:
+    same = Job(
+        id="7", workload="p/w", state=JobState.RUNNING, replicas=[Replica(node="n1", gpus=4)]
+    )
+    assert net_actions(_world(same), _world(same), [_plan()]) == []
+
+
+def test_next_cycle_consolidation_is_folded_into_the_first_plan() -> None:
+    # found by the property test: after one cycle, the next one moved a 1-GPU job so an
+    # elastic job could grow; the plan now says all of it at once
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 4},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 3},
+    ]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p0", gpus=0, weight=0, rank=90),
+            project("p1", gpus=0, weight=1, limit=12, rank=90),
+            project("p2", gpus=0, weight=1, rank=100),
+            project("p3", gpus=9, weight=0, rank=90),
+            workload("w0", "p0", gpus=1),
+            workload("w1", "p0", gpus=1),
+            workload("w2", "p0", gpus=1),
+            workload("w3", "p3", gpus=1),
+            workload("w4", "p3", gpus=4, replicas=2, minReplicas=1),
+            workload("w5", "p2", gpus=4, replicas=3, minReplicas=1),
+            workload("w6", "p0", gpus=2),
+            workload("w7", "p1", gpus=1, replicas=2, minReplicas=1),
+            workload("w8", "p1", gpus=4, replicas=3, minReplicas=3),
+            workload("w9", "p2", gpus=4, replicas=3, minReplicas=1),
+        ]
+    )
+    state = ClusterState(name="sim", nodes=nodes_from_spec(d.clusters["sim"]))
+    snap = Snapshot(now=NOW, clusters=[state])
+    first = plan(d, snap, now=NOW)
+    sim = SimulatedCluster(state)
+    for a in first.execution_order():
+        sim.execute(a, plan_id=first.id, now=NOW)
+    assert plan(d, snap, now=NOW).actions == []
+
+
+def test_shrunk_in_one_round_and_evicted_in_the_next_is_a_preempt() -> None:
+    # found by the property test: round 1 shrank an elastic job, round 2 evicted it; the
+    # net plan showed only the shrink, and the submit that needed its GPUs did not fit
+    observed = _world(
+        Job(
+            id="7",
+            workload="p/w",
+            replicas=[Replica(node="n1", gpus=4), Replica(node="n2", gpus=4)],
+            pool="p",
+        )
+    )
+    final = _world(
+        Job(id="virtual-1", workload="p/x", replicas=[Replica(node="n1", gpus=8)], pool="p")
+    )
+    shrink = Action(
+        op=Op.RESIZE,
+        workload="p/w",
+        cluster="c",
+        job="7",
+        reason=RECLAIM,
+        replicas=[Replica(node="n1", gpus=4)],
+    )
+    evict = Action(
+        op=Op.PREEMPT,
+        workload="p/w",
+        cluster="c",
+        job="7",
+        reason=Reason(code=ReasonCode.PRIORITY, message="x needs it"),
+    )
+    start = Action(
+        op=Op.SUBMIT,
+        workload="p/x",
+        cluster="c",
+        pool="p",
+        reason=START,
+        replicas=[Replica(node="n1", gpus=8)],
+    )
+    net = net_actions(observed, final, [_plan(shrink), _plan(evict, start)])
+    assert [(a.op, a.workload, a.reason.code) for a in net] == [
+        (Op.SUBMIT, "p/x", ReasonCode.OVER_QUOTA),
+        (Op.PREEMPT, "p/w", ReasonCode.PRIORITY),
+    ]

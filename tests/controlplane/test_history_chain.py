@@ -1,0 +1,105 @@
+"""Tamper-evident history: `cp history --verify` passes on a real history and names the
+first record that was edited, deleted or cut off."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.builders.cli import cp
+
+ROOT = Path(__file__).resolve().parents[2]
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def applied(tmp_path: Path, capsys: Capsys) -> Path:
+    """The quickstart applied, then one workload removed and applied again (a prune)."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    (specs / "workloads" / "vision.yaml").unlink()
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    return specs
+
+
+def verify(capsys: Capsys, specs: Path) -> tuple[int, dict[str, object]]:
+    res = cp(capsys, "history", specs, "--verify", "--json")
+    return res.code, res.json()
+
+
+def sql(specs: Path, statement: str) -> None:
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        db.execute(statement)
+
+
+def test_a_real_history_verifies(applied: Path, capsys: Capsys) -> None:
+    code, report = verify(capsys, applied)
+    assert code == 0 and report["ok"] is True
+    # every plan stored (two applies) and every event of every action is a record
+    with sqlite3.connect(applied / ".cp" / "controlplane.db") as db:
+        (plans,) = db.execute("SELECT count(*) FROM plans").fetchone()
+        (events,) = db.execute("SELECT count(*) FROM events").fetchone()
+    assert report["records"] == plans + events and events > 20
+    human = cp(capsys, "history", applied, "--verify")
+    assert human.code == 0 and "history intact" in human.out
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        (
+            lambda s: sql(
+                s,
+                "UPDATE plans SET body = replace(body, 'within-deserved', 'reclaim') "
+                "WHERE chain_seq = 1",
+            ),
+            "record 1, plan ",
+        ),
+        (lambda s: sql(s, "UPDATE events SET status = 'failed' WHERE id = 3"), "event 3 "),
+        (
+            lambda s: sql(
+                s,
+                "UPDATE actions SET reason = 'nothing to see' WHERE seq = 0 AND "
+                "plan_id = (SELECT id FROM plans WHERE chain_seq = 1)",
+            ),
+            "action 0 of",
+        ),
+        (
+            lambda s: sql(
+                s,
+                "UPDATE actions SET status = 'failed' WHERE seq = 1 AND "
+                "plan_id = (SELECT id FROM plans WHERE chain_seq = 1)",
+            ),
+            "action 1 of",
+        ),
+        (lambda s: sql(s, "UPDATE plans SET status = 'planned' WHERE chain_seq = 1"), "its status"),
+        (lambda s: sql(s, "DELETE FROM events WHERE id = 5"), "record "),
+        (
+            lambda s: sql(s, "DELETE FROM events WHERE id = (SELECT max(id) FROM events)"),
+            "chain head",
+        ),
+    ],
+    ids=[
+        "plan body",
+        "event",
+        "action reason",
+        "action status",
+        "plan status",
+        "event deleted",
+        "end cut off",
+    ],
+)
+def test_an_edit_is_named(
+    applied: Path, capsys: Capsys, tamper: Callable[[Path], None], named: str
+) -> None:
+    tamper(applied)
+    code, report = verify(capsys, applied)
+    assert code == 1 and report["ok"] is False
+    assert named in str(report["problem"]), report["problem"]
+    human = cp(capsys, "history", applied, "--verify")
+    assert human.code == 1 and "history broken:" in human.err

@@ -1,0 +1,85 @@
+"""observe(): what the store adds to the clusters' report, against a scripted adapter.
+
+A real cluster forgets: a pending job may not be listed yet, an ended job is dropped
+after a while (Slurm's MinJobAge). These tests script exactly such reports.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from controlplane.observe import observe
+from controlplane.reconcile import plan
+from controlplane.store import Store
+from specs.actions import ReasonCode
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica
+from tests.builders import NOW, cluster, desired, project, workload
+
+DESIRED = desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=1)])
+
+
+class Scripted:
+    """An adapter that reports the given jobs on one idle 8-GPU node."""
+
+    cluster = "sim"
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+
+    def observe(self) -> ClusterState:
+        node = Node(name="n1", pool="a100", gpu_type="a100_80", gpus=8)
+        return ClusterState(name="sim", nodes=[node], jobs=list(self.jobs))
+
+    def execute(self, action, *, plan_id):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+def job(state: JobState, started: bool) -> Job:
+    return Job(
+        id="41",
+        workload="p/w",
+        state=state,
+        started_at=NOW - timedelta(minutes=1) if started else None,
+        replicas=[Replica(node="n1" if started else None, gpus=1)],
+    )
+
+
+def test_a_submission_not_listed_yet_waits_until_it_runs(tmp_path: Path) -> None:
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    store.add_placeholder("p/w", "sim", "41", "plan-1")
+    snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(seconds=10), store)
+    planned = plan(DESIRED, snap, now=snap.now)
+    assert planned.actions == []
+    assert [(p.workload, p.reason.code) for p in planned.pending] == [("p/w", ReasonCode.SUBMITTED)]
+
+    adapter.jobs = [job(JobState.RUNNING, started=True)]
+    observe(DESIRED, {"sim": adapter}, NOW + timedelta(seconds=20), store)
+    assert store.placeholders() == [], "a running job needs no placeholder"
+
+
+def test_a_completed_workload_stays_completed_after_the_cluster_forgets_it(tmp_path: Path) -> None:
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    adapter.jobs = [job(JobState.COMPLETED, started=True)]
+    observe(DESIRED, {"sim": adapter}, NOW, store)
+    adapter.jobs = []  # MinJobAge later
+    snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(minutes=10), store)
+    [remembered] = snap.clusters[0].jobs
+    assert (remembered.id, remembered.state) == ("41", JobState.COMPLETED)
+    assert plan(DESIRED, snap, now=snap.now).actions == [], "not started again"
+
+    # removed from the specs, the memory goes too: added back, it runs again
+    gone = desired([cluster(), project("p", gpus=8)])
+    observe(gone, {"sim": adapter}, NOW + timedelta(minutes=11), store)
+    snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(minutes=12), store)
+    assert snap.clusters[0].jobs == []
+    assert [a.workload for a in plan(DESIRED, snap, now=snap.now).actions] == ["p/w"]
+
+
+def test_a_failed_or_cancelled_job_is_not_remembered_as_completed(tmp_path: Path) -> None:
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    adapter.jobs = [job(JobState.FAILED, started=True)]
+    observe(DESIRED, {"sim": adapter}, NOW, store)
+    adapter.jobs = []
+    snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(minutes=10), store)
+    assert snap.clusters[0].jobs == []

@@ -1,0 +1,78 @@
+"""The placeholder verdicts (controlplane/placeholders.py), one case per fate, no cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pytest
+
+from controlplane.placeholders import Fate, inject, judge
+from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
+from tests.builders import NOW
+
+
+@dataclass
+class Ph:
+    workload: str = "p/w"
+    cluster: str = "c"
+    job: str = "7"
+    plan_id: str = "plan"
+    submitted_at: datetime = NOW - timedelta(seconds=30)
+
+
+def snap(*jobs: Job, cluster: str = "c") -> Snapshot:
+    return Snapshot(now=NOW, clusters=[ClusterState(name=cluster, jobs=list(jobs))])
+
+
+def job(state: JobState, *, workload: str = "p/w", started: bool = False, id: str = "7") -> Job:
+    return Job(
+        id=id,
+        workload=workload,
+        state=state,
+        started_at=NOW - timedelta(seconds=5) if started else None,
+        replicas=[Replica(node="n1" if started else None, gpus=1)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("seen", "age", "fate"),
+    [
+        (job(JobState.PENDING), 30, Fate.WAITING),
+        (job(JobState.REQUEUED), 30, Fate.WAITING),
+        (job(JobState.RUNNING, started=True), 30, Fate.STARTED),
+        (job(JobState.COMPLETED, started=True), 30, Fate.STARTED),  # ran and ended: a normal job
+        (job(JobState.CANCELLED), 30, Fate.DIED),  # ended without a start
+        (job(JobState.FAILED), 30, Fate.DIED),
+        (job(JobState.RUNNING, workload="other/job", started=True), 30, Fate.VANISHED),  # id reused
+        (None, 30, Fate.LAGGING),
+        (None, 121, Fate.VANISHED),  # Slurm forgot it, or it never existed
+    ],
+)
+def test_fates(seen: Job | None, age: int, fate: Fate) -> None:
+    ph = Ph(submitted_at=NOW - timedelta(seconds=age))
+    snapshot = snap(seen) if seen else snap()
+    [verdict] = judge([ph], snapshot)
+    assert verdict.fate is fate
+    assert verdict.fate.live == (fate in (Fate.WAITING, Fate.LAGGING))
+
+
+def test_an_unobserved_cluster_keeps_its_placeholders() -> None:
+    [verdict] = judge([Ph()], snap(cluster="elsewhere"))
+    assert verdict.fate is Fate.UNOBSERVED and verdict.fate.live
+
+
+def test_lagging_placeholders_are_injected_as_pending_jobs() -> None:
+    before = snap()
+    after = inject(before, judge([Ph(submitted_at=NOW.replace(tzinfo=None))], before))
+    [injected] = after.clusters[0].jobs
+    assert (injected.id, injected.workload, injected.state) == ("7", "p/w", JobState.PENDING)
+    assert injected.submitted_at is not None and injected.submitted_at.tzinfo is not None
+    assert before.clusters[0].jobs == [], "the input snapshot is not changed"
+
+
+def test_no_injection_when_the_workload_already_has_an_active_job() -> None:
+    # the old job of a move still winds down while the new one is not visible yet
+    before = snap(job(JobState.COMPLETING, id="6", started=True))
+    after = inject(before, judge([Ph(job="7")], before))
+    assert [j.id for j in after.clusters[0].jobs] == ["6"]

@@ -1,0 +1,153 @@
+"""``cp plan --base REF``: the impact of a change to the specs, for the pull request that
+makes it. A real git repository per test: specs committed on main, a branch that cuts a
+department's quota, the plan of the branch against main, merge, apply, settle."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, department, project, workload
+from tests.builders.cli import Result, cp, write_specs
+
+Capsys = pytest.CaptureFixture[str]
+NOW = "2026-11-22T10:00:00+00:00"
+POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 6}]
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    res = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+        check=True,
+    )
+    return res.stdout
+
+
+def org(arts_quota: int) -> list[dict[str, Any]]:
+    """48 GPUs; department arts (projects paint, film) runs 36; science (chem) wants 20."""
+    return [
+        cluster(pools=POOLS),
+        department("arts", gpus=arts_quota),
+        department("science", gpus=12),
+        project("paint", gpus=arts_quota // 2, department="arts"),
+        project("film", gpus=arts_quota // 2, department="arts"),
+        project("chem", gpus=12, department="science"),
+        *[workload(f"p{i}", "paint", gpus=4, priority=i) for i in range(5)],
+        *[workload(f"f{i}", "film", gpus=4, priority=i) for i in range(4)],
+        *[workload(f"c{i}", "chem", gpus=4) for i in range(5)],
+    ]
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".cp/\n")
+    write_specs(root / "specs", org(36))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "the org")
+    return root
+
+
+def test_a_department_quota_cut_reviewed_merged_and_applied(repo: Path, capsys: Capsys) -> None:
+    specs = repo / "specs"
+    # what runs today: arts holds 36 GPUs, science its 12, two of chem's jobs wait
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    # a branch cuts arts from 36 to 20
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+
+    md = ok(cp(capsys, "plan", specs, "--base", "main", "--markdown", "--now", NOW)).out
+    assert "| department `arts` | quota.gpus | 36 | 20 |" in md
+    assert "| project `paint` | quota.gpus | 18 | 10 |" in md
+    data = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    policy = data["policy"]
+    assert policy["against"].startswith("main (plan ")
+    shares = {(s["kind"], s["name"]): s for s in policy["shares"]}
+    arts = shares["department", "arts"]
+    assert arts["fairShareBefore"] > arts["fairShareAfter"]
+    assert (
+        shares["department", "science"]["fairShareAfter"]
+        > shares["department", "science"]["fairShareBefore"]
+    )
+    reclaimed = sorted(w["workload"] for w in policy["workloads"] if w["head"] == "reclaimed")
+    assert reclaimed and all(w.startswith(("arts", "paint/", "film/")) for w in reclaimed)
+    for w in reclaimed:
+        assert f"`{w}` | unchanged | **reclaimed**" in md
+    starts = [w["workload"] for w in policy["workloads"] if w["head"] == "starts"]
+    assert starts == ["chem/c3", "chem/c4"]
+    # the plan's own actions agree with the impact it reports
+    preempted = sorted(a["workload"] for a in data["actions"] if a["op"] == "preempt")
+    assert preempted == reclaimed
+
+    # merged: the plan on main now does what the review showed, and then nothing
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    applied = ok(cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", NOW)).json()
+    done = sorted(a["workload"] for a in applied["actions"] if a["op"] == "preempt")
+    assert done == reclaimed
+    settled = cp(capsys, "plan", specs, "--detailed-exitcode", "--now", NOW)
+    assert settled.code == 0, settled.out
+
+
+def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
+    """Without --base, the plan compares the quota table with the plan last applied."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    write_specs(specs, org(20))
+    md = ok(cp(capsys, "plan", specs, "--markdown", "--now", NOW)).out
+    assert "Against the plan last applied" in md
+    assert "| department `arts` | quota.gpus | 36 | 20 |" in md
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    assert "Against" not in ok(cp(capsys, "plan", specs, "--now", NOW)).out
+
+
+def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) -> None:
+    specs = repo / "specs"
+    res = cp(capsys, "plan", specs, "--base", "no-such-branch", "--now", NOW)
+    assert res.code == 1 and "'no-such-branch' is not a git commit" in res.err
+    elsewhere = write_specs(tmp_path / "plain", org(36))
+    res = cp(capsys, "plan", elsewhere, "--base", "main", "--now", NOW)
+    assert res.code == 1 and "not in a git repository" in res.err
+    # a base whose specs do not load names the ref and the file
+    (specs / "broken.yaml").write_text("kind: Project\nmetadata: {name: x}\nspec: {quota: 3}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "broken")
+    (specs / "broken.yaml").unlink()
+    res = cp(capsys, "plan", specs, "--base", "HEAD", "--now", NOW)
+    assert res.code == 1 and "HEAD:specs/broken.yaml:" in res.err
+
+
+def test_base_dir_compares_two_directories(tmp_path: Path, capsys: Capsys) -> None:
+    old = write_specs(tmp_path / "old", org(36))
+    docs = org(36)
+    docs[1] = department("arts", gpus=36, limit=40)
+    new = write_specs(tmp_path / "new", docs)
+    data = ok(cp(capsys, "plan", new, "--base-dir", old, "--json", "--now", NOW)).json()
+    [change] = data["policy"]["changes"]
+    assert (change["name"], change["field"], change["before"], change["after"]) == (
+        "arts",
+        "quota.limit",
+        None,
+        40,
+    )

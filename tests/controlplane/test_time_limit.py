@@ -1,0 +1,79 @@
+"""``--time-limit`` bounds the whole plan: the clock is only a budget. A plan that finishes
+within its limit is the plan made without any clock; one that does not is the plan reached
+so far, and says which steps were cut short (``solver.cutShort``, and a line in the text and
+Markdown views)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from controlplane.reconcile import plan
+from solvers.policy import Policy
+from specs.loader import load_specs
+from specs.snapshot import ClusterState, Snapshot
+from tests.builders import NOW
+from tests.builders.cli import cp
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ticking(step: float) -> Callable[[], float]:
+    """A clock that moves ``step`` seconds every time it is read."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+def _quickstart() -> tuple[object, Snapshot]:
+    from adapters.simulator import nodes_from_spec
+
+    desired = load_specs(ROOT / "examples" / "quickstart").desired
+    clusters = [
+        ClusterState(name=name, nodes=nodes_from_spec(c)) for name, c in desired.clusters.items()
+    ]
+    return desired, Snapshot(now=NOW, clusters=clusters)
+
+
+def test_a_plan_within_its_limit_is_the_plan_without_a_clock() -> None:
+    desired, snap = _quickstart()
+    free = plan(desired, snap, now=NOW)  # type: ignore[arg-type]
+    timed = plan(desired, snap, now=NOW, clock=_ticking(0.001))  # type: ignore[arg-type]
+    assert timed == free
+    assert timed.solver.cut_short == []
+
+
+def test_a_plan_out_of_time_is_the_plan_so_far_and_says_so() -> None:
+    desired, snap = _quickstart()
+    cut = plan(
+        desired,  # type: ignore[arg-type]
+        snap,
+        now=NOW,
+        policy=Policy(time_limit=1.0),
+        clock=_ticking(10.0),  # every reading is past the limit
+    )
+    assert any(c.startswith("cp-sat (round 1)") for c in cut.solver.cut_short)
+    assert any(c.startswith("consolidation (round 1): not run") for c in cut.solver.cut_short)
+    assert cut.actions, "the greedy allocation still stands"
+    assert cut.solver.engine == "kai-greedy"
+
+
+def test_the_command_line_shows_what_was_cut_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = tmp_path / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    res = cp(capsys, "plan", specs, "--time-limit", "0", "--json")
+    assert res.code == 0, res.err
+    assert res.json()["solver"]["cutShort"]
+    text = cp(capsys, "plan", specs, "--time-limit", "0")
+    assert "Cut short (the plan is what was reached)" in text.out
+    markdown = cp(capsys, "plan", specs, "--time-limit", "0", "--markdown")
+    assert "> Cut short" in markdown.out

@@ -1,0 +1,236 @@
+"""A cluster that does not answer: the plan says so, plans the others, and leaves it alone.
+
+Two simulated clusters, ``near`` and ``far``; ``far``'s adapter raises TemporaryError
+while it is "down". What must hold: nothing on ``far`` is cancelled or submitted again
+elsewhere, what may run there keeps its GPUs in the quota, everything else is planned,
+and a plan made while ``far`` was down is stale once it answers.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+from adapters import make_adapter
+from adapters.base import ActionResult, Adapter, TemporaryError
+from adapters.simulator import SimulatorAdapter
+from controlplane.apply import apply_plan
+from controlplane.observe import observe
+from controlplane.placeholders import Fate, judge
+from controlplane.reconcile import plan
+from controlplane.store import Store
+from specs.actions import Action, Op, ReasonCode
+from specs.desired import DesiredState
+from specs.snapshot import ClusterState, Snapshot, observed_digest
+from tests.builders import NOW, cluster, desired, pool, project, workload
+
+
+class Flaky:
+    """An adapter that fails like a cluster that is down while ``down`` is set."""
+
+    def __init__(self, inner: Adapter) -> None:
+        self.inner = inner
+        self.cluster = inner.cluster
+        self.down = False
+
+    def observe(self) -> ClusterState:
+        if self.down:
+            raise TemporaryError("connection refused")
+        return self.inner.observe()
+
+    def execute(self, action: Action, *, plan_id: str) -> ActionResult:
+        if self.down:
+            raise TemporaryError("connection refused")
+        return self.inner.execute(action, plan_id=plan_id)
+
+
+def clusters() -> list[dict[str, object]]:
+    return [
+        cluster("near", pools=[pool("a100", nodes=2)]),
+        cluster("far", pools=[pool("v100", gpu_type="v100", gpus_per_node=4, nodes=2)]),
+    ]
+
+
+def world(tmp_path: Path, specs: DesiredState) -> tuple[dict[str, Adapter], Flaky, Store]:
+    clock = lambda: NOW  # noqa: E731
+    adapters: dict[str, Adapter] = {
+        name: SimulatorAdapter(c, state_dir=tmp_path, clock=clock)
+        for name, c in specs.clusters.items()
+    }
+    far = Flaky(adapters["far"])
+    adapters["far"] = far
+    return adapters, far, Store(f"sqlite:///{tmp_path}/db")
+
+
+def run(specs: DesiredState, adapters: dict[str, Adapter], store: Store, now: datetime):  # type: ignore[no-untyped-def]
+    snap = observe(specs, adapters, now, store)
+    return snap, plan(specs, snap, now=now)
+
+
+def apply(specs: DesiredState, adapters: dict[str, Adapter], store: Store, now: datetime) -> None:
+    snap, planned = run(specs, adapters, store, now)
+    report = apply_plan(planned, adapters, store, observed_digest=observed_digest(snap))
+    assert report.ok, report.failed
+
+
+def test_the_cluster_that_answers_is_planned_and_the_other_is_left_alone(tmp_path: Path) -> None:
+    specs = desired(
+        [
+            *clusters(),
+            project("p", gpus=16),
+            workload("on-far", "p", gpus=4, clusters=["far"]),
+            workload("old-far", "p", gpus=4, clusters=["far"]),
+            workload("old-near", "p", gpus=4, clusters=["near"]),
+        ]
+    )
+    adapters, far, store = world(tmp_path, specs)
+    apply(specs, adapters, store, NOW)  # everything runs where it may
+
+    # far goes down; old-far and old-near leave the specs (prune), new work arrives
+    far.down = True
+    later = desired(
+        [
+            *clusters(),
+            project("p", gpus=16),
+            workload("on-far", "p", gpus=4, clusters=["far"]),
+            workload("new-near", "p", gpus=4, clusters=["near"]),
+            workload("anywhere", "p", gpus=4, gpuTypes=["v100", "a100_80"]),
+            workload("a100-only", "p", gpus=4, gpuTypes=["a100_80"]),
+        ]
+    )
+    snap, planned = run(later, adapters, store, NOW + timedelta(minutes=5))
+    [down] = [c for c in snap.clusters if c.name == "far"]
+    assert (down.reachable, down.error) == (False, "TemporaryError: connection refused")
+    assert planned.unreachable == {"far": "TemporaryError: connection refused"}
+
+    ops = {(a.op, a.workload, a.cluster) for a in planned.actions}
+    assert ops == {
+        (Op.CANCEL, "p/old-near", "near"),  # the cluster that answers is pruned
+        (Op.SUBMIT, "p/new-near", "near"),
+        (Op.SUBMIT, "p/a100-only", "near"),  # it can never be on far: planned as usual
+    }, "nothing on far: p/old-far is not pruned, p/on-far not submitted again"
+    waits = {p.workload: p.reason for p in planned.pending}
+    assert waits["p/on-far"].code == ReasonCode.CLUSTER_UNREACHABLE
+    assert "far (TemporaryError: connection refused) did not answer" in waits["p/on-far"].message
+    # it may run on far (and runs nowhere we can see): not started on near
+    assert waits["p/anywhere"].code == ReasonCode.CLUSTER_UNREACHABLE
+    assert "p/a100-only" not in waits
+
+    # the held workloads count as running: 4 + 4 of far, 4 + 4 on near
+    assert planned.projects["p"].allocated == 16
+
+    # far answers again: the plan made while it was down is stale, a fresh one is whole
+    far.down = False
+    snap, again = run(later, adapters, store, NOW + timedelta(minutes=6))
+    assert observed_digest(snap) != planned.observed_digest
+    assert again.unreachable == {}
+    assert (Op.CANCEL, "p/old-far", "far") in {(a.op, a.workload, a.cluster) for a in again.actions}
+
+
+def test_held_work_counts_against_limits(tmp_path: Path) -> None:
+    """A project at its limit through work on the unreachable cluster starts nothing new."""
+    specs = desired(
+        [
+            *clusters(),
+            project("p", gpus=8, limit=8),
+            workload("big-far", "p", gpus=4, replicas=2, clusters=["far"]),
+        ]
+    )
+    adapters, far, store = world(tmp_path, specs)
+    apply(specs, adapters, store, NOW)
+    far.down = True
+    more = desired(
+        [
+            *clusters(),
+            project("p", gpus=8, limit=8),
+            workload("big-far", "p", gpus=4, replicas=2, clusters=["far"]),
+            workload("near-1", "p", gpus=4, clusters=["near"]),
+        ]
+    )
+    _, planned = run(more, adapters, store, NOW + timedelta(minutes=1))
+    assert planned.actions == []
+    waits = {p.workload: p.reason.code for p in planned.pending}
+    assert waits == {"p/big-far": ReasonCode.CLUSTER_UNREACHABLE, "p/near-1": ReasonCode.OVER_LIMIT}
+
+
+def test_held_work_is_never_a_victim(tmp_path: Path) -> None:
+    """Reclaim would take far's GPUs for another project; it cannot touch what it cannot see."""
+    docs = [
+        *clusters(),
+        project("owner", gpus=8),
+        project("guest", gpus=0),
+        workload("borrow", "guest", gpus=4, replicas=2, clusters=["far"]),
+    ]
+    adapters, far, store = world(tmp_path, desired(docs))
+    apply(desired(docs), adapters, store, NOW)
+    far.down = True
+    docs.append(workload("claim", "owner", gpus=4, replicas=2, clusters=["far"]))
+    _, planned = run(desired(docs), adapters, store, NOW + timedelta(minutes=1))
+    assert planned.actions == []
+    assert {p.workload for p in planned.pending} == {"guest/borrow", "owner/claim"}
+
+
+def test_a_placeholder_on_an_unreachable_cluster_is_kept(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path}/db")
+    store.add_placeholder("p/w", "far", "1000", "plan-1")
+    snap = Snapshot(
+        now=NOW + timedelta(hours=1), clusters=[ClusterState(name="far", reachable=False)]
+    )
+    [verdict] = judge(store.placeholders(), snap)
+    assert verdict.fate is Fate.UNOBSERVED
+
+
+def test_unreachable_is_in_the_digest_and_left_out_of_json_when_reachable() -> None:
+    up = Snapshot(now=NOW, clusters=[ClusterState(name="far")])
+    down = Snapshot(now=NOW, clusters=[ClusterState(name="far", reachable=False, error="x")])
+    assert observed_digest(up) != observed_digest(down)
+    assert "reachable" not in up.model_dump_json(by_alias=True)
+    assert '"reachable":false' in down.model_dump_json(by_alias=True)
+
+
+def test_an_api_server_that_refuses_connections_is_unreachable(tmp_path: Path) -> None:
+    """The real Kubernetes adapter against a port nobody listens on: the plan goes on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed: connections are refused
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    k8s = {"kubeconfig": str(kubeconfig), "image": "busybox"}
+    specs = desired(
+        [
+            cluster("k", adapter="kubernetes", pools=[pool(nodes=0)], kubernetes=k8s),
+            cluster("sim"),
+            project("p"),
+            workload("w", "p", clusters=["k"]),
+            workload("v", "p", clusters=["sim"]),
+        ]
+    )
+    adapters = {
+        name: make_adapter(c, state_dir=tmp_path, clock=lambda: NOW)
+        for name, c in specs.clusters.items()
+    }
+    started = time.monotonic()
+    snap = observe(specs, adapters, NOW)
+    assert time.monotonic() - started < 20, "an unreachable cluster is given up on quickly"
+    [k] = [c for c in snap.clusters if c.name == "k"]
+    assert not k.reachable and "TemporaryError" in (k.error or "") and "refused" in (k.error or "")
+    planned = plan(specs, snap, now=NOW)
+    assert [(a.op, a.workload) for a in planned.actions] == [(Op.SUBMIT, "p/v")]
+    assert [(p.workload, p.reason.code) for p in planned.pending] == [
+        ("p/w", ReasonCode.CLUSTER_UNREACHABLE)
+    ]

@@ -1,0 +1,218 @@
+"""`cp watch` left running: a real process on real files, through edits, a syntax error, a
+file emptied for a moment, a lease held by somebody else, and a mass deletion."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controlplane.store import Store, default_url
+from controlplane.watch import Watcher, WatchOptions
+from tests.builders import cluster, project, workload
+from tests.builders.cli import write_specs
+
+CP = str(Path(sys.executable).parent / "controlplane")
+
+
+class Watch:
+    """A `cp watch --auto-approve` child process and the lines it prints."""
+
+    def __init__(self, specs: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [
+                CP,
+                "watch",
+                str(specs),
+                "--auto-approve",
+                "--interval",
+                "1",
+                "--quiet",
+                "0.5",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, test: Callable[[str], bool], timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"watch exited: {self.seen[-5:]}"
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if test(line):
+                return line
+        raise AssertionError(f"no such line in {timeout}s; last lines: {self.seen[-8:]}")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=20)
+
+
+def jobs(specs: Path) -> dict[str, str]:
+    """Active job id by workload, from the simulator's state file."""
+    state = json.loads((specs / ".cp" / "simulator" / "sim.json").read_text())["state"]
+    return {
+        j["workload"]: j["id"]
+        for j in state["jobs"]
+        if j["workload"] and j["state"] in ("PENDING", "RUNNING")
+    }
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> Path:
+    """32 GPUs, two projects, ten workloads of 2 GPUs in three files: room to spare."""
+    root = tmp_path / "q"
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 4}]
+    write_specs(
+        root, [cluster(pools=pools), project("p", gpus=16), project("q", gpus=16)], "org.yaml"
+    )
+    files = {"a.yaml": ("p", 4), "b.yaml": ("q", 4), "c.yaml": ("q", 2)}
+    for name, (owner, count) in files.items():
+        docs = [workload(f"{name[0]}{i}", owner, gpus=2) for i in range(count)]
+        write_specs(root / "workloads", docs, name)
+    return root
+
+
+def applied(line: str) -> bool:
+    return "applied:" in line
+
+
+def test_watch_survives_a_minute_of_real_life(specs: Path) -> None:
+    watch = Watch(specs)
+    try:
+        watch.wait_for(applied)
+        running = jobs(specs)
+        assert len(running) == 10
+
+        # an edit: a new workload is started
+        extra = specs / "workloads" / "extra.yaml"
+        extra.write_text(yaml.safe_dump(workload("extra", "p", gpus=1), sort_keys=False))
+        watch.wait_for(lambda line: applied(line) and "1 to submit" in line)
+        assert "p/extra" in jobs(specs)
+
+        # a syntax error: reported, nothing applied, the loop goes on
+        broken = extra.read_text()
+        extra.write_text(broken + "spec: [unclosed\n")
+        watch.wait_for(lambda line: "specs do not load" in line)
+        extra.write_text(broken)
+
+        # a file emptied for a moment, as an editor saving it: nothing is cancelled (2 of 10
+        # workloads: the prune guard would let it through; waiting for quiet files holds)
+        blinking = specs / "workloads" / "c.yaml"
+        content = blinking.read_text()
+        for _ in range(3):
+            blinking.write_text("")
+            time.sleep(0.3)
+            blinking.write_text(content)
+            time.sleep(1.5)
+        watch.wait_for(lambda line: "no changes" in line)
+        assert {k: v for k, v in jobs(specs).items() if k in running} == running
+
+        # the lease held by another live process: reported and retried, never fatal
+        holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        store = Store(default_url(specs))
+        assert store.acquire_lease(f"{socket.gethostname()}:{holder.pid}") is None
+        try:
+            line = watch.wait_for(lambda line: "another reconciler is applying" in line)
+            assert f":{holder.pid} until" in line and "retrying in" in line
+        finally:
+            store.release_lease(f"{socket.gethostname()}:{holder.pid}")
+            holder.kill()
+            holder.wait()
+        extra.unlink()  # and one more real change once the lease is free: a prune
+        watch.wait_for(lambda line: applied(line) and "1 to cancel" in line, timeout=40)
+
+        # half a minute more of edits and blinks: each lands, nothing else moves
+        for i in range(6):
+            extra.write_text(yaml.safe_dump(workload(f"more{i}", "q", gpus=2), sort_keys=False))
+            watch.wait_for(lambda line: applied(line) and "1 to submit" in line)
+            blinking.write_text("")
+            time.sleep(0.3)
+            blinking.write_text(content)
+            extra.unlink()
+            watch.wait_for(lambda line: applied(line) and "1 to cancel" in line)
+            assert {k: v for k, v in jobs(specs).items() if k in running} == running
+
+        # the final state matches the specs, and the loop is still there
+        assert set(jobs(specs)) == set(running)
+        assert watch.proc.poll() is None
+    finally:
+        code = watch.stop()
+    assert code == 0
+    assert (
+        subprocess.run(
+            [CP, "plan", str(specs), "--detailed-exitcode"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+
+
+def test_a_mass_deletion_is_shown_not_applied(specs: Path) -> None:
+    watch = Watch(specs)
+    try:
+        watch.wait_for(applied)
+        before = jobs(specs)
+        (specs / "workloads" / "a.yaml").unlink()  # 4 of 10 running workloads
+        line = watch.wait_for(lambda line: "NOT applied" in line)
+        assert "would cancel 4 of 10 running workloads" in line and "--allow-mass-prune" in line
+        assert jobs(specs) == before
+    finally:
+        assert watch.stop() == 0
+    allowed = Watch(specs, "--allow-mass-prune")
+    try:
+        allowed.wait_for(lambda line: applied(line) and "4 to cancel" in line)
+    finally:
+        assert allowed.stop() == 0
+
+
+# ------------------------------------------------------------------ the loop's rules
+
+
+def test_backoff_doubles_per_failure_in_a_row_and_is_capped(tmp_path: Path) -> None:
+    watcher = Watcher(tmp_path, WatchOptions(interval=30), print)
+    delays = []
+    for failures in range(8):
+        watcher.failures = failures
+        delays.append(watcher.delay())
+    assert delays == [30, 30, 60, 120, 240, 480, 600, 600]
+
+
+def test_a_cycle_waits_until_the_spec_files_are_quiet(tmp_path: Path) -> None:
+    spec = tmp_path / "a.yaml"
+    spec.write_text("x: 1\n")
+    watcher = Watcher(tmp_path, WatchOptions(quiet=1.0), print)
+    started = time.monotonic()
+    watcher.settle()
+    assert time.monotonic() - started >= 0.9  # the file was written just now
+    old = time.time() - 60
+    os.utime(spec, (old, old))
+    os.utime(tmp_path, (old, old))
+    started = time.monotonic()
+    watcher.settle()
+    assert time.monotonic() - started < 0.5

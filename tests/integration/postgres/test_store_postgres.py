@@ -1,0 +1,82 @@
+"""The store on a real PostgreSQL: the whole plan/apply/history cycle, and the leader lease
+that keeps two reconcilers sharing one database from applying at once."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from controlplane.store import Store
+from tests.builders.cli import cp
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def db(postgres_url: str) -> str:
+    store = Store(postgres_url, init=True)  # a PostgreSQL store is initialised on purpose
+    with store.engine.begin() as conn:  # each test starts from empty tables
+        conn.execute(
+            text(
+                "TRUNCATE plans, actions, events, queue, placeholders, leases, "
+                "completions, runs, failures CASCADE"
+            )
+        )
+        conn.execute(text("DELETE FROM meta WHERE key = 'chain_head' OR key LIKE 'accounting:%'"))
+    return postgres_url
+
+
+def test_plan_apply_history_on_postgres(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "apply", specs, "--auto-approve", "--db", db).code == 0
+    again = cp(capsys, "plan", specs, "--json", "--db", db)
+    assert again.json()["actions"] == []
+    hist = cp(capsys, "history", specs, "--db", db, "--json").json()
+    assert len(hist) == 10 and all(h["status"] == "done" for h in hist)
+    assert not (specs / ".cp" / "controlplane.db").exists(), "nothing went to the SQLite default"
+    # a second reconciler (another checkout) sees the same history
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "examples" / "quickstart", other, ignore=shutil.ignore_patterns(".cp"))
+    assert len(cp(capsys, "history", other, "--db", db, "--json").json()) == 10
+
+
+def test_only_one_reconciler_holds_the_lease(db: str) -> None:
+    stores = [Store(db) for _ in range(8)]
+    winners: list[str] = []
+    barrier = threading.Barrier(len(stores))
+
+    def contend(i: int) -> None:
+        barrier.wait()
+        if stores[i].acquire_lease(f"reconciler-{i}") is None:
+            winners.append(f"reconciler-{i}")
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1
+    holder = winners[0]
+    loser = next(f"reconciler-{i}" for i in range(8) if f"reconciler-{i}" != holder)
+    assert holder in (Store(db).acquire_lease(loser) or "")
+    assert Store(db).acquire_lease(holder) is None, "the holder renews"
+    Store(db).release_lease(holder)
+    assert Store(db).acquire_lease(loser) is None, "released: the next one takes it"
+
+
+def test_expired_lease_is_taken_over(db: str) -> None:
+    from datetime import datetime, timedelta
+
+    store = Store(db)
+    past = datetime.now(UTC) - timedelta(hours=1)
+    assert store.acquire_lease("crashed", ttl=60, now=past) is None
+    assert store.acquire_lease("fresh") is None, "a crashed holder's lease expires"

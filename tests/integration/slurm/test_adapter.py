@@ -1,0 +1,384 @@
+"""SlurmAdapter against a real slurmctld + slurmd (started by conftest), no mocks.
+
+Every test starts from an empty queue. The test that stops the controller runs last
+in this module and brings it back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.base import PermanentError, TemporaryError
+from adapters.slurm import SlurmAdapter, StartForecast
+from adapters.slurm.localcluster import LocalSlurm
+from specs.actions import NEVER, Op
+from specs.models import Cluster
+from specs.snapshot import Job, JobState
+
+pytestmark = pytest.mark.slurm
+Helper = Callable[..., Any]  # the builders conftest hands out as fixtures
+
+
+def job_of(adapter: SlurmAdapter, job_id: str | None) -> Job | None:
+    assert job_id is not None
+    return next((j for j in adapter.observe().jobs if j.id == job_id), None)
+
+
+def running(adapter: SlurmAdapter, job_id: str | None) -> Job | None:
+    job = job_of(adapter, job_id)
+    return job if job is not None and job.state is JobState.RUNNING else None
+
+
+def show_job(job_id: str | None) -> str:
+    assert job_id is not None
+    done = subprocess.run(
+        ["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, check=False
+    )
+    return done.stdout
+
+
+# ------------------------------------------------------------------------ observe
+
+
+def test_observe_reports_nodes_gpus_and_pools(adapter: SlurmAdapter) -> None:
+    state = adapter.observe()
+    assert state.name == "local"
+    nodes = {n.name: n for n in state.nodes}
+    assert sorted(nodes) == ["a100-1", "a100-2", "cpu-1", "cpu-2", "v100-1", "v100-2"]
+    assert (nodes["a100-1"].gpus, nodes["a100-1"].gpu_type, nodes["a100-1"].pool) == (
+        8,
+        "a100_80",
+        "a100",
+    )
+    assert (nodes["v100-2"].gpus, nodes["v100-2"].gpu_type, nodes["v100-2"].pool) == (
+        4,
+        "v100",
+        "v100",
+    )
+    assert nodes["v100-2"].partition == "gpu-v100"
+    assert (nodes["cpu-1"].gpus, nodes["cpu-1"].pool, nodes["cpu-1"].partition) == (
+        0,
+        None,
+        "debug",
+    )
+    assert {n.state for n in state.nodes} == {"idle"}
+    assert [j for j in state.jobs if j.state.active] == []
+
+
+# ------------------------------------------------------------------------- submit
+
+
+def test_submit_runs_on_the_planned_node_with_the_planned_gres(
+    adapter: SlurmAdapter, tmp_path: Path, make_action: Helper, wait_for: Helper
+) -> None:
+    # argv elements a shell would mangle: they must reach the program exactly
+    args = ["a b", "$HOME", "c;d'e", '"q"', "*"]
+    program = "import json,sys,time; print(json.dumps(sys.argv[1:]), flush=True); time.sleep(300)"
+    action = make_action(nodes=["a100-2"], gpus=3, command=["python3", "-c", program, *args])
+    before = datetime.now(UTC)
+    result = adapter.execute(action, plan_id="plan-1")
+    assert result.ok and result.job and result.job.isdigit()
+
+    job = wait_for(lambda: running(adapter, result.job))
+    assert job.workload == "chem/md-run" and job.plan_id == "plan-1"
+    assert [(r.node, r.gpus) for r in job.replicas] == [("a100-2", 3)]
+    assert (job.pool, job.partition, job.gpu_type, job.walltime) == (
+        "a100",
+        "gpu-a100",
+        "a100_80",
+        3600,
+    )
+    # aware UTC times, taken by Slurm within seconds of now (Slurm's clock is this host's)
+    assert job.submitted_at is not None and job.started_at is not None
+    assert job.submitted_at.utcoffset() == timedelta(0)
+    assert before - timedelta(seconds=5) <= job.submitted_at <= job.started_at
+    assert job.started_at <= datetime.now(UTC) + timedelta(seconds=5)
+
+    detail = show_job(result.job)
+    assert "TresPerNode=gres:gpu:a100_80:3" in detail
+    assert "Partition=gpu-a100" in detail and "NodeList=a100-2" in detail
+    assert "Comment=cp:v1;workload=chem/md-run;plan=plan-1" in detail
+    assert "JobName=cp.chem.md-run" in detail
+
+    output = tmp_path / "work" / f"cp.chem.md-run-{result.job}.out"
+    assert wait_for(lambda: output.exists() and output.read_text().strip())
+    assert json.loads(output.read_text()) == args
+    script = tmp_path / "work" / "cp.chem.md-run.plan-1.sh"
+    assert script.read_text().startswith("#!/bin/bash\n")
+
+
+def test_times_are_utc_whatever_the_local_zone(
+    adapter: SlurmAdapter, monkeypatch: pytest.MonkeyPatch, make_action: Helper, wait_for: Helper
+) -> None:
+    # Slurm prints local time without a zone; a control plane in Kolkata must still see UTC
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    result = adapter.execute(make_action(), plan_id="p")
+    job = wait_for(lambda: running(adapter, result.job))
+    assert abs(job.submitted_at - datetime.now(UTC)) < timedelta(seconds=30)
+
+
+def test_resubmitting_the_same_plan_returns_the_same_job(
+    adapter: SlurmAdapter, make_action: Helper
+) -> None:
+    action = make_action(nodes=["a100-1"], gpus=2)
+    first = adapter.execute(action, plan_id="plan-7")
+    again = adapter.execute(action, plan_id="plan-7")
+    assert again.job == first.job and "already submitted" in again.message
+    assert [j.id for j in adapter.jobs_of("chem/md-run") if j.state.active] == [first.job]
+    # a new plan is a new decision: it gets its own job
+    other = adapter.execute(action, plan_id="plan-8")
+    assert other.job != first.job
+
+
+def test_gang_spans_two_nodes(
+    adapter: SlurmAdapter, make_action: Helper, slurm: Helper, wait_for: Helper
+) -> None:
+    planned = adapter.execute(
+        make_action(workload="ml/gang", nodes=["a100-1", "a100-2"], gpus=4), plan_id="g"
+    )
+    job = wait_for(lambda: running(adapter, planned.job))
+    assert sorted((r.node, r.gpus) for r in job.replicas) == [("a100-1", 4), ("a100-2", 4)]
+    # one srun task per node: the workload runs on both
+    assert wait_for(
+        lambda: re.search(
+            r"Nodes=2 .*Tasks=2", slurm("scontrol", "-o", "show", "step", f"{planned.job}.0").stdout
+        )
+    )
+
+    # without node names Slurm places the gang itself, still one replica per node
+    placed = adapter.execute(
+        make_action(
+            workload="ml/gang2",
+            nodes=[None, None],
+            gpus=2,
+            pool="v100",
+            partition="gpu-v100",
+            gpu_type="v100",
+        ),
+        plan_id="g",
+    )
+    job = wait_for(lambda: running(adapter, placed.job))
+    assert sorted(r.node for r in job.replicas) == ["v100-1", "v100-2"]
+    assert {r.gpus for r in job.replicas} == {2}
+
+
+def test_pending_job_has_replicas_without_nodes(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+) -> None:
+    adapter.execute(
+        make_action(
+            workload="a/fill",
+            nodes=["v100-1"],
+            gpus=4,
+            pool="v100",
+            partition="gpu-v100",
+            gpu_type="v100",
+        ),
+        plan_id="p",
+    )
+    waiting = adapter.execute(
+        make_action(
+            workload="a/wait",
+            nodes=["v100-1"],
+            gpus=1,
+            pool="v100",
+            partition="gpu-v100",
+            gpu_type="v100",
+        ),
+        plan_id="p",
+    )
+    job = wait_for(
+        lambda: (j := job_of(adapter, waiting.job)) and j.reason not in (None, "None") and j
+    )
+    assert job.state is JobState.PENDING and job.started_at is None
+    assert [(r.node, r.gpus) for r in job.replicas] == [(None, 1)]
+
+
+# ------------------------------------------------------------------ cancel / preempt
+
+
+def test_cancel_and_cancel_again(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+) -> None:
+    submitted = adapter.execute(make_action(), plan_id="p")
+    wait_for(lambda: running(adapter, submitted.job))
+    cancel = make_action(Op.CANCEL, job=submitted.job)
+    assert adapter.execute(cancel, plan_id="p2").ok
+    job = wait_for(lambda: (j := job_of(adapter, submitted.job)) and not j.state.holds_gpus and j)
+    assert job.state is JobState.CANCELLED and job.workload == "chem/md-run"
+    # already gone, or never known: done
+    assert "already ended" in adapter.execute(cancel, plan_id="p2").message
+    assert adapter.execute(make_action(Op.CANCEL, job="999999"), plan_id="p2").ok
+
+
+def test_preempt_requeues_a_checkpointable_job(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+) -> None:
+    submitted = adapter.execute(
+        make_action(checkpoint_signal="USR1", nodes=["a100-1"]), plan_id="p"
+    )
+    wait_for(lambda: running(adapter, submitted.job))
+    result = adapter.execute(
+        make_action(Op.PREEMPT, job=submitted.job, details=False), plan_id="p2"
+    )
+    assert result.ok and result.job == submitted.job and "requeued" in result.message
+    job = wait_for(
+        lambda: (j := job_of(adapter, submitted.job)) and j.state is JobState.PENDING and j
+    )
+    assert job.started_at is None and job.workload == "chem/md-run"
+    assert "Restarts=1" in show_job(submitted.job)
+    # same job id back on its node once the credential delay (5 s here) has passed
+    job = wait_for(lambda: running(adapter, submitted.job), timeout=40)
+    assert [r.node for r in job.replicas] == ["a100-1"]
+
+
+def test_preempt_cancels_a_job_without_checkpoint(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+) -> None:
+    submitted = adapter.execute(make_action(), plan_id="p")
+    wait_for(lambda: running(adapter, submitted.job))
+    result = adapter.execute(
+        make_action(Op.PREEMPT, job=submitted.job, details=False), plan_id="p2"
+    )
+    assert result.ok and "cancelled" in result.message
+    assert wait_for(lambda: (j := job_of(adapter, submitted.job)) and j.state is JobState.CANCELLED)
+
+
+def test_unmanaged_job_is_observed_but_never_touched(
+    adapter: SlurmAdapter, make_action: Helper, slurm: Helper, wait_for: Helper
+) -> None:
+    out = slurm(
+        "sbatch",
+        "--parsable",
+        "-p",
+        "gpu-v100",
+        "--gres=gpu:v100:2",
+        "-o",
+        "/dev/null",
+        "--comment=somebody else's job",
+        "--wrap",
+        "sleep 300",
+    )
+    foreign = out.stdout.strip()
+    assert foreign.isdigit(), out.stderr
+    job = wait_for(lambda: running(adapter, foreign))
+    assert job.workload is None and job.plan_id is None
+    assert [r.gpus for r in job.replicas] == [2] and job.pool == "v100"
+    for op in (Op.CANCEL, Op.PREEMPT, Op.MOVE):
+        with pytest.raises(PermanentError, match="not tagged"):
+            adapter.execute(make_action(op, job=foreign, nodes=["v100-2"]), plan_id="p")
+    assert running(adapter, foreign)
+
+    # ours, but for another workload: also refused
+    mine = adapter.execute(make_action(workload="chem/a"), plan_id="p")
+    with pytest.raises(PermanentError, match="belongs to workload chem/a"):
+        adapter.execute(make_action(Op.CANCEL, workload="chem/b", job=mine.job), plan_id="p")
+
+
+# ------------------------------------------------------------------- move / resize
+
+
+def test_move_resubmits_on_the_new_node_and_cancels_the_old_job(
+    adapter: SlurmAdapter, make_action: Helper, slurm: Helper, wait_for: Helper
+) -> None:
+    first = adapter.execute(
+        make_action(nodes=["a100-1"], gpus=2, checkpoint_signal="USR1", command=["sleep", "301"]),
+        plan_id="p1",
+    )
+    wait_for(lambda: running(adapter, first.job))
+    # as plans write it: no submit details, only the new placement
+    move = make_action(Op.MOVE, job=first.job, nodes=["a100-2"], gpus=2, details=False)
+    moved = adapter.execute(move, plan_id="p2")
+    assert moved.ok and moved.job != first.job
+    job = wait_for(lambda: running(adapter, moved.job))
+    assert [(r.node, r.gpus) for r in job.replicas] == [("a100-2", 2)] and job.plan_id == "p2"
+    assert wait_for(lambda: (j := job_of(adapter, first.job)) and j.state is JobState.CANCELLED)
+    detail = show_job(moved.job)
+    assert "ckpt=USR1@60" in detail and "TimeLimit=01:00:00" in detail
+    assert "exec sleep 301" in slurm("scontrol", "write", "batch_script", moved.job, "-").stdout
+    # retried: nothing new
+    assert adapter.execute(move, plan_id="p2").job == moved.job
+
+    # resize to a gang of two: the command now runs under srun on both nodes
+    resize = make_action(
+        Op.RESIZE, job=moved.job, nodes=["a100-1", "a100-2"], gpus=2, details=False
+    )
+    grown = adapter.execute(resize, plan_id="p3")
+    job = wait_for(lambda: running(adapter, grown.job))
+    assert sorted(r.node for r in job.replicas) == ["a100-1", "a100-2"]
+    assert (
+        "exec srun --kill-on-bad-exit=1 --ntasks-per-node=1 sleep 301"
+        in slurm("scontrol", "write", "batch_script", grown.job, "-").stdout
+    )
+
+
+# ------------------------------------------------------------------ errors, forecast
+
+
+def test_slurm_rejections_are_permanent_with_slurms_message(
+    adapter: SlurmAdapter, make_action: Helper
+) -> None:
+    with pytest.raises(PermanentError, match="Requested node configuration is not available"):
+        adapter.execute(make_action(gpus=9), plan_id="p")
+    with pytest.raises(PermanentError, match=r"[Ii]nvalid partition"):
+        adapter.execute(make_action(partition="no-such-partition"), plan_id="p")
+    with pytest.raises(PermanentError, match="same GRES on every node"):
+        adapter.execute(
+            make_action(nodes=["a100-1", "a100-2"]).model_copy(
+                update={"replicas": [make_action().replicas[0], make_action(gpus=2).replicas[0]]}
+            ),
+            plan_id="p",
+        )
+
+
+def test_test_only_forecasts_a_start_or_never(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+) -> None:
+    now = datetime.now(UTC)
+    forecast = adapter.test_only(make_action(nodes=[None, None], gpus=8))
+    assert isinstance(forecast, StartForecast)
+    assert forecast.partition == "gpu-a100" and forecast.nodes == ("a100-1", "a100-2")
+    assert now - timedelta(seconds=5) < forecast.start < now + timedelta(minutes=5)
+    # nothing was queued
+    assert [j for j in adapter.observe().jobs if j.state.active] == []
+
+    # busy: the estimate moves to when the running job's time limit ends
+    blocker = adapter.execute(
+        make_action(workload="x/blocker", gpus=8, nodes=["a100-1"], walltime=7200), plan_id="p"
+    )
+    wait_for(lambda: running(adapter, blocker.job))
+    later = adapter.test_only(make_action(nodes=["a100-1"], gpus=1))
+    assert isinstance(later, StartForecast) and later.start > now + timedelta(minutes=100)
+
+    assert adapter.test_only(make_action(gpus=9)) == NEVER
+
+
+# ------------------------------------------------------------- controller down (last)
+
+
+def test_unreachable_controller_is_a_temporary_error(
+    adapter: SlurmAdapter,
+    local_slurm: LocalSlurm,
+    cluster_spec: Cluster,
+    tmp_path: Path,
+    make_action: Helper,
+) -> None:
+    local_slurm.stop_controller()
+    try:
+        with pytest.raises(TemporaryError, match="Unable to contact slurm controller"):
+            adapter.execute(make_action(), plan_id="p")
+        # a controller that hangs rather than refuses: the command timeout turns it into a retry
+        impatient = SlurmAdapter(cluster_spec, work_dir=tmp_path, timeout=2)
+        with pytest.raises(TemporaryError, match="timed out"):
+            impatient.observe()
+    finally:
+        local_slurm.start()
+    assert len(adapter.observe().nodes) == 6

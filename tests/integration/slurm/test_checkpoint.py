@@ -1,0 +1,124 @@
+"""Checkpoint segments and retry backoff on the real local Slurm.
+
+A workload runs in two segments, each stopped by its checkpoint signal, and completes; a
+failing workload waits out its backoff. (The segment wrapper alone, without Slurm, is
+tested in tests/adapters/slurm/test_segment_script.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders.cli import Result, cp, write_specs
+from tests.builders.programs import SAVES
+
+Helper = Callable[..., Any]
+Capsys = pytest.CaptureFixture[str]
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "controlplane/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def show_job(slurm: Helper, job_id: str) -> dict[str, str]:
+    out = slurm("scontrol", "-o", "show", "job", job_id).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+def ours(squeue: Helper, workload: str) -> list[Any]:
+    return [j for j in squeue() if j.workload == workload]
+
+
+@pytest.mark.slurm
+def test_a_workload_runs_in_two_segments_and_completes(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    squeue: Helper,
+    wait_for: Helper,
+) -> None:
+    """16 s of work in segments of at most 15 s, checkpoint signal 5 s before each end: a
+    10 s segment, then one for what is left."""
+    state = tmp_path / "state"
+    work = doc(
+        "Workload",
+        "long",
+        project="p",
+        gpus=1,
+        gpuTypes=["v100"],
+        walltime="15s",
+        checkpoint={"signal": "USR1", "grace": "5s", "total": "16s"},
+        command=["python3", "-c", SAVES, str(state)],
+    )
+    specs = write_specs(
+        tmp_path / "specs", [cluster_doc, doc("Project", "p", quota={"gpus": 4}), work]
+    )
+    first = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
+    [one] = [a["job"] for a in first["actions"]]
+    wait_for(lambda: show_job(slurm, one).get("JobState") == "COMPLETED", timeout=40)
+    assert show_job(slurm, one)["ExitCode"] == "0:0"
+
+    resume = ok(cp(capsys, "plan", specs, "--json")).json()
+    [submit] = resume["actions"]
+    assert submit["reason"]["code"] == "checkpoint-resume"
+    assert submit["reason"]["message"].startswith("segment 2: 1")  # 10s or 11s of 16s done
+    assert "of 16s done" in submit["reason"]["message"]
+    assert submit["submit"]["segment"] == 2 and submit["submit"]["walltime"] <= 11
+    second = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
+    [two] = [a["job"] for a in second["actions"]]
+    assert two != one
+    wait_for(lambda: show_job(slurm, two).get("JobState") == "COMPLETED", timeout=40)
+
+    done = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
+    assert done["actions"] == [] and done["pending"] == []  # 16 s reached: complete
+    assert state.read_text() == "start\nsaved\nstart\nsaved\n"
+    assert sorted(j.id for j in ours(squeue, "p/long")) == sorted([one, two])
+
+
+@pytest.mark.slurm
+def test_a_failed_job_waits_out_its_backoff(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    wait_for: Helper,
+) -> None:
+    failing = doc(
+        "Workload",
+        "bad",
+        project="p",
+        gpus=1,
+        gpuTypes=["v100"],
+        walltime="5m",
+        command=["bash", "-c", "exit 3"],
+    )
+    specs = write_specs(
+        tmp_path / "specs", [cluster_doc, doc("Project", "p", quota={"gpus": 4}), failing]
+    )
+    [job] = [
+        a["job"]
+        for a in ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()["actions"]
+    ]
+    wait_for(lambda: show_job(slurm, job).get("JobState") == "FAILED")
+    waits = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert waits["actions"] == []
+    [pending] = waits["pending"]
+    assert pending["reason"]["code"] == "failed"
+    assert f"job {job} failed (exit 3:0)" in pending["reason"]["message"]
+    assert "the 1st failure in a row" in pending["reason"]["message"]
+    later = (datetime.now(UTC) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S%z")
+    retry = ok(cp(capsys, "plan", specs, "--json", "--now", later)).json()
+    assert [(a["op"], a["workload"]) for a in retry["actions"]] == [("submit", "p/bad")]

@@ -1,0 +1,321 @@
+"""The control plane end to end on a real Slurm: specs -> cp plan -> cp apply -> squeue.
+
+No mocks: the session's local slurmctld + slurmd run every job (``sleep``), and every
+claim is checked with Slurm's own tools. Covered here:
+
+* a spec repo converges: every planned job RUNS with the planned partition, GRES and
+  nodes, and the next plan is empty; an unmanaged job (plain sbatch, no tag) is never
+  touched and the planner leaves its GPUs alone;
+* a spec edit: a removed workload is cancelled (prune), a shrunk quota has a
+  checkpointable job requeued (same job id, back to PENDING, counted as submitted, never
+  submitted again) so a within-quota job takes its GPUs;
+* placeholders: a job that pends in Slurm is recorded, keeps the workload from being
+  submitted twice, and is reaped once it starts or dies; a job the observation does not
+  show yet is injected until the grace period is over.
+"""
+
+from __future__ import annotations
+
+import copy
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.store import Store, default_url
+from tests.builders.cli import Result, cp, write_specs
+
+pytestmark = pytest.mark.slurm
+Helper = Callable[..., Any]
+Capsys = pytest.CaptureFixture[str]
+SLEEP = ["sleep", "600"]
+
+
+def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "controlplane/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def project(name: str, gpus: int) -> dict[str, Any]:
+    return doc("Project", name, quota={"gpus": gpus})
+
+
+def workload(name: str, project: str, gpus: int, gpu_type: str, **spec: Any) -> dict[str, Any]:
+    return doc(
+        "Workload",
+        name,
+        project=project,
+        gpus=gpus,
+        gpuTypes=[gpu_type],
+        walltime="1h",
+        command=SLEEP,
+        **spec,
+    )
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+def show_job(slurm: Helper, job_id: str) -> dict[str, str]:
+    """``scontrol -o show job`` as a dict (the values we check have no spaces)."""
+    out = slurm("scontrol", "-o", "show", "job", job_id).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+def ours(squeue: Helper, workload: str) -> list[Any]:
+    return [j for j in squeue() if j.workload == workload]
+
+
+def waiting(plan: dict[str, Any]) -> dict[str, str]:
+    """workload -> the reason code it waits with."""
+    return {p["workload"]: p["reason"]["code"] for p in plan["pending"]}
+
+
+def placeholder_rows(spec_dir: Path) -> dict[str, str]:
+    """workload -> job id, read straight from the SQLite store."""
+    with sqlite3.connect(spec_dir / ".cp" / "controlplane.db") as db:
+        return dict(db.execute("SELECT workload, job FROM placeholders"))
+
+
+# ----------------------------------------------------------------- converge, then edit
+
+
+def test_specs_converge_then_an_edit_prunes_and_reclaims(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    squeue: Helper,
+    wait_for: Helper,
+) -> None:
+    # somebody else's job holds all of v100-1: never ours to touch, its GPUs are taken
+    foreign = slurm(
+        "sbatch",
+        "--parsable",
+        "-p",
+        "gpu-v100",
+        "-w",
+        "v100-1",
+        "--gres=gpu:v100:4",
+        "-o",
+        "/dev/null",
+        "--comment=not managed",
+        "--wrap",
+        "sleep 600",
+    ).stdout.strip()
+    assert foreign.isdigit()
+    wait_for(lambda: show_job(slurm, foreign).get("JobState") == "RUNNING")
+
+    specs = tmp_path / "specs"
+    docs = [
+        cluster_doc,
+        project("chem", 9),
+        project("bio", 8),
+        project("ops", 7),
+        workload("train", "chem", 8, "a100_80"),
+        workload("small", "chem", 1, "v100"),
+        workload("sweep", "bio", 8, "a100_80", checkpoint={"signal": "USR1", "grace": "1m"}),
+        workload("tune", "ops", 2, "v100"),
+        workload("notebook", "ops", 1, "v100", type="interactive"),
+        workload("big", "ops", 4, "v100"),  # fits only where the foreign job runs
+    ]
+    write_specs(specs, docs)
+    planned = ok(cp(capsys, "plan", specs, "--json", "--out", tmp_path / "plan.json")).json()
+    submits = {a["workload"]: a for a in planned["actions"]}
+    assert {a["op"] for a in planned["actions"]} == {"submit"}
+    assert sorted(submits) == ["bio/sweep", "chem/small", "chem/train", "ops/notebook", "ops/tune"]
+    assert waiting(planned) == {"ops/big": "no-capacity"}
+    for w in ("chem/small", "ops/tune", "ops/notebook"):
+        assert [r["node"] for r in submits[w]["replicas"]] == ["v100-2"], "not on the foreign node"
+
+    applied = ok(cp(capsys, "apply", tmp_path / "plan.json", "--dir", specs, "--json")).json()
+    assert applied["ok"] and {a["status"] for a in applied["actions"]} == {"done"}
+    jobs = {a["workload"]: a["job"] for a in applied["actions"]}
+
+    # every job runs where and how the plan said, with the workload's tag
+    for w, action in submits.items():
+        job = jobs[w]
+        detail = wait_for(lambda: (d := show_job(slurm, job)).get("JobState") == "RUNNING" and d)  # noqa: B023
+        gpu_type, gpus = action["submit"]["gpuType"], action["submit"]["gpusPerReplica"]
+        assert detail["Partition"] == action["submit"]["partition"]
+        assert detail["TresPerNode"] == f"gres:gpu:{gpu_type}:{gpus}"
+        assert detail["NodeList"] == ",".join(r["node"] for r in action["replicas"])
+        assert [j.id for j in ours(squeue, w)] == [job]
+    again = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
+    assert again["actions"] == []
+    assert waiting(again) == {"ops/big": "no-capacity"}
+
+    # edit: chem/small leaves the specs; bio's quota goes to 0 and chem wants a second node
+    edited = [d for d in copy.deepcopy(docs) if d["metadata"]["name"] != "small"]
+    edited[1] = project("chem", 17)
+    edited[2] = project("bio", 0)
+    edited.append(workload("extra", "chem", 8, "a100_80"))
+    write_specs(specs, edited)
+    plan2 = ok(cp(capsys, "plan", specs, "--json", "--out", tmp_path / "plan2.json")).json()
+    ops = sorted((a["op"], a["workload"], a["reason"]["code"]) for a in plan2["actions"])
+    assert ops == [
+        ("cancel", "chem/small", "prune"),
+        ("preempt", "bio/sweep", "reclaim"),
+        ("submit", "chem/extra", "within-deserved"),
+    ]
+    sweep_node = show_job(slurm, jobs["bio/sweep"])["NodeList"]
+    extra = next(a for a in plan2["actions"] if a["workload"] == "chem/extra")
+    assert [r["node"] for r in extra["replicas"]] == [sweep_node]
+
+    ok(cp(capsys, "apply", tmp_path / "plan2.json", "--dir", specs))
+    # pruned: cancelled, not requeued
+    wait_for(lambda: show_job(slurm, jobs["chem/small"]).get("JobState") == "CANCELLED")
+    # reclaimed with a checkpoint: requeued under the same id, not resubmitted
+    wait_for(lambda: show_job(slurm, jobs["bio/sweep"]).get("JobState") == "PENDING")
+    sweep = show_job(slurm, jobs["bio/sweep"])
+    assert sweep["Restarts"] == "1"
+    assert [j.id for j in ours(squeue, "bio/sweep")] == [jobs["bio/sweep"]]
+    extra_job = next(j for j in ours(squeue, "chem/extra"))
+    wait_for(lambda: show_job(slurm, extra_job.id).get("JobState") == "RUNNING")
+    assert show_job(slurm, extra_job.id)["NodeList"] == sweep_node
+
+    final = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
+    assert final["actions"] == []
+    assert waiting(final) == {"bio/sweep": "submitted", "ops/big": "no-capacity"}
+    # the foreign job ran through all of it untouched
+    assert show_job(slurm, foreign)["JobState"] == "RUNNING"
+    assert all(
+        len([j for j in ours(squeue, w) if j.active]) == 1
+        for w in ("chem/train", "chem/extra", "bio/sweep", "ops/tune", "ops/notebook")
+    )
+    history = ok(cp(capsys, "history", specs, "--workload", "bio/sweep", "--json")).json()
+    assert [(h["op"], h["reason"]["code"]) for h in history] == [
+        ("preempt", "reclaim"),
+        ("submit", "within-deserved"),
+    ]
+
+
+# ------------------------------------------------------------------------- placeholders
+
+
+def test_placeholders_hold_a_pending_submission_and_are_reaped(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    squeue: Helper,
+    wait_for: Helper,
+) -> None:
+    specs = tmp_path / "specs"
+    write_specs(specs, [cluster_doc, project("ph", 8), workload("wait", "ph", 2, "v100")])
+    # Slurm knows a limit the specs don't: the job is accepted and pends
+    # (PartitionTimeLimit) although the planner sees idle GPUs
+    assert slurm("scontrol", "update", "PartitionName=gpu-v100", "MaxTime=00:10:00").returncode == 0
+    try:
+        ok(cp(capsys, "apply", specs, "--auto-approve"))
+        first = placeholder_rows(specs)["ph/wait"]
+        wait_for(lambda: show_job(slurm, first).get("Reason") == "PartitionTimeLimit")
+
+        # recorded and respected: waits as "submitted", nothing submitted again
+        plan = ok(cp(capsys, "plan", specs, "--json")).json()
+        assert plan["actions"] == []
+        assert waiting(plan) == {"ph/wait": "submitted"}
+        assert first in plan["pending"][0]["reason"]["message"]
+        assert placeholder_rows(specs) == {"ph/wait": first}
+
+        # cancelled while pending: Slurm shows it ended without a start; reaped at observe
+        slurm("scancel", first)
+        wait_for(lambda: show_job(slurm, first).get("JobState") == "CANCELLED")
+        observed = ok(cp(capsys, "observe", specs)).json()
+        dead = next(j for c in observed["clusters"] for j in c["jobs"] if j["id"] == first)
+        assert dead["state"] == "CANCELLED" and "startedAt" not in dead
+        assert placeholder_rows(specs) == {}
+        plan = ok(cp(capsys, "plan", specs, "--json")).json()
+        assert [(a["op"], a["workload"]) for a in plan["actions"]] == [("submit", "ph/wait")]
+    finally:
+        slurm("scontrol", "update", "PartitionName=gpu-v100", "MaxTime=7-00:00:00")
+
+    # submitted again, and once it runs it is a normal job: the placeholder goes
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    second = placeholder_rows(specs)["ph/wait"]
+    assert second != first
+    wait_for(lambda: show_job(slurm, second).get("JobState") == "RUNNING")
+    assert ok(cp(capsys, "plan", specs, "--json")).json()["actions"] == []
+    ok(cp(capsys, "observe", specs))  # observing records (a plan only reads)
+    assert placeholder_rows(specs) == {}
+    assert sorted(j.id for j in ours(squeue, "ph/wait")) == sorted([first, second])
+
+
+def test_a_submission_the_cluster_does_not_show_yet_is_not_repeated(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    squeue: Helper,
+) -> None:
+    """Observation lag: the store knows of a job that squeue does not list (yet)."""
+    specs = tmp_path / "specs"
+    write_specs(specs, [cluster_doc, project("ph", 8), workload("lag", "ph", 1, "a100_80")])
+    store = Store(default_url(specs), create_dir=True)
+    store.add_placeholder("ph/lag", "local", "987654", "some-plan")
+
+    plan = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert plan["actions"] == []
+    assert waiting(plan) == {"ph/lag": "submitted"}
+    assert "987654" in plan["pending"][0]["reason"]["message"]
+    assert "987654" in placeholder_rows(specs).values()
+
+    # after the grace period a job Slurm never showed is gone: the workload is planned again
+    later = (datetime.now(UTC) + timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M:%S%z")
+    plan = ok(cp(capsys, "plan", specs, "--json", "--now", later)).json()
+    assert [(a["op"], a["workload"]) for a in plan["actions"]] == [("submit", "ph/lag")]
+    assert "987654" in placeholder_rows(specs).values(), "a plan only reads"
+    ok(cp(capsys, "observe", specs, "--now", later))
+    assert placeholder_rows(specs) == {}
+    assert ours(squeue, "ph/lag") == []
+
+
+def test_nodes_of_a_closed_partition_are_not_planned_onto(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+) -> None:
+    """gpu-v100 closed for maintenance: its idle nodes take no jobs, so none are planned."""
+    specs = tmp_path / "specs"
+    write_specs(specs, [cluster_doc, project("p", 8), workload("w", "p", 1, "v100")])
+    assert slurm("scontrol", "update", "PartitionName=gpu-v100", "State=DOWN").returncode == 0
+    try:
+        observed = ok(cp(capsys, "observe", specs)).json()
+        states = {n["name"]: n["state"] for c in observed["clusters"] for n in c["nodes"]}
+        assert states["v100-1"] == states["v100-2"] == "drain" and states["a100-1"] == "idle"
+        plan = ok(cp(capsys, "plan", specs, "--json")).json()
+        assert plan["actions"] == [] and [p["workload"] for p in plan["pending"]] == ["p/w"]
+    finally:
+        slurm("scontrol", "update", "PartitionName=gpu-v100", "State=UP")
+    plan = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert [(a["op"], a["pool"]) for a in plan["actions"]] == [("submit", "v100")]
+
+
+def test_a_finished_workload_is_remembered_not_rerun(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    wait_for: Helper,
+) -> None:
+    """Slurm forgets a finished job after MinJobAge; the store keeps the workload completed."""
+    specs = tmp_path / "specs"
+    short = workload("once", "p", 1, "a100_80")
+    short["spec"]["command"] = ["true"]
+    write_specs(specs, [cluster_doc, project("p", 8), short])
+    applied = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
+    [job] = [a["job"] for a in applied["actions"]]
+    wait_for(lambda: show_job(slurm, job).get("JobState") == "COMPLETED")
+    assert ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()["actions"] == []
+    ok(cp(capsys, "observe", specs))  # observing records the completion (a plan only reads)
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        assert list(db.execute("SELECT workload, job FROM completions")) == [("p/once", job)]

@@ -1,0 +1,187 @@
+"""Reconcile-level policy: the better of KAI's greedy and CP-SAT, one replica per node on
+Slurm, time-based fairshare (usage with decay bends only the over-quota split), budgets."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from adapters.simulator import nodes_from_spec
+from controlplane.reconcile import plan
+from solvers.policy import Policy
+from specs.snapshot import ClusterState, Snapshot, UsageRecord
+from tests.builders import NOW, cluster, desired, project, workload
+
+TWO_TYPES = [
+    {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 4, "nodes": 1},
+    {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+]
+
+
+def empty(d, usage=()):  # type: ignore[no-untyped-def]
+    nodes = [n for c in d.clusters.values() for n in nodes_from_spec(c)]
+    return Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes)], usage=list(usage))
+
+
+def test_cpsat_answer_kept_when_it_scores_higher() -> None:
+    # the greedy gives the flexible job the first node by name (A100) and strands the
+    # job that can only use A100s; CP-SAT places both
+    d = desired(
+        [
+            cluster(pools=TWO_TYPES),
+            project("hi", gpus=4, rank=110),
+            project("lo", gpus=4),
+            workload("flex", "hi", gpus=4, type="interactive", gpuTypes=["a100_80", "v100"]),
+            workload("picky", "lo", gpus=4, type="interactive", gpuTypes=["a100_80"]),
+        ]
+    )
+    best = plan(d, empty(d), now=NOW)
+    assert best.solver.engine == "cp-sat" and best.solver.status == "OPTIMAL"
+    assert {(a.workload, a.pool) for a in best.actions} == {
+        ("hi/flex", "v100"),
+        ("lo/picky", "a100"),
+    }
+    assert best.solver.gap == 0.0
+    kai = plan(d, empty(d), now=NOW, policy=Policy(engine="kai"))
+    assert [(a.workload, a.pool) for a in kai.actions] == [("hi/flex", "a100")]
+    assert [(p.workload, p.reason.code.value) for p in kai.pending] == [("lo/picky", "no-capacity")]
+
+
+def test_gang_replicas_take_distinct_nodes_on_slurm_pools() -> None:
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2, "partition": "gpu"}
+    ]
+    docs = [project("p", gpus=16), workload("gang", "p", gpus=4, replicas=2)]
+    sim = plan(d := desired([cluster(pools=pools), *docs]), empty(d), now=NOW)
+    assert [r.node for r in sim.actions[0].replicas or []] == ["a100-01", "a100-01"]  # KAI packs
+    slurm = desired([cluster(pools=pools, adapter="slurm"), *docs])
+    real = plan(slurm, empty(slurm), now=NOW)
+    assert sorted(r.node for r in real.actions[0].replicas or []) == ["a100-01", "a100-02"]
+
+
+def _split(usage: list[UsageRecord], **fairshare: object) -> dict[str, float]:
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("heavy", gpus=2, fairshare=fairshare or None),
+            project("light", gpus=2),
+            *[workload(f"h{i}", "heavy", gpus=4) for i in range(4)],
+            *[workload(f"l{i}", "light", gpus=4) for i in range(4)],
+        ]
+    )
+    p = plan(d, empty(d, usage), now=NOW)
+    return {name: q.fair_share for name, q in p.projects.items()}
+
+
+def test_recent_usage_lowers_the_over_quota_share_only() -> None:
+    assert _split([]) == {"heavy": 8, "light": 8}
+    recent = [
+        UsageRecord(project="heavy", gpu_hours=16 * 24 * 3, ended_at=NOW - timedelta(hours=1))
+    ]
+    shares = _split(recent, halfLife="7d")
+    assert shares["heavy"] < shares["light"] and shares["heavy"] >= 2  # deserved untouched
+    assert shares["heavy"] + shares["light"] == 16
+    # the same usage long ago has decayed away
+    old = [UsageRecord(project="heavy", gpu_hours=16 * 24 * 3, ended_at=NOW - timedelta(days=140))]
+    assert _split(old, halfLife="7d") == {"heavy": 8, "light": 8}
+    # k = 0: usage is ignored
+    assert _split(recent, halfLife="7d", k=0) == {"heavy": 8, "light": 8}
+
+
+def test_usage_weighed_by_gpu_type_when_fairshare_is_by_cost() -> None:
+    """HPC2N-style billing: an A100 hour (cost 3) weighs three V100 hours (cost 1)."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 4},
+    ]
+
+    def heavy_share(gpu_type: str, **fairshare: object) -> float:
+        used = [
+            UsageRecord(
+                project="heavy", gpu_hours=800, gpu_type=gpu_type, ended_at=NOW - timedelta(hours=1)
+            )
+        ]
+        d = desired(
+            [
+                cluster(pools=pools),
+                project("heavy", gpus=2, fairshare={"halfLife": "7d", **fairshare}),
+                project("light", gpus=2),
+                *[workload(f"h{i}", "heavy", gpus=4) for i in range(8)],
+                *[workload(f"l{i}", "light", gpus=4) for i in range(8)],
+            ]
+        )
+        return plan(d, empty(d, used), now=NOW).projects["heavy"].fair_share
+
+    # plain GPU-hours: the type does not matter
+    assert heavy_share("a100_80") == heavy_share("v100") < 16
+    # by cost: the same hours on A100s cost the project more of its share than on V100s
+    assert heavy_share("a100_80", byCost=True) < heavy_share("v100", byCost=True)
+    # and V100 hours, cheaper than the cluster's average GPU, weigh less than plain hours
+    assert heavy_share("v100", byCost=True) > heavy_share("v100")
+
+
+def test_a_project_over_its_monthly_budget_starts_nothing_new() -> None:
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=8, budget={"gpuHoursPerMonth": 100}),
+            workload("w", "p", gpus=2),
+        ]
+    )
+    spent = [UsageRecord(project="p", gpu_hours=120, ended_at=NOW - timedelta(hours=2))]
+    blocked = plan(d, empty(d, spent), now=NOW)
+    assert blocked.actions == []
+    assert [(p.workload, p.reason.code.value) for p in blocked.pending] == [("p/w", "over-budget")]
+    assert "120 of its 100 GPU-hours for November 2026" in blocked.pending[0].reason.message
+    last_month = [UsageRecord(project="p", gpu_hours=120, ended_at=NOW - timedelta(days=30))]
+    assert [a.workload for a in plan(d, empty(d, last_month), now=NOW).actions] == ["p/w"]
+
+
+def test_cost_budgets_weigh_gpu_types() -> None:
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=8, budget={"costPerMonth": 300}),
+            workload("w", "p", gpus=2),
+        ]
+    )
+    # 3 cost units per A100-hour (builders): 90 A100-hours cost 270, 110 cost 330
+    ok = [UsageRecord(project="p", gpu_hours=90, ended_at=NOW, gpu_type="a100_80")]
+    spent = [UsageRecord(project="p", gpu_hours=110, ended_at=NOW, gpu_type="a100_80")]
+    assert plan(d, empty(d, ok), now=NOW).actions
+    assert plan(d, empty(d, spent), now=NOW).pending[0].reason.code.value == "over-budget"
+
+
+def test_a_workload_may_name_its_node_pools() -> None:
+    """Training kept off the interactive partition, though it has the room and is cheaper."""
+    pools = [
+        {"name": "interactive", "gpuType": "v100", "gpusPerNode": 4, "nodes": 2},
+        {"name": "batch", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
+    ]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=16),
+            workload("train", "p", gpus=4, nodePools=["batch"]),
+            workload("fan", "p", gpus=4, nodePools=["batch"], strategy={"fanOut": True}),
+            workload("free", "p", gpus=4),
+        ]
+    )
+    p = plan(d, empty(d), now=NOW)
+    where = {a.workload: a.pool for a in p.actions}
+    assert where["p/train"] == "batch" and where["p/fan"] == "batch"  # its candidates too
+    assert where["p/free"] in ("batch", "interactive")
+    # no room left in its pool: it waits rather than take the interactive one
+    d2 = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=16),
+            *[workload(f"t{i}", "p", gpus=4, nodePools=["batch"]) for i in range(3)],
+        ]
+    )
+    p2 = plan(d2, empty(d2), now=NOW)
+    assert sorted(a.pool for a in p2.actions) == ["batch", "batch"]
+    [waits] = p2.pending
+    assert waits.workload == "p/t2" and waits.reason.code.value == "no-capacity"

@@ -1,0 +1,119 @@
+"""Policy changes act, and reasons tell the truth.
+
+A lowered limit brings the project (or department) down to it in one plan, victims chosen
+as reclaim chooses them; non-preemptible work is never said to be reclaimable; a wait
+caused by another project's minRuntime names it and says until when.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from adapters.simulator import nodes_from_spec
+from controlplane.reconcile import plan
+from specs.snapshot import ClusterState, Job, Replica, Snapshot
+from tests.builders import NOW, cluster, department, desired, project, workload
+
+POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 4, "nodes": 8}]
+
+
+def world(d: Any, *jobs: Job) -> Snapshot:
+    nodes = [n for c in d.clusters.values() for n in nodes_from_spec(c)]
+    return Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=list(jobs))])
+
+
+def running(key: str, node: str, gpus: int = 4, minutes_ago: int = 60, id: str = "") -> Job:
+    return Job(
+        id=id or key.replace("/", "-"),
+        workload=key,
+        replicas=[Replica(node=node, gpus=gpus)],
+        started_at=NOW - timedelta(minutes=minutes_ago),
+        pool="a100",
+    )
+
+
+def test_a_lowered_limit_reclaims_down_to_it() -> None:
+    """p holds 28 GPUs (7 jobs of 4) under limit 32; the limit is cut to 16."""
+    docs = [
+        cluster(pools=POOLS),
+        project("p", gpus=8, limit=16),
+        *[workload(f"w{i}", "p", gpus=4, priority=10 + i) for i in range(7)],
+    ]
+    d = desired(docs)
+    jobs = [running(f"p/w{i}", f"a100-0{i + 1}") for i in range(7)]
+    p = plan(d, world(d, *jobs), now=NOW)
+    evicted = sorted(a.workload for a in p.actions if a.op.value == "preempt")
+    assert evicted == ["p/w0", "p/w1", "p/w2"]  # the lowest priorities first
+    assert all(a.reason.code.value == "reclaim" for a in p.actions)
+    assert "limit" in p.actions[0].reason.message and "16" in p.actions[0].reason.message
+    assert p.projects["p"].allocated == 16
+
+
+def test_a_lowered_department_limit_reclaims_down_to_it() -> None:
+    docs = [
+        cluster(pools=POOLS),
+        department("d", gpus=8, limit=8),
+        project("x", gpus=4, department="d"),
+        project("y", gpus=4, department="d"),
+        *[workload(f"x{i}", "x", gpus=4) for i in range(2)],
+        *[workload(f"y{i}", "y", gpus=4) for i in range(2)],
+    ]
+    d = desired(docs)
+    jobs = [running(f"x/x{i}", f"a100-0{i + 1}") for i in range(2)] + [
+        running(f"y/y{i}", f"a100-0{i + 3}") for i in range(2)
+    ]
+    p = plan(d, world(d, *jobs), now=NOW)
+    assert sum(a.op.value == "preempt" for a in p.actions) == 2
+    assert p.departments["d"].allocated == 8
+
+
+def test_non_preemptible_work_is_never_said_to_be_reclaimable() -> None:
+    """p's preemptible training already holds its deserved 8; the interactive session
+    (non-preemptible) still fits within deserved for non-preemptible work."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=8),
+            workload("train", "p", gpus=4, replicas=2),
+            workload("notebook", "p", gpus=4, type="interactive"),
+        ]
+    )
+    jobs = [
+        Job(
+            id="1",
+            workload="p/train",
+            replicas=[Replica(node="a100-01", gpus=4), Replica(node="a100-02", gpus=4)],
+            started_at=NOW - timedelta(hours=1),
+            pool="a100",
+        )
+    ]
+    p = plan(d, world(d, *jobs), now=NOW)
+    [start] = p.actions
+    assert start.workload == "p/notebook"
+    assert "may be reclaimed" not in start.reason.message
+    assert start.reason.code.value == "within-deserved"
+    assert "non-preemptible work holds 4 of its deserved 8" in start.reason.message
+    assert "never reclaimed or preempted" in start.reason.message
+
+
+def test_a_wait_on_min_runtime_names_it() -> None:
+    """q is owed its deserved GPUs, but p's over-quota jobs started 10 minutes ago and p
+    protects its work for an hour."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=0, minRuntime="1h"),
+            project("q", gpus=8),
+            *[workload(f"p{i}", "p", gpus=4) for i in range(8)],
+            workload("need", "q", gpus=4),
+        ]
+    )
+    jobs = [running(f"p/p{i}", f"a100-0{i + 1}", minutes_ago=10) for i in range(8)]
+    p = plan(d, world(d, *jobs), now=NOW)
+    assert p.actions == []
+    [waits] = p.pending
+    assert waits.workload == "q/need"
+    assert waits.reason.code.value == "min-runtime"
+    assert "project p" in waits.reason.message and "minRuntime 1h" in waits.reason.message
+    assert "10:50" in waits.reason.message  # the first of them may be reclaimed then

@@ -1,0 +1,102 @@
+"""What a Kubernetes cluster asks of the specs (specs/kubernetes.py), through load_specs.
+
+Each mistake would otherwise surface at apply time as the API server's 400 or 422, or a
+pod without an image; here it is one diagnostic at the field, at validate time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specs.diagnostics import Diagnostic, SpecError
+from specs.loader import load_specs
+from specs.models import KubernetesSettings
+from tests.builders import cluster, pool, project, workload
+from tests.builders.files import dump
+
+A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
+
+
+def k8s(pools: list[dict[str, Any]] | None = None, **settings: Any) -> dict[str, Any]:
+    return cluster(
+        "k8s",
+        adapter="kubernetes",
+        pools=pools
+        if pools is not None
+        else [pool(labels=A100), pool("v100", gpu_type="v100", gpus_per_node=4, labels=V100)],
+        kubernetes={"image": "busybox", **settings},
+    )
+
+
+def load(root: Path, *docs: dict[str, Any]) -> list[Diagnostic]:
+    (root / "specs.yaml").write_text(dump(*docs))
+    try:
+        load_specs(root)
+    except SpecError as exc:
+        return [d for d in exc.diagnostics if d.severity == "error"]
+    return []
+
+
+def test_a_valid_kubernetes_cluster_and_the_old_settings_still_load(tmp_path: Path) -> None:
+    assert load(tmp_path, k8s(), project("chem"), workload("w", "chem", gpus=1)) == []
+    old = cluster(
+        "old",
+        adapter="kubernetes",
+        kubernetes={"context": "prod", "namespace": "default"},
+        pools=[pool()],
+    )
+    assert load(tmp_path, old, project("chem"), workload("w", "chem", gpus=1, image="x")) == []
+    assert KubernetesSettings().namespace_for("chem") == "cp-chem"
+    assert KubernetesSettings(namespace="shared").namespace_for("chem", "own") == "own"
+
+
+def test_several_pools_each_need_their_own_selector(tmp_path: Path) -> None:
+    [found] = load(
+        tmp_path,
+        k8s([pool(labels=A100), pool("v100", gpu_type="v100", gpus_per_node=4)]),
+        project("chem"),
+    )
+    assert found.field == "spec.nodePools.1"
+    assert "node pool 'v100' has no labels" in found.message
+    [same] = load(tmp_path, k8s([pool(labels=A100), pool("b", labels=A100)]), project("chem"))
+    assert "selects the same nodes as pool 'a100'" in same.message
+    [bad] = load(tmp_path, k8s([pool(labels={"gpu": "A100 80GB"})]), project("chem"))
+    assert "'gpu: A100 80GB' is not a valid Kubernetes label" in bad.message
+    assert load(tmp_path, k8s([pool()]), project("chem")) == [], "one pool may take every GPU node"
+
+
+def test_derived_namespaces_must_be_valid_names(tmp_path: Path) -> None:
+    [found] = load(tmp_path, k8s(), project("chem_lab"))
+    assert "namespace 'cp-chem_lab', which is not a valid namespace name" in found.message
+    assert "set this project's spec.namespace" in found.message
+    assert load(tmp_path, k8s(), project("chem_lab", namespace="chem-lab")) == []
+    assert load(tmp_path, k8s(namespace="gpu-jobs"), project("chem_lab")) == [], "shared namespace"
+    [bad] = load(tmp_path, k8s(), project("chem", namespace="Chem"))
+    assert bad.field == "spec.namespace"
+
+
+def test_a_workload_that_may_run_on_kubernetes_needs_an_image(tmp_path: Path) -> None:
+    base = [cluster("hpc"), k8s(image=None), project("chem")]
+    [found] = load(tmp_path, *base, workload("w", "chem", gpus=1))
+    assert (
+        found.field == "spec"
+        and "Kubernetes cluster 'k8s', which needs a container image" in found.message
+    )
+    assert load(tmp_path, *base, workload("w", "chem", gpus=1, image="pytorch:2")) == []
+    assert load(tmp_path, *base, workload("w", "chem", gpus=1, clusters=["hpc"])) == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"gpuResource": "nvidia gpu"}, "gpuResource"),
+        ({"namespacePrefix": "CP-"}, "namespacePrefix"),
+    ],
+)
+def test_settings_are_checked(tmp_path: Path, settings: dict[str, str], field: str) -> None:
+    [found] = load(tmp_path, k8s(**settings), project("chem"))
+    assert found.field is not None and found.field.endswith(field)

@@ -1,0 +1,605 @@
+"""Loading spec repos: discovery, documents, schema errors with exact positions, the cache."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from specs import loader
+from specs.diagnostics import Diagnostic, SpecError
+from specs.loader import LoadResult, load_specs
+from specs.schema import json_schema
+from tests.builders import base_docs, cluster, document, pool, project, workload
+from tests.builders.files import dump, position, spec_tree
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A valid organisation in org.yaml; diagnostics name paths relative to it."""
+    monkeypatch.chdir(tmp_path)
+    spec_tree(tmp_path, {"org.yaml": base_docs()[:3]})
+    return tmp_path
+
+
+def errors(root: Path, **kwargs: Path) -> list[Diagnostic]:
+    with pytest.raises(SpecError) as caught:
+        load_specs(root, **kwargs)
+    return caught.value.diagnostics
+
+
+def single(root: Path) -> Diagnostic:
+    found = errors(root)
+    assert len(found) == 1, [str(d) for d in found]
+    return found[0]
+
+
+def write(root: Path, relative: str, text: str) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ----------------------------------------------------------------------- valid trees
+
+
+def test_valid_tree_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec_tree(tmp_path / "specs")
+    result = load_specs(Path("specs"))
+    desired = result.desired
+    assert result.warnings == []
+    assert list(desired.clusters) == ["rivanna"]
+    assert list(desired.departments) == ["science"]
+    assert list(desired.projects) == ["chem"]
+    assert list(desired.workloads) == ["chem/md-run"]
+    work = desired.workloads["chem/md-run"].spec
+    assert (work.gpus, work.effective_min_replicas, work.is_preemptible) == (4, 1, True)
+    pool_spec = desired.clusters["rivanna"].spec.node_pools[1]
+    assert (pool_spec.name, pool_spec.gpus_per_node) == ("v100", 4)
+    # Sources point at metadata.name, with paths as the user typed the root.
+    line, column = position(tmp_path / "specs/workloads/chem.yaml", "md-run")
+    assert (
+        str(desired.source("Workload", "chem/md-run"))
+        == f"specs/workloads/chem.yaml:{line}:{column}"
+    )
+    assert desired.source("Project", "chem") is not None
+    assert len(desired.digest) == 64
+
+
+def test_discovery_recurses_sorts_and_skips_hidden(repo: Path) -> None:
+    write(repo, "b/w.yml", dump(workload("w-yml")))
+    write(repo, "a/deep/w.yaml", dump(workload("w-deep")))
+    write(repo, ".cp/cache/w.yaml", "not: [valid")
+    write(repo, ".hidden/w.yaml", "not: [valid")
+    write(repo, ".w.yaml", "not: [valid")
+    write(repo, "notes.txt", "not: [valid")
+    desired = load_specs(repo).desired
+    assert list(desired.workloads) == ["chem/w-deep", "chem/w-yml"]
+
+
+def test_several_documents_and_empty_ones(repo: Path) -> None:
+    text = (
+        "---\n"
+        + dump(workload("one"))
+        + "---\n# only a comment\n---\n"
+        + dump(workload("two"))
+        + "---\n"
+    )
+    write(repo, "w.yaml", text)
+    result = load_specs(repo)
+    assert list(result.desired.workloads) == ["chem/one", "chem/two"]
+    assert result.warnings == []  # empty documents are skipped silently
+
+
+def test_absolute_root_outside_cwd_keeps_paths_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = spec_tree(tmp_path / "specs")
+    write(root, "bad.yaml", "a: [")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    (found,) = errors(root)
+    assert found.path == str(root / "bad.yaml")
+
+
+def test_single_file_root(repo: Path) -> None:
+    result = load_specs(repo / "org.yaml")
+    assert list(result.desired.projects) == ["chem"]
+
+
+def test_digest_covers_paths_and_content(repo: Path) -> None:
+    first = load_specs(repo).desired.digest
+    assert load_specs(repo).desired.digest == first
+    (repo / "org.yaml").write_text((repo / "org.yaml").read_text() + "\n# comment\n")
+    second = load_specs(repo).desired.digest
+    assert second != first
+    (repo / "org.yaml").rename(repo / "org2.yaml")
+    assert load_specs(repo).desired.digest != second
+
+
+def test_yaml_12_scalars_and_merge_keys(repo: Path) -> None:
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata:
+  name: "no"                 # a quoted name
+  labels: {answer: no, time: 12:30}  # YAML 1.2: strings, not false / base-60
+spec: {project: chem, gpus: 2}
+---
+apiVersion: controlplane/v1
+kind: Workload
+metadata:
+  name: merged
+  labels: &common {team: md, tier: gold}
+  annotations:
+    <<: *common
+    tier: silver
+spec: {project: chem}
+""",
+    )
+    desired = load_specs(repo).desired
+    assert desired.workloads["chem/no"].metadata.labels == {"answer": "no", "time": "12:30"}
+    merged = desired.workloads["chem/merged"].metadata
+    assert merged.annotations == {"team": "md", "tier": "silver"}
+
+
+# ----------------------------------------------------------------------- schema mistakes
+
+
+def test_unknown_key_suggests_the_closest(repo: Path) -> None:
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: md-run}
+spec:
+  project: chem
+  gpu: 4
+""",
+    )
+    assert (
+        str(single(repo)) == "w.yaml:6:3: error: spec.gpu: unknown key 'gpu'; did you mean 'gpus'?"
+    )
+
+
+def test_snake_case_key_suggests_camel_case(repo: Path) -> None:
+    path = write(
+        repo,
+        "c.yaml",
+        dump(cluster("other", pools=[pool(gpus_per_node=8) | {"max_walltime": "3d"}])),
+    )
+    found = single(repo)
+    assert (found.path, (found.line, found.column)) == ("c.yaml", position(path, "max_walltime"))
+    assert found.field == "spec.nodePools.0.max_walltime"
+    assert found.message == "unknown key 'max_walltime'; did you mean 'maxWalltime'?"
+
+
+def test_unknown_key_without_a_close_match_lists_valid_keys(repo: Path) -> None:
+    write(repo, "w.yaml", dump(workload(checkpoint={"signal": "USR1", "zzz": 1})))
+    found = single(repo)
+    assert found.field == "spec.checkpoint.zzz"
+    assert found.message == "unknown key 'zzz'; valid keys here: grace, signal, total"
+
+
+def test_wrong_type(repo: Path) -> None:
+    path = write(repo, "c.yaml", dump(cluster("other", pools=[pool(gpus_per_node="eight")])))  # type: ignore[arg-type]
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "eight")
+    assert found.field == "spec.nodePools.0.gpusPerNode"
+    assert found.message == "expected a whole number, got 'eight'"
+
+
+def test_bad_duration_carries_the_hint(repo: Path) -> None:
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: md-run}
+spec: {project: chem, walltime: 3x}
+""",
+    )
+    assert str(single(repo)) == (
+        "w.yaml:4:33: error: spec.walltime: '3x' is not a duration; "
+        "write it like 90s, 45m, 2h59m, 3d or D-HH:MM:SS"
+    )
+
+
+def test_bad_name(repo: Path) -> None:
+    path = write(repo, "w.yaml", dump(workload("MD_run!")))
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "MD_run!")
+    assert found.field == "metadata.name"
+    assert found.message.startswith("'MD_run!' is not a valid name: use 1-63 lowercase letters")
+
+
+def test_missing_required_field_points_at_its_parent(repo: Path) -> None:
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: md-run}
+spec:
+  gpus: 4
+""",
+    )
+    assert (
+        str(single(repo))
+        == "w.yaml:4:1: error: spec.project: missing required key 'project'; add it"
+    )
+
+
+def test_unknown_kind_lists_valid_kinds(repo: Path) -> None:
+    write(repo, "w.yaml", "apiVersion: controlplane/v1\nkind: Workloads\nmetadata: {name: x}\n")
+    assert str(single(repo)) == (
+        "w.yaml:2:7: error: kind: unknown kind 'Workloads'; valid kinds are "
+        "Cluster, Department, Project, Workload; did you mean 'Workload'?"
+    )
+
+
+def test_unsupported_api_version(repo: Path) -> None:
+    write(repo, "w.yaml", "apiVersion: controlplane/v2\nkind: Workload\nmetadata: {name: x}\n")
+    assert str(single(repo)) == (
+        "w.yaml:1:13: error: apiVersion: unsupported apiVersion 'controlplane/v2'; "
+        "this version reads controlplane/v1"
+    )
+
+
+def test_missing_api_version_on_one_of_our_kinds(repo: Path) -> None:
+    write(repo, "w.yaml", "kind: Project\nmetadata: {name: x}\n")
+    assert str(single(repo)) == (
+        "w.yaml:1:1: error: apiVersion: missing apiVersion; add 'apiVersion: controlplane/v1' to this Project"
+    )
+
+
+def test_yaml_syntax_error(repo: Path) -> None:
+    write(
+        repo,
+        "w.yaml",
+        "apiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: x\nspec: {}\n",
+    )
+    found = single(repo)
+    assert (found.path, found.line, found.column, found.field) == ("w.yaml", 4, 5, None)
+    assert found.message.startswith("YAML syntax error: ")
+    assert "line 3" in found.message
+
+
+def test_documents_before_a_syntax_error_are_still_checked(repo: Path) -> None:
+    write(repo, "w.yaml", dump(workload(gpu=1)) + "---\nkey: [unclosed\n")
+    found = errors(repo)
+    assert [d.field for d in found] == ["spec.gpu", None]
+
+
+def test_duplicate_key(repo: Path) -> None:
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: md-run}
+spec:
+  project: chem
+  gpus: 1
+  gpus: 2
+""",
+    )
+    assert str(single(repo)) == (
+        "w.yaml:7:3: error: spec.gpus: duplicate key 'gpus' (first on line 6); "
+        "YAML would keep only the last one, remove or rename one"
+    )
+
+
+def test_min_replicas_above_replicas_points_at_min_replicas(repo: Path) -> None:
+    path = write(repo, "w.yaml", dump(workload(replicas=2, minReplicas=3)))
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "3\n", 1)
+    assert found.field == "spec.minReplicas"
+    assert found.message == "minReplicas 3 exceeds replicas 2; lower minReplicas or raise replicas"
+
+
+def test_limit_below_deserved_points_at_limit(repo: Path) -> None:
+    path = write(
+        repo, "p.yaml", dump(document("Project", "bio", {"quota": {"gpus": 8, "limit": 4}}))
+    )
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "4\n")
+    assert found.field == "spec.quota.limit"
+    assert "limit 4 is below the deserved 8 GPUs" in found.message
+
+
+def test_literal_suggests_the_closest(repo: Path) -> None:
+    write(repo, "c.yaml", dump(cluster("other", adapter="slrum")))
+    found = single(repo)
+    assert found.field == "spec.adapter"
+    assert (
+        found.message == "'slrum' is not one of simulator, slurm, kubernetes; did you mean 'slurm'?"
+    )
+
+
+def test_quota_of_the_wrong_shape_is_one_error(repo: Path) -> None:
+    path = write(repo, "p.yaml", dump(document("Project", "bio", {"quota": 5})))
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "quota: 5", offset=len("quota: "))
+    assert (found.field, found.message) == ("spec.quota", "expected a list or a mapping, got 5")
+
+
+def test_quota_list_errors_name_the_entry(repo: Path) -> None:
+    path = write(
+        repo,
+        "p.yaml",
+        dump(
+            document(
+                "Project",
+                "bio",
+                {"quota": [{"gpuType": "a100_80", "gpus": 2}, {"gpuType": "v100", "gpus": -1}]},
+            )
+        ),
+    )
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "-1")
+    assert (found.field, found.message) == ("spec.quota.1.gpus", "must be at least 0, got -1")
+
+
+def test_bad_map_key_points_at_the_key(repo: Path) -> None:
+    path = write(
+        repo,
+        "c.yaml",
+        dump(
+            cluster("other", gpu_types={"A100": {"memoryGiB": 80}}, pools=[pool(gpu_type="A100")])
+        ),
+    )
+    found = errors(repo)
+    assert (found[0].line, found[0].column) == position(path, "A100:")
+    assert found[0].field == "spec.gpuTypes.A100"
+
+
+def test_unsupported_tag_and_recursive_alias(repo: Path) -> None:
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata:
+  name: md-run
+  labels: &loop {a: *loop}
+spec: {project: chem, command: !Ref [x]}
+""",
+    )
+    found = {d.field: d.message for d in errors(repo)}
+    assert found["spec.command"] == "unsupported YAML tag '!Ref'; remove it"
+    assert any("refers to a node that contains it" in m for m in found.values())
+
+
+def test_self_merging_and_very_deep_documents_are_diagnosed(repo: Path) -> None:
+    deep = "[" * 1500 + "]" * 1500
+    write(
+        repo,
+        "w.yaml",
+        f"""\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {{name: x, labels: &x {{<<: *x, a: b}}}}
+spec: {{project: chem, command: {deep}, gpus: 1, gpus: 2}}
+""",
+    )
+    messages = [d.message for d in errors(repo)]
+    assert "an alias refers to a node that contains it" in messages
+    assert "nested deeper than 100 levels" in messages
+    assert any(m.startswith("duplicate key 'gpus'") for m in messages)
+
+
+def test_not_utf8(repo: Path) -> None:
+    (repo / "w.yaml").write_bytes(b"apiVersion: controlplane/v1\nkind: \xff\n")
+    assert str(single(repo)) == "w.yaml:2:7: error: not UTF-8 text; save the file as UTF-8"
+
+
+# ----------------------------------------------------------------------- other tools' YAML
+
+
+def test_foreign_documents_are_skipped_with_a_warning(repo: Path) -> None:
+    write(
+        repo,
+        "mixed.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nspec: {replicas: 1}\n"
+        + "---\n"
+        + dump(workload())
+        + "---\nname: CI\non: [push]\n---\n- a list\n",
+    )
+    result = load_specs(repo)
+    assert list(result.desired.workloads) == ["chem/md-run"]
+    assert [str(w) for w in result.warnings] == [
+        "mixed.yaml:1:13: warning: apiVersion: apiVersion 'apps/v1' belongs to another tool; document skipped",
+        "mixed.yaml:14:1: warning: not a controlplane document (no apiVersion); document skipped",
+        "mixed.yaml:17:1: warning: not a controlplane document (no apiVersion); document skipped",
+    ]
+
+
+def test_foreign_documents_may_break_our_rules(repo: Path) -> None:
+    write(repo, "k8s.yaml", "apiVersion: v1\nkind: ConfigMap\ndata: {a: 1, a: 2}\nx: !Secret y\n")
+    assert len(load_specs(repo).warnings) == 1
+
+
+# ----------------------------------------------------------------------- many at once
+
+
+def test_every_mistake_is_reported_at_once_sorted(repo: Path) -> None:
+    write(repo, "a.yaml", dump(workload("one", gpu=2), workload("two", walltime="soon")))
+    write(
+        repo,
+        "b/c.yaml",
+        "apiVersion: controlplane/v1\nkind: Thing\nmetadata: {name: x}\n---\nbad: [\n",
+    )
+    write(
+        repo,
+        "b/d.yaml",
+        dump(project("bio", department="nowhere"), workload("three", project="bioo")),
+    )
+    found = errors(repo)
+    assert [(d.path, d.field) for d in found] == [
+        ("a.yaml", "spec.gpu"),
+        ("a.yaml", "spec.walltime"),
+        ("b/c.yaml", "kind"),
+        ("b/c.yaml", None),
+        ("b/d.yaml", "spec.department"),
+        ("b/d.yaml", "spec.project"),
+    ]
+    assert found == sorted(found, key=lambda d: (d.path, d.line, d.column))
+    assert str(SpecError(found)).startswith("6 errors in the specs\na.yaml:")
+
+
+# ----------------------------------------------------------------------- cache
+
+
+def test_warm_load_equals_cold_load(repo: Path) -> None:
+    spec_tree(
+        repo,
+        {
+            "w.yaml": [
+                workload(f"w{i}", walltime="2h", checkpoint={"grace": "5m"}) for i in range(5)
+            ]
+        },
+    )
+    # Large floats must survive the cache exactly (non-finite ones are spec errors now).
+    write(
+        repo,
+        "c.yaml",
+        dump(
+            cluster(
+                "other",
+                gpu_types={"a100_80": {"memoryGiB": 80, "costPerGpuHour": 1.5e11}},
+                pools=[pool()],
+            )
+        ),
+    )
+    write(repo, "skip.yaml", "apiVersion: apps/v1\nkind: X\n")
+    cache_dir = repo / ".cp" / "cache"
+    cold = load_specs(repo, cache_dir=cache_dir)
+    assert len(list((cache_dir / "specs").glob("*.json"))) == 4
+    warm = load_specs(repo, cache_dir=cache_dir)
+    assert warm == cold
+    assert warm.desired.clusters["other"].spec.gpu_types["a100_80"].cost_per_gpu_hour == 1.5e11
+    assert (
+        warm.desired.workloads["chem/w0"].spec.model_fields_set
+        == cold.desired.workloads["chem/w0"].spec.model_fields_set
+    )
+
+
+def test_warm_load_parses_nothing_and_an_edit_reparses_one_file(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(3):
+        write(repo, f"w{i}.yaml", dump(workload(f"w{i}")))
+    cache_dir = repo / "cache"
+    load_specs(repo, cache_dir=cache_dir)
+    parsed: list[str] = []
+    real = loader._read_file
+
+    def spy(path: str, key: str, text: str) -> loader._Read:
+        parsed.append(path)
+        return real(path, key, text)
+
+    monkeypatch.setattr(loader, "_read_file", spy)
+    load_specs(repo, cache_dir=cache_dir)
+    assert parsed == []
+    write(repo, "w1.yaml", dump(workload("w1", gpus=2)))
+    result = load_specs(repo, cache_dir=cache_dir)
+    assert parsed == ["w1.yaml"]
+    assert result.desired.workloads["chem/w1"].spec.gpus == 2
+    assert len(list((cache_dir / "specs").glob("*.json"))) == 4  # the old entry was pruned
+
+
+def test_corrupt_cache_entries_are_misses(repo: Path) -> None:
+    cache_dir = repo / "cache"
+    cold = load_specs(repo, cache_dir=cache_dir)
+    (entry,) = (cache_dir / "specs").glob("*.json")
+    for garbage in (
+        b"{not json",
+        b'{"key": "x", "documents": []}',
+        json.dumps({"key": entry.stem}).encode() + b"x",
+        b"",
+    ):
+        entry.write_bytes(garbage)
+        assert load_specs(repo, cache_dir=cache_dir) == cold
+    # A well-formed entry whose documents break the schema is a miss too.
+    entry.write_text(
+        json.dumps({"key": entry.stem, "documents": [{"line": 1, "column": 1, "document": {}}]})
+    )
+    assert load_specs(repo, cache_dir=cache_dir) == cold
+
+
+def test_files_with_errors_are_not_cached(repo: Path) -> None:
+    write(repo, "w.yaml", dump(workload(gpu=1)))
+    cache_dir = repo / "cache"
+    errors(repo, cache_dir=cache_dir)
+    errors(repo, cache_dir=cache_dir)  # still reported on the second run
+    assert len(list((cache_dir / "specs").glob("*.json"))) == 1  # org.yaml only
+
+
+def test_cached_files_keep_their_warnings(repo: Path) -> None:
+    write(repo, "skip.yaml", "apiVersion: apps/v1\nkind: X\n")
+    cache_dir = repo / "cache"
+    cold = load_specs(repo, cache_dir=cache_dir)
+    assert len(cold.warnings) == 1
+    assert load_specs(repo, cache_dir=cache_dir).warnings == cold.warnings
+
+
+def test_unwritable_cache_is_ignored(repo: Path) -> None:
+    blocker = repo / "cache"
+    blocker.write_text("a file, not a directory")
+    assert isinstance(load_specs(repo, cache_dir=blocker), LoadResult)
+
+
+def test_cross_reference_errors_still_found_from_cache(repo: Path) -> None:
+    write(repo, "w.yaml", dump(workload(project="nowhere")))
+    cache_dir = repo / "cache"
+    first = errors(repo, cache_dir=cache_dir)
+    assert errors(repo, cache_dir=cache_dir) == first
+    assert [d.field for d in first] == ["spec.project"]
+
+
+# ----------------------------------------------------------------------- schema
+
+
+def test_json_schema_has_the_four_kinds_in_camel_case() -> None:
+    schema = json_schema()
+    text = json.dumps(schema)
+    assert json.loads(text) == schema
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    refs = {option["$ref"].rsplit("/", 1)[-1] for option in schema["oneOf"]}  # type: ignore[attr-defined]
+    assert refs == {"Cluster", "Department", "Project", "Workload"}
+    defs = schema["$defs"]
+    assert "gpusPerNode" in defs["NodePool"]["properties"]  # type: ignore[index]
+    assert "minReplicas" in defs["WorkloadSpec"]["properties"]  # type: ignore[index]
+    assert "gpus_per_node" not in text
+    assert defs["Checkpoint"]["properties"]["grace"]["default"] == "10m"  # type: ignore[index]
+    assert defs["Workload"]["additionalProperties"] is False  # type: ignore[index]
+
+
+def test_json_schema_references_resolve() -> None:
+    schema = json_schema()
+    text = json.dumps(schema)
+    refs = set(re.findall(r'"\$ref": "#/\$defs/([^"]+)"', text))
+    assert refs and refs <= set(schema["$defs"])  # type: ignore[arg-type]
+
+
+def test_checkpoint_signals_are_named_from_a_closed_list(repo: Path) -> None:
+    """SIGUSR2, sigusr2 and USR2 are one signal; the spec keeps its plain name."""
+    spec_tree(repo, {"w.yaml": [workload(walltime="2h", checkpoint={"signal": "SIGusr2"})]})
+    loaded = load_specs(repo)
+    checkpoint = loaded.desired.workloads["chem/md-run"].spec.checkpoint
+    assert checkpoint is not None and checkpoint.signal == "USR2"

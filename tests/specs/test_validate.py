@@ -1,0 +1,459 @@
+"""Cross-document checks, through load_specs (exact positions) and validate() directly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specs.desired import DesiredState
+from specs.diagnostics import Diagnostic, SpecError
+from specs.loader import load_specs
+from specs.models import KINDS, Cluster, Department, Project, Workload
+from specs.validate import validate
+from tests.builders import cluster, department, document, pool, project, workload
+from tests.builders.files import dump, position
+from tests.builders.specs import Doc
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(root: Path, relative: str, *docs: Doc) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump(*docs))
+    return path
+
+
+def errors(root: Path) -> list[Diagnostic]:
+    with pytest.raises(SpecError) as caught:
+        load_specs(root)
+    return caught.value.diagnostics
+
+
+def single(root: Path) -> Diagnostic:
+    found = errors(root)
+    assert len(found) == 1, [str(d) for d in found]
+    return found[0]
+
+
+def org(root: Path, *docs: Doc) -> None:
+    """The base cluster, department and project in org.yaml, plus ``docs`` in w.yaml."""
+    write(root, "org.yaml", cluster("rivanna"), department(), project(department="science"))
+    if docs:
+        write(root, "w.yaml", *docs)
+
+
+def at(path: Path, needle: str, occurrence: int = 1, offset: int = 0) -> tuple[str, int, int]:
+    return (path.name, *position(path, needle, occurrence, offset=offset))
+
+
+def where(found: Diagnostic) -> tuple[str, int, int]:
+    return found.path, found.line, found.column
+
+
+# ----------------------------------------------------------------------- references
+
+
+def test_unknown_project(repo: Path) -> None:
+    org(repo, workload(project="chemm"))
+    found = single(repo)
+    assert where(found) == at(repo / "w.yaml", "chemm")
+    assert found.field == "spec.project"
+    assert found.message == (
+        "unknown project 'chemm' (did you mean 'chem'?); declare it (kind: Project) or fix the name"
+    )
+
+
+def test_unknown_node_pool(repo: Path) -> None:
+    org(repo, workload(nodePools=["a100", "v10"]))
+    found = single(repo)
+    assert where(found) == at(repo / "w.yaml", "v10")
+    assert found.field == "spec.nodePools.1"
+    assert found.message == (
+        "unknown node pool 'v10' (did you mean 'v100'?); declared pools: a100, v100"
+    )
+
+
+def test_unknown_department_and_parent(repo: Path) -> None:
+    org(repo, department("physics", parent="sciense"), project("bio", department="lifesci"))
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(repo / "w.yaml", "sciense"), "spec.parent"),
+        (at(repo / "w.yaml", "lifesci"), "spec.department"),
+    ]
+    assert "(did you mean 'science'?)" in found[0].message
+
+
+def test_department_cycle_reported_once(repo: Path) -> None:
+    org(repo, department("a", parent="c"), department("b", parent="a"), department("c", parent="b"))
+    found = single(repo)
+    assert where(found) == at(repo / "w.yaml", "parent: c", offset=len("parent: "))
+    assert found.field == "spec.parent"
+    assert found.message.startswith("department parents form a cycle (a -> c -> b -> a)")
+
+
+def test_duplicate_workload_names_both_positions(repo: Path) -> None:
+    org(repo, workload("md-run"))
+    other = write(repo, "z/more.yaml", workload("other"), workload("md-run", gpus=1))
+    found = single(repo)
+    first = position(repo / "w.yaml", "md-run")
+    assert where(found) == ("z/more.yaml", *position(other, "md-run"))
+    assert found.field == "metadata.name"
+    assert found.message == (
+        f"Workload 'chem/md-run' is already defined in the same project at w.yaml:{first[0]}:{first[1]}; "
+        "rename or remove one"
+    )
+
+
+def test_same_workload_name_in_two_projects_is_fine(repo: Path) -> None:
+    org(
+        repo,
+        project("bio", department="science"),
+        workload("md-run"),
+        workload("md-run", project="bio"),
+    )
+    assert set(load_specs(repo).desired.workloads) == {"chem/md-run", "bio/md-run"}
+
+
+def test_duplicate_project(repo: Path) -> None:
+    org(repo, project("chem", gpus=2, department="science"))
+    found = single(repo)
+    assert where(found) == at(repo / "w.yaml", "chem")
+    assert found.message.startswith("Project 'chem' is already defined at org.yaml:")
+
+
+def test_unknown_cluster(repo: Path) -> None:
+    org(repo, workload(clusters=["rivanna", "rivana2"]))
+    found = single(repo)
+    assert where(found) == at(repo / "w.yaml", "rivana2")
+    assert found.field == "spec.clusters.1"
+    assert (
+        found.message
+        == "unknown cluster 'rivana2' (did you mean 'rivanna'?); declared clusters: rivanna"
+    )
+
+
+def test_unknown_gpu_type_in_workload_and_pool(repo: Path) -> None:
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", pools=[pool(), pool("h100", gpu_type="h100")]),
+        department(),
+        project(department="science"),
+    )
+    write(repo, "w.yaml", workload(gpuTypes=["a100_80", "a100_40"]))
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (
+            at(repo / "org.yaml", "gpuType: h100", offset=len("gpuType: ")),
+            "spec.nodePools.1.gpuType",
+        ),
+        (at(repo / "w.yaml", "a100_40"), "spec.gpuTypes.1"),
+    ]
+    assert found[0].message.startswith(
+        "unknown gpuType 'h100'; declare it under this cluster's spec.gpuTypes"
+    )
+    assert found[1].message.startswith(
+        "unknown gpuType 'a100_40' (did you mean 'a100_80'?); gpuTypes are declared"
+    )
+
+
+def test_quota_list_with_unknown_and_repeated_gpu_types(repo: Path) -> None:
+    org(
+        repo,
+        document(
+            "Project",
+            "bio",
+            {
+                "quota": [
+                    {"gpuType": "v100", "gpus": 2},
+                    {"gpuType": "h100", "gpus": 2},
+                    {"gpuType": "v100", "gpus": 1},
+                ]
+            },
+        ),
+    )
+    found = errors(repo)
+    path = repo / "w.yaml"
+    assert [(where(d), d.field) for d in found] == [
+        (at(path, "h100"), "spec.quota.1.gpuType"),
+        (at(path, "v100", 2), "spec.quota.2.gpuType"),
+    ]
+    assert found[0].message.startswith("unknown gpuType 'h100'")
+    assert found[1].message == "gpuType 'v100' already has a quota (entry 0); merge the two entries"
+
+
+def test_duplicate_pool_names(repo: Path) -> None:
+    write(repo, "org.yaml", cluster("rivanna", pools=[pool("a100"), pool("a100", gpus_per_node=4)]))
+    found = single(repo)
+    assert where(found) == at(repo / "org.yaml", "name: a100", 2, offset=len("name: "))
+    assert found.field == "spec.nodePools.1.name"
+    assert found.message == (
+        "node pool 'a100' is already defined (spec.nodePools.0); pool names must be unique within a cluster"
+    )
+
+
+# ----------------------------------------------------------------------- fit and limits
+
+
+def test_workload_that_fits_no_pool_names_the_closest(repo: Path) -> None:
+    org(repo, workload(gpus=16))
+    found = single(repo)
+    assert where(found) == at(repo / "w.yaml", "gpus: 16", offset=len("gpus: "))
+    assert found.field == "spec.gpus"
+    assert found.message == (
+        "no node pool can ever hold this workload (one replica needs 16 GPUs on one node); "
+        "the closest is rivanna/a100, but it has 8 GPUs per node, fewer than the 16 each replica needs"
+    )
+
+
+def test_fit_honours_gpu_memory(repo: Path) -> None:
+    org(repo, workload(minGpuMemoryGiB=100))
+    found = single(repo)
+    assert found.field == "spec.minGpuMemoryGiB"
+    assert "rivanna/a100, but its GPUs have 80 GiB, below minGpuMemoryGiB 100" in found.message
+
+
+def test_fit_honours_allowed_gpu_types(repo: Path) -> None:
+    org(repo, workload(gpus=8, gpuTypes=["v100"]))
+    found = single(repo)
+    assert found.field == "spec.gpuTypes"
+    assert "closest is rivanna/a100, but gpuType 'a100_80' is not in gpuTypes" in found.message
+
+
+def test_fit_honours_pool_walltime(repo: Path) -> None:
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", pools=[pool(maxWalltime="1d")]),
+        department(),
+        project(department="science"),
+    )
+    write(repo, "w.yaml", workload(walltime="2d"))
+    found = single(repo)
+    assert found.field == "spec.walltime"
+    assert "its maxWalltime 1d is shorter than walltime 2d" in found.message
+
+
+def test_fitting_workloads_pass(repo: Path) -> None:
+    org(
+        repo, workload("a", gpus=8), workload("b", gpus=4, gpuTypes=["v100"]), workload("c", gpus=0)
+    )
+    assert len(load_specs(repo).desired.workloads) == 3
+
+
+def test_walltime_over_project_limit(repo: Path) -> None:
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(),
+        project(department="science", maxWalltime="7d"),
+    )
+    write(repo, "w.yaml", workload(walltime="8d"))
+    found = single(repo)
+    assert where(found) == at(repo / "w.yaml", "8d")
+    assert found.field == "spec.walltime"
+    assert found.message.startswith("walltime 8d exceeds project 'chem' maxWalltime 7d")
+
+
+def test_overcommitted_department_with_non_preemptible_demand(repo: Path) -> None:
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(gpus=8),
+        project("chem", gpus=6, department="science"),
+        project("bio", gpus=6, department="science"),
+    )
+    write(
+        repo,
+        "w.yaml",
+        workload("serve-a", type="inference", gpus=3, replicas=2),
+        workload("serve-b", project="bio", type="inference", gpus=4),
+    )
+    found = single(repo)
+    assert where(found) == at(repo / "org.yaml", "gpus: 8", offset=len("gpus: "))
+    assert found.field == "spec.quota.gpus"
+    assert found.message.startswith(
+        "its children deserve 12 GPUs but department 'science' deserves only 8, "
+        "and the non-preemptible workloads under it need 10"
+    )
+    assert "raise quota.gpus to at least 10" in found.message
+
+
+def test_overcommitted_department_is_a_warning_with_preemptible_work(repo: Path) -> None:
+    """Allowed (KAI shares the department's quota among its children), but the children
+    cannot all get their deserved quota at once: a warning, at the department's quota."""
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(gpus=8),
+        project("chem", gpus=6, department="science"),
+        project("bio", gpus=6, department="science"),
+    )
+    write(
+        repo,
+        "w.yaml",
+        workload("train", gpus=8, replicas=4),
+        workload("serve", project="bio", type="inference", gpus=4, preemptible=True),
+    )
+    (warning,) = load_specs(repo).warnings
+    assert (warning.severity, warning.field) == ("warning", "spec.quota.gpus")
+    assert where(warning) == at(repo / "org.yaml", "gpus: 8", offset=len("gpus: "))
+    assert warning.message.startswith(
+        "its children deserve 12 GPUs together (bio 6, chem 6), more than department "
+        "'science' deserves (8)"
+    )
+
+
+def test_the_error_about_a_department_replaces_the_warning(repo: Path) -> None:
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(gpus=8),
+        project("chem", gpus=6, department="science"),
+        project("bio", gpus=6, department="science"),
+    )
+    write(repo, "w.yaml", workload("serve", project="bio", type="inference", gpus=6, replicas=2))
+    with pytest.raises(SpecError) as caught:
+        load_specs(repo)
+    assert [d.field for d in caught.value.diagnostics] == ["spec.quota.gpus"]
+    assert not [w for w in caught.value.warnings if w.field == "spec.quota.gpus"]
+
+
+def test_a_quota_above_what_the_clusters_hold_is_a_warning(repo: Path) -> None:
+    # the builders' cluster: 4 x 8 a100_80 and 8 x 4 v100, 64 GPUs
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(gpus=100),
+        project("chem", gpus=8, department="science"),
+        project(
+            "bio",
+            gpus=0,
+            department="science",
+            quota=[{"gpuType": "v100", "gpus": 40}, {"gpuType": "a100_80", "gpus": 8}],
+        ),
+    )
+    found = {w.field: w for w in load_specs(repo).warnings}
+    dept = found["spec.quota.gpus"]
+    assert where(dept) == at(repo / "org.yaml", "gpus: 100", offset=len("gpus: "))
+    assert dept.message.startswith("deserved 100 GPUs, but the clusters hold 64 GPUs")
+    v100 = found["spec.quota.0.gpus"]
+    assert where(v100) == at(repo / "org.yaml", "gpus: 40", offset=len("gpus: "))
+    assert v100.message.startswith("deserved 40 v100 GPUs, but the clusters hold only 32")
+    assert "spec.quota.1.gpus" not in found, "8 of 32 a100_80 fit"
+
+
+def test_top_level_quotas_adding_up_above_the_clusters_is_a_warning(repo: Path) -> None:
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department("science", gpus=40),
+        department("arts", gpus=30),
+        project("chem", gpus=8, department="science"),
+    )
+    (warning,) = load_specs(repo).warnings
+    assert where(warning) == at(repo / "org.yaml", "gpus: 40", offset=len("gpus: "))
+    assert warning.message.startswith(
+        "the top-level deserved quotas add up to 70 GPUs (arts 30, science 40), "
+        "but the clusters hold 64 GPUs"
+    )
+
+
+def test_no_capacity_warning_when_the_specs_do_not_say(repo: Path) -> None:
+    """A real cluster's pools need not declare ``nodes``: its capacity is observed."""
+    unknown = [pool(), pool("v100", gpu_type="v100", gpus_per_node=4, nodes=0)]
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", adapter="slurm", pools=unknown),
+        department(gpus=1000),
+        project("chem", gpus=8, department="science"),
+    )
+    assert load_specs(repo).warnings == []
+
+
+def test_non_preemptible_workload_over_deserved_is_a_warning(repo: Path) -> None:
+    org(repo, workload("serve", type="inference", gpus=4, replicas=3))
+    result = load_specs(repo)
+    (warning,) = result.warnings
+    assert (warning.severity, warning.field) == ("warning", "spec.gpus")
+    assert where(warning) == at(repo / "w.yaml", "gpus: 4", offset=len("gpus: "))
+    assert (
+        "needs 12 GPUs (gpus x minReplicas) but project 'chem' deserves only 8" in warning.message
+    )
+
+
+# ----------------------------------------------------------------------- one error, not a cascade
+
+
+def test_broken_documents_do_not_cascade(repo: Path) -> None:
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", adapter="slrum"),
+        department(),
+        project(gpus=-1, department="science"),
+    )
+    write(
+        repo,
+        "w.yaml",
+        *[workload(f"w{i}", clusters=["rivanna"], gpuTypes=["v100"]) for i in range(5)],
+    )
+    assert [d.field for d in errors(repo)] == ["spec.adapter", "spec.quota.gpus"]
+
+
+# ----------------------------------------------------------------------- validate() directly
+
+
+def state(*docs: Doc) -> DesiredState:
+    by_kind: dict[str, dict[str, object]] = {kind: {} for kind in KINDS}
+    for doc in docs:
+        model = KINDS[doc["kind"]].model_validate(doc)
+        name = model.key if isinstance(model, Workload) else model.metadata.name
+        by_kind[doc["kind"]][name] = model
+    return DesiredState(
+        clusters={k: v for k, v in by_kind["Cluster"].items() if isinstance(v, Cluster)},
+        departments={k: v for k, v in by_kind["Department"].items() if isinstance(v, Department)},
+        projects={k: v for k, v in by_kind["Project"].items() if isinstance(v, Project)},
+        workloads={k: v for k, v in by_kind["Workload"].items() if isinstance(v, Workload)},
+    )
+
+
+def test_validate_is_pure_and_works_without_sources() -> None:
+    desired = state(
+        cluster("rivanna"),
+        department(),
+        project(department="science"),
+        workload(project="nope"),
+        workload("big", gpus=64),
+    )
+    found = validate(desired)
+    assert [(d.path, d.field) for d in found] == [
+        ("<unknown>", "spec.gpus"),
+        ("<unknown>", "spec.project"),
+    ]
+    assert validate(desired) == found
+
+
+def test_validate_skips_references_to_broken_documents() -> None:
+    desired = state(cluster("rivanna"), workload(project="chem", clusters=["other"]))
+    assert validate(desired, broken=[("Project", "chem"), ("Cluster", "other")]) == []
+
+
+def test_valid_state_has_no_diagnostics() -> None:
+    assert (
+        validate(state(cluster("rivanna"), department(), project(department="science"), workload()))
+        == []
+    )
