@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from solvers.allocate import allocate
 from solvers.cpsat import score, solve
+from solvers.kai.allocate import allocate
 from solvers.policy import Policy
 from solvers.problem import JobRequest, NodeInfo, PoolInfo, Problem, Queue
 from solvers.session import Session
@@ -30,13 +30,29 @@ from solvers.session import Session
 # Alibaba cluster-trace-gpu-v2023 "openb", openb_node_list_gpu_node.csv: 1,213 GPU nodes
 # counted by (GPU model, GPUs per node).
 OPENB_NODES: dict[tuple[str, int], int] = {
-    ("A10", 1): 2, ("G2", 8): 549, ("G3", 8): 39, ("P100", 1): 3, ("P100", 2): 131,
-    ("T4", 2): 387, ("T4", 4): 17, ("V100M16", 1): 19, ("V100M16", 4): 28,
-    ("V100M16", 8): 8, ("V100M32", 4): 9, ("V100M32", 8): 21,
+    ("A10", 1): 2,
+    ("G2", 8): 549,
+    ("G3", 8): 39,
+    ("P100", 1): 3,
+    ("P100", 2): 131,
+    ("T4", 2): 387,
+    ("T4", 4): 17,
+    ("V100M16", 1): 19,
+    ("V100M16", 4): 28,
+    ("V100M16", 8): 8,
+    ("V100M32", 4): 9,
+    ("V100M32", 8): 21,
 }
 # Not in the trace: illustrative cost per GPU-hour, so the cost tier has something to do.
-COST_PER_GPU_HOUR = {"A10": 1.1, "G2": 2.4, "G3": 3.0, "P100": 0.9, "T4": 0.5,
-                     "V100M16": 1.5, "V100M32": 2.0}
+COST_PER_GPU_HOUR = {
+    "A10": 1.1,
+    "G2": 2.4,
+    "G3": 3.0,
+    "P100": 0.9,
+    "T4": 0.5,
+    "V100M16": 1.5,
+    "V100M32": 2.0,
+}
 # openb_pod_list_gpuspec33.csv: 34% of GPU pods constrained to GPU types; qos LS 57%
 # (here: non-preemptible, priority 100) vs BE 42% (preemptible training, priority 50).
 CONSTRAINED_SHARE = 0.34
@@ -120,17 +136,31 @@ def _org(total_gpus: int, rng: random.Random) -> tuple[dict[str, Queue], list[st
             deserved = max(1, round(HELIOS_VC_GPUS[v] * scale))
             pid = f"project:vc{v:02d}"
             limit = float(3 * deserved) if v % 3 == 0 else None
-            queues[pid] = Queue(pid, f"vc{v:02d}", "project", did, float(deserved), limit,
-                                float(rng.choice([1, 1, 2])), 100)
+            queues[pid] = Queue(
+                pid,
+                f"vc{v:02d}",
+                "project",
+                did,
+                float(deserved),
+                limit,
+                float(rng.choice([1, 1, 2])),
+                100,
+            )
             children.append(pid)
         dq = sum(queues[c].deserved for c in children)
-        queues[did] = Queue(did, f"d{d}", "department", None, dq, None, dq, 110 if d == 0 else 100,
-                            sorted(children))
+        queues[did] = Queue(
+            did, f"d{d}", "department", None, dq, None, dq, 110 if d == 0 else 100, sorted(children)
+        )
     return queues, top
 
 
-def _job(name: str, projects: list[str], weights: list[float],
-         pools: dict[tuple[str, str], PoolInfo], rng: random.Random) -> JobRequest:
+def _job(
+    name: str,
+    projects: list[str],
+    weights: list[float],
+    pools: dict[tuple[str, str], PoolInfo],
+    rng: random.Random,
+) -> JobRequest:
     queue = rng.choices(projects, weights=weights)[0]
     total = rng.choices(list(ITP_GPU_MIX), weights=list(ITP_GPU_MIX.values()))[0]
     gpus, replicas = (8, total // 8) if total > 8 else (total, 1)
@@ -140,16 +170,29 @@ def _job(name: str, projects: list[str], weights: list[float],
         fits = [k for k in fits if pools[k].gpu_type == model]
     preemptible = rng.random() >= NON_PREEMPTIBLE_SHARE
     return JobRequest(
-        key=f"{queue.split(':')[1]}/{name}", queue=queue,
-        priority=50 if preemptible else 100, preemptible=preemptible, gpus=gpus,
-        replicas=replicas, min_replicas=replicas,
-        created=NOW - timedelta(seconds=rng.randrange(86_400)), pools=fits, walltime=None,
+        key=f"{queue.split(':')[1]}/{name}",
+        queue=queue,
+        priority=50 if preemptible else 100,
+        preemptible=preemptible,
+        gpus=gpus,
+        replicas=replicas,
+        min_replicas=replicas,
+        created=NOW - timedelta(seconds=rng.randrange(86_400)),
+        pools=fits,
+        walltime=None,
     )
 
 
-def _running(jobs: dict[str, JobRequest], nodes: dict[str, NodeInfo],
-             pools: dict[tuple[str, str], PoolInfo], queues: dict[str, Queue],
-             projects: list[str], weights: list[float], total: int, rng: random.Random) -> None:
+def _running(
+    jobs: dict[str, JobRequest],
+    nodes: dict[str, NodeInfo],
+    pools: dict[tuple[str, str], PoolInfo],
+    queues: dict[str, Queue],
+    projects: list[str],
+    weights: list[float],
+    total: int,
+    rng: random.Random,
+) -> None:
     """Start jobs first-fit on shuffled nodes until ``RUNNING_FILL`` of the GPUs are held."""
     by_pool: dict[tuple[str, str], list[str]] = {}
     for key, n in sorted(nodes.items()):
@@ -159,7 +202,10 @@ def _running(jobs: dict[str, JobRequest], nodes: dict[str, NodeInfo],
     used = misses = 0
     while used < RUNNING_FILL * total and misses < 200:  # 200 misses in a row: full enough
         job = _job(f"run-{len(jobs):05d}", projects, weights, pools, rng)
-        if not job.preemptible and np_held[job.queue] + job.gpus * job.replicas > queues[job.queue].deserved:
+        if (
+            not job.preemptible
+            and np_held[job.queue] + job.gpus * job.replicas > queues[job.queue].deserved
+        ):
             job.preemptible, job.priority = True, 50
         pool = rng.choice(job.pools)
         candidates = by_pool[pool][:]
@@ -198,26 +244,36 @@ def run(n_nodes: int, n_pending: int, policy: Policy, seed: int) -> Row:
     frag = next(t for t in report.tiers if t.name == "partly_used")
     size = report.model_size
     return Row(
-        nodes=n_nodes, pending=n_pending, gpus=problem.total_gpus,
+        nodes=n_nodes,
+        pending=n_pending,
+        gpus=problem.total_gpus,
         free=sum(n.free for n in problem.nodes.values()),
-        greedy_seconds=greedy_seconds, cpsat_seconds=cpsat_seconds,
-        lp_seconds=report.lp_seconds, status=report.status,
-        greedy_objective=report.greedy_objective or 0.0, objective=report.objective,
-        bound=report.bound, gap=report.gap,
+        greedy_seconds=greedy_seconds,
+        cpsat_seconds=cpsat_seconds,
+        lp_seconds=report.lp_seconds,
+        status=report.status,
+        greedy_objective=report.greedy_objective or 0.0,
+        objective=report.objective,
+        bound=report.bound,
+        gap=report.gap,
         greedy_placed=sum(len(g.nodes) * problem.jobs[k].gpus for k, g in greedy.grants.items()),
         placed=sum(len(g.nodes) * problem.jobs[k].gpus for k, g in result.grants.items()),
-        greedy_in_quota=greedy_score.in_quota, in_quota=result.score.in_quota,
-        greedy_partly=greedy_score.partly_used, partly=result.score.partly_used,
+        greedy_in_quota=greedy_score.in_quota,
+        in_quota=result.score.in_quota,
+        greedy_partly=greedy_score.partly_used,
+        partly=result.score.partly_used,
         frag_bound=-frag.bound,
         model=f"{size['classes']} classes, {size['groups']} groups, {size['patterns']} patterns, "
         "stages " + ", ".join(f"{s.tier} {s.status} {s.seconds:.2f}s" for s in report.stages),
     )
 
 
-HEADER = ("| nodes / pending | GPUs (free) | greedy s | greedy objective | CP-SAT s "
-          "| CP-SAT objective | LP bound | gap | status | objective greedy/CP-SAT "
-          "| time greedy/CP-SAT | LP s | placed GPUs g / c | in-quota g / c "
-          "| partly-used nodes g / c (LP bound) |")
+HEADER = (
+    "| nodes / pending | GPUs (free) | greedy s | greedy objective | CP-SAT s "
+    "| CP-SAT objective | LP bound | gap | status | objective greedy/CP-SAT "
+    "| time greedy/CP-SAT | LP s | placed GPUs g / c | in-quota g / c "
+    "| partly-used nodes g / c (LP bound) |"
+)
 
 
 def markdown(row: Row) -> str:
@@ -234,13 +290,16 @@ def markdown(row: Row) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--sizes", default="200:1000,1000:5000,4000:20000",
-                        help="comma-separated NODES:PENDING pairs")
+    parser.add_argument(
+        "--sizes",
+        default="200:1000,1000:5000,4000:20000",
+        help="comma-separated NODES:PENDING pairs",
+    )
     parser.add_argument("--seed", type=int, default=0, help="instance seed")
-    parser.add_argument("--time-limit", type=float, default=Policy().time_limit)
+    parser.add_argument("--time-limit", type=float, default=Policy().cpsat_time_limit)
     parser.add_argument("--workers", type=int, default=Policy().workers)
     args = parser.parse_args()
-    policy = Policy(time_limit=args.time_limit, workers=args.workers)
+    policy = Policy(cpsat_time_limit=args.time_limit, workers=args.workers)
     print(HEADER)
     print("|" + "---|" * (HEADER.count(" | ") + 1))
     details: list[str] = []
