@@ -70,6 +70,7 @@ from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
 from controlplane.sequence import sort_actions
 from solvers import reasons
 from solvers.allocation import Allocation, allocate_best
+from solvers.drift import Drift, reconcile_drift
 from solvers.fanout import Estimate, plan_fan_out
 from solvers.kai.allocate import Allocator, allocate
 from solvers.kai.consolidate import consolidate
@@ -196,6 +197,9 @@ def cycle(
     # 1. the problem (segments finished or not), with site policy: budgets, retry backoff;
     #    fan-out workloads waiting for a start leave KAI's allocation
     problem = planning_problem(desired, observed, now, cache)
+    #    running work whose spec was edited: in place, fewer replicas, or replaced now
+    specs = {k: w.spec for k, w in desired.workloads.items()}
+    drift = reconcile_drift(problem, observed, specs, now)
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
     chosen = allocate_best(
@@ -219,9 +223,8 @@ def cycle(
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
     # 8. actions
     grants = {**allocator.grants, **ledger.grants, **(again.grants if again else {})}
-    actions = _prunes(problem) + _placements(desired, problem, session, grants, ledger)
+    actions = _prunes(problem) + _placements(desired, problem, session, grants, ledger, drift)
     # 9. fan-out: the quota gate, then the chosen candidates
-    specs = {k: w.spec for k, w in desired.workloads.items()}
     fan = plan_fan_out(problem, session, specs, forecasts)
     actions += fan.actions
     # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do)
@@ -229,7 +232,7 @@ def cycle(
     actions = sort_actions(actions, observed)  # a move may need the place another one leaves
     # 11. what waits, and the quota table
     pending = sorted(
-        _pending(problem, session, again or allocator, ledger) + fan.pending,
+        _pending(problem, session, again or allocator, ledger, drift) + fan.pending,
         key=lambda p: p.workload,
     )
     projects, departments = _quota_tables(problem, session, pending)
@@ -308,12 +311,18 @@ def _placements(
     session: Session,
     grants: dict[str, Grant],
     ledger: Ledger,
+    drift: Drift,
 ) -> list[Action]:
-    """One action per workload whose replicas differ from what runs (a multiset of nodes)."""
+    """One action per workload whose replicas differ from what runs (a multiset of nodes);
+    an edited workload's replacement is a submit of the new version and a cancel of the
+    old job."""
     out = []
     for key, job in sorted(problem.jobs.items()):
         nodes = session.tasks.get(key, [])
         replicas = [Replica(node=problem.nodes[n].name, gpus=job.gpus) for n in nodes]
+        if key in drift.replaced:
+            out += _replacement(desired, problem, session, job, replicas, drift, ledger)
+            continue
         if not job.running:
             if nodes:
                 reason = grants[key].reason
@@ -323,14 +332,16 @@ def _placements(
                     )
                 out.append(_submit(desired, problem, session, job, replicas, reason))
             continue
-        before, after = Counter(job.placed), Counter(nodes)
+        shrunk = drift.shrunk.get(key)
+        before, after = Counter(shrunk[0] if shrunk else job.placed), Counter(nodes)
         if before == after:
             continue
         cluster, pool = job.cluster or "", session.pool.get(key, job.pool)
         if not nodes:
             op, reason = Op.PREEMPT, ledger.disrupted[key]
-        elif after <= before:  # an elastic victim of reclaim or preemption
-            op, reason = Op.RESIZE, ledger.disrupted[key]
+        elif after <= before:  # fewer replicas wanted, or an elastic victim
+            op = Op.RESIZE
+            reason = ledger.disrupted[key] if key in ledger.disrupted or not shrunk else shrunk[1]
         elif before <= after:  # grown: elastic, or a gang completed
             op, reason = Op.RESIZE, grants[key].reason
         else:
@@ -346,6 +357,28 @@ def _placements(
                 reason=reason,
             )
         )
+    return out
+
+
+def _replacement(
+    desired: DesiredState,
+    problem: Problem,
+    session: Session,
+    job: JobRequest,
+    replicas: list[Replica],
+    drift: Drift,
+    ledger: Ledger,
+) -> list[Action]:
+    """The new version where the session left it (a later step may have taken it back),
+    and the cancel of the old job."""
+    old = drift.replaced[job.key]
+    out = []
+    if replicas:
+        out.append(_submit(desired, problem, session, job, replicas, old.submit))
+    cancel = old.cancel if replicas else ledger.disrupted.get(job.key, old.cancel)
+    out.append(
+        Action(op=Op.CANCEL, workload=job.key, cluster=old.cluster, job=old.job_id, reason=cancel)
+    )
     return out
 
 
@@ -379,7 +412,11 @@ def _submit(
 
 
 def _pending(
-    problem: Problem, session: Session, allocator: Allocator | Allocation, ledger: Ledger
+    problem: Problem,
+    session: Session,
+    allocator: Allocator | Allocation,
+    ledger: Ledger,
+    drift: Drift,
 ) -> list[Pending]:
     # a waiting job a disruptive step placed no longer waits; its victims now do
     waits = {**allocator.pending, **ledger.waiting}
@@ -387,6 +424,12 @@ def _pending(
         Pending(workload=k, reason=_protected_wait(session, problem.jobs[k], r))
         for k, r in waits.items()
         if len(session.tasks.get(k, [])) < problem.jobs[k].min_replicas
+    ]
+    # an edited workload whose old version keeps running, unless it was taken back
+    out += [
+        Pending(workload=k, reason=r)
+        for k, r in drift.waiting.items()
+        if k not in waits and session.tasks.get(k)
     ]
     for key, job in problem.submitted.items():
         reason = reasons.submitted(job.id, job.reason)

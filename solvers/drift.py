@@ -1,0 +1,226 @@
+"""Drift: running work whose spec was edited after its job was submitted.
+
+A GitOps tool acts on every change to the specs. A job carries the digest of the spec it
+was made of, and the snapshot carries that version (``Snapshot.versions``, from the
+store), so an edit is seen field by field (specs/diff.py) and sorted as Terraform sorts
+a plan's changes:
+
+- in place: what the running job already satisfies (priority, preemptible, a wider list
+  of GPU types that still holds its pool) needs nothing; an elastic workload grows into
+  new replicas through the allocator as usual, and one whose ``replicas`` went below what
+  runs gives the extra replicas back here (a ``resize``);
+- must be replaced: a change the job cannot follow (``gpus``, ``command``, ``image``,
+  ``walltime``, ``checkpoint``; a placement constraint its pool no longer meets; a gang
+  that needs more replicas than run) cancels the job and submits the new version. The
+  new version is placed before anything else in the cycle, on the GPUs the old job
+  leaves and whatever else is free, within the limits of its queues (and, if it is
+  non-preemptible, their deserved quotas). Where it does not fit, or a preemptible job is
+  still inside its project's ``minRuntime``, the old version keeps running, as the old
+  shape, and the plan says why and until when.
+
+Pure: the problem is changed in place for the cycle that follows (a replacement runs at
+its new nodes with its new shape, the GPUs it leaves are free), and what must be said
+about it is returned.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from solvers import reasons
+from solvers.placement import FreeIndex
+from solvers.problem import JobRequest, Problem, node_key
+from specs.actions import Reason
+from specs.diff import changes, describe
+from specs.models import WorkloadSpec
+from specs.snapshot import Job, Snapshot
+
+# fields a running job cannot follow: a new job is needed
+REPLACE = frozenset({"gpus", "command", "image", "walltime", "checkpoint"})
+# fields that constrain where it runs: a new job only if its pool no longer qualifies
+PLACEMENT = frozenset({"gpuTypes", "minGpuMemoryGiB", "clusters", "nodePools"})
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A running job to be cancelled for its workload's new version."""
+
+    job_id: str
+    cluster: str
+    submit: Reason
+    cancel: Reason
+
+
+@dataclass
+class Drift:
+    """What the edits to running work come to in this cycle."""
+
+    replaced: dict[str, Replacement] = field(default_factory=dict)
+    # workload -> (the replicas that ran before, why fewer now)
+    shrunk: dict[str, tuple[list[str], Reason]] = field(default_factory=dict)
+    waiting: dict[str, Reason] = field(default_factory=dict)  # the old version keeps running
+
+
+def reconcile_drift(
+    problem: Problem, observed: Snapshot, specs: Mapping[str, WorkloadSpec], now: datetime
+) -> Drift:
+    """Sort every edit to a running workload into in place, shrink or replacement (module
+    docstring), changing ``problem`` to match."""
+    drift = Drift()
+    running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
+    replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
+    for key in sorted(problem.jobs):
+        req = problem.jobs[key]
+        job = running.get((req.cluster or "", req.job_id or ""))
+        if job is None or req.fan_out or key not in specs:
+            continue
+        new = specs[key]
+        old = (
+            observed.versions.get(job.spec_digest or "") if job.spec_digest != new.digest else None
+        )
+        found = changes(old, new) if old is not None else []
+        fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
+        if _needs_new_job(req, fields):
+            replace.append((req, job, old, describe(found)))
+        elif len(req.placed) > req.replicas:
+            drift.shrunk[key] = (
+                list(req.placed),
+                reasons.fewer_replicas(len(req.placed), req.replicas),
+            )
+            for n in req.placed[req.replicas :]:
+                problem.nodes[n].used -= req.gpus
+            req.placed = req.placed[: req.replicas]
+    if replace:
+        _replace(problem, replace, now, drift)
+    return drift
+
+
+def _needs_new_job(req: JobRequest, fields: set[str]) -> bool:
+    if fields & REPLACE:
+        return True
+    if fields & PLACEMENT and req.pool not in req.pools:
+        return True
+    return bool(fields & {"replicas", "minReplicas"}) and req.min_replicas > len(req.placed)
+
+
+def _replace(
+    problem: Problem,
+    todo: list[tuple[JobRequest, Job, WorkloadSpec | None, str]],
+    now: datetime,
+    drift: Drift,
+) -> None:
+    """Each replacement in workload order, on the GPUs its old job leaves and what is free;
+    the old version stays where the new one may not start."""
+    distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
+    index = FreeIndex(problem.nodes, distinct)
+    held, held_np = _held(problem, {req.key: job for req, job, _, _ in todo})
+    for req, job, old, text in todo:
+        if req.preemptible and req.min_runtime and req.started_at is not None:
+            until = req.started_at + timedelta(seconds=req.min_runtime)
+            if now < until:
+                _keep_old(req, job, old)
+                drift.waiting[req.key] = reasons.change_waits_for_min_runtime(
+                    text, req.min_runtime, until
+                )
+                continue
+        cluster = req.cluster or ""
+        leaves = [(node_key(cluster, r.node), r.gpus) for r in job.replicas if r.node]
+        before, after = sum(g for _, g in leaves), req.replicas * req.gpus
+        why = _over_quota(problem, req, held, held_np, after - before)
+        nodes = None
+        if why is None:
+            for n, g in leaves:
+                if n in index.free:
+                    index.give(n, g)
+            nodes = index.place_gang(req.pools, req.gpus, req.replicas)
+            if nodes is None:
+                for n, g in leaves:
+                    if n in index.free:
+                        index.take(n, g)
+                why = "does not fit on the GPUs free with the old job gone"
+        if nodes is None:
+            _keep_old(req, job, old)
+            drift.waiting[req.key] = reasons.change_does_not_fit(text, why or "")
+            continue
+        for n, g in leaves:
+            if n in problem.nodes:
+                problem.nodes[n].used -= g
+        for n in nodes:
+            problem.nodes[n].used += req.gpus
+        for q in _chain(problem, req):
+            held[q] += after - before
+            if not req.preemptible:
+                held_np[q] += after - before
+        drift.replaced[req.key] = Replacement(
+            job_id=job.id,
+            cluster=cluster,
+            submit=reasons.replacing(text, job.id),
+            cancel=reasons.replaced(text),
+        )
+        pool = index.pool_of[nodes[0]]
+        req.placed, req.pool, req.cluster, req.started_at = nodes, pool, pool[0], now
+
+
+def _keep_old(req: JobRequest, job: Job, old: WorkloadSpec | None) -> None:
+    """The request becomes the shape that runs: nothing grows, shrinks or moves it."""
+    count = len(req.placed)
+    if old is not None:
+        req.gpus, req.walltime = old.gpus, old.walltime
+    elif job.replicas:
+        req.gpus = job.replicas[0].gpus
+    req.replicas = req.min_replicas = count
+    req.pools = [req.pool] if req.pool is not None else req.pools
+
+
+def _held(
+    problem: Problem, old_jobs: Mapping[str, Job]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """GPUs each queue holds now (all work, and non-preemptible work): what runs, as it
+    runs (an edited job by its observed replicas, not its new shape)."""
+    held: dict[str, float] = defaultdict(float)
+    held_np: dict[str, float] = defaultdict(float)
+    for req in problem.jobs.values():
+        if not req.running:
+            continue
+        job = old_jobs.get(req.key)
+        gpus = sum(r.gpus for r in job.replicas) if job else len(req.placed) * req.gpus
+        for q in _chain(problem, req):
+            held[q] += gpus
+            if not req.preemptible:
+                held_np[q] += gpus
+    return held, held_np
+
+
+def _over_quota(
+    problem: Problem,
+    req: JobRequest,
+    held: Mapping[str, float],
+    held_np: Mapping[str, float],
+    more: float,
+) -> str | None:
+    """Why the new version would break a limit (or, non-preemptible, a deserved quota)."""
+    for qid in _chain(problem, req):
+        q = problem.queues[qid]
+        if q.limit is not None and held[qid] + more > q.limit:
+            return (
+                f"would take {q.kind} {q.name} to {reasons.gpus(held[qid] + more)} GPUs, "
+                f"above its limit of {reasons.gpus(q.limit)}"
+            )
+        if not req.preemptible and held_np[qid] + more > q.deserved:
+            return (
+                f"is non-preemptible and would take {q.kind} {q.name} to "
+                f"{reasons.gpus(held_np[qid] + more)} such GPUs, above its deserved "
+                f"{reasons.gpus(q.deserved)}"
+            )
+    return None
+
+
+def _chain(problem: Problem, req: JobRequest) -> list[str]:
+    out, qid = [], req.queue
+    while qid:
+        out.append(qid)
+        qid = problem.queues[qid].parent or ""
+    return out

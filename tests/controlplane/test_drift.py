@@ -1,0 +1,156 @@
+"""Edits to running work: a GitOps tool acts on every change to the specs.
+
+Each kind of edit to a running workload, through apply on the simulator: what needs a
+new job is replaced (Terraform's "must be replaced": the old job cancelled and the new
+version submitted, reason ``spec-changed`` naming the fields), what can change in place
+is done in place, a replacement waits out the project's ``minRuntime`` and says until
+when, and once applied the next plan is empty.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, project, workload
+from tests.builders.cli import Result, cp, write_specs
+
+Capsys = pytest.CaptureFixture[str]
+T0 = "2026-11-22T10:00:00+00:00"
+T1 = "2026-11-22T11:00:00+00:00"
+POOLS = [
+    {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2},
+    {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 2},
+]
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+def org(root: Path, min_runtime: str | None = None, **spec: Any) -> Path:
+    extra = {"minRuntime": min_runtime} if min_runtime else {}
+    base: dict[str, Any] = {"gpus": 2, "gpuTypes": ["a100_80"], "command": ["train"]}
+    return write_specs(
+        root,
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=16, **extra),
+            workload("w", "p", **{**base, **spec}),
+        ],
+    )
+
+
+def plan(capsys: Capsys, root: Path, now: str = T1) -> dict[str, Any]:
+    data: dict[str, Any] = ok(cp(capsys, "plan", root, "--json", "--now", now)).json()
+    return data
+
+
+def ops(data: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(a["op"], a["reason"]["code"]) for a in data["actions"]]
+
+
+def settle(capsys: Capsys, root: Path, now: str = T1) -> None:
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", now))
+    again = cp(capsys, "plan", root, "--detailed-exitcode", "--now", now)
+    assert again.code == 0, again.out
+
+
+@pytest.mark.parametrize(
+    ("edit", "changed"),
+    [
+        ({"gpus": 4}, "gpus: 2 -> 4"),
+        ({"command": ["train", "--resume"]}, "command: [train] -> [train, --resume]"),
+        ({"gpuTypes": ["v100"]}, "gpuTypes: [a100_80] -> [v100]"),
+        ({"replicas": 2}, "replicas: 1 -> 2"),
+        ({"walltime": "2h"}, "walltime: none -> 2h"),
+    ],
+    ids=["gpus", "command", "gpu-type", "gang-replicas", "walltime"],
+)
+def test_an_edit_that_needs_a_new_job_replaces_it(
+    tmp_path: Path, capsys: Capsys, edit: dict[str, Any], changed: str
+) -> None:
+    root = org(tmp_path / "s")
+    settle(capsys, root, T0)
+    org(root, **edit)
+    data = plan(capsys, root)
+    assert ops(data) == [("submit", "spec-changed"), ("cancel", "spec-changed")]
+    submit, cancel = data["actions"]
+    assert changed in cancel["reason"]["message"] and "replaced" in cancel["reason"]["message"]
+    assert cancel["job"] and f"replaces job {cancel['job']}" in submit["reason"]["message"]
+    assert data["pending"] == []
+    settle(capsys, root)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [{"priority": 7}, {"gpuTypes": ["a100_80", "v100"]}, {"preemptible": False}],
+    ids=["priority", "wider-gpu-types", "preemptible"],
+)
+def test_an_edit_the_running_job_already_satisfies_changes_nothing(
+    tmp_path: Path, capsys: Capsys, edit: dict[str, Any]
+) -> None:
+    root = org(tmp_path / "s")
+    settle(capsys, root, T0)
+    org(root, **edit)
+    assert plan(capsys, root)["actions"] == []
+
+
+def test_an_elastic_workload_grows_and_shrinks_in_place(tmp_path: Path, capsys: Capsys) -> None:
+    root = org(tmp_path / "s", replicas=2, minReplicas=1)
+    settle(capsys, root, T0)
+    org(root, replicas=4, minReplicas=1)
+    data = plan(capsys, root)
+    assert [a["op"] for a in data["actions"]] == ["resize"]
+    assert len(data["actions"][0]["replicas"]) == 4
+    settle(capsys, root)
+    org(root, replicas=3, minReplicas=1)
+    data = plan(capsys, root)
+    assert ops(data) == [("resize", "spec-changed")]
+    assert len(data["actions"][0]["replicas"]) == 3
+    assert "replicas: 4 -> 3" in data["actions"][0]["reason"]["message"]
+    settle(capsys, root)
+
+
+def test_a_replacement_waits_out_min_runtime_and_says_until_when(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    root = org(tmp_path / "s", min_runtime="2h")
+    settle(capsys, root, T0)
+    org(root, min_runtime="2h", gpus=4)
+    data = plan(capsys, root)  # 1 h after it started
+    assert data["actions"] == []
+    [waits] = data["pending"]
+    assert waits["reason"]["code"] == "spec-changed"
+    assert "gpus: 2 -> 4" in waits["reason"]["message"]
+    assert "minRuntime" in waits["reason"]["message"] and "12:00" in waits["reason"]["message"]
+    later = plan(capsys, root, "2026-11-22T12:00:01+00:00")
+    assert ops(later) == [("submit", "spec-changed"), ("cancel", "spec-changed")]
+
+
+def test_a_replacement_that_does_not_fit_keeps_the_old_job(tmp_path: Path, capsys: Capsys) -> None:
+    def specs(gpus: int) -> Path:
+        a100 = {"gpuTypes": ["a100_80"], "command": ["x"]}
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS),
+                project("p", gpus=32),
+                workload("hog", "p", gpus=8, **a100),
+                workload("half", "p", gpus=4, **a100),
+                workload("w", "p", gpus=gpus, **a100),
+            ],
+        )
+
+    root = specs(2)
+    settle(capsys, root, T0)
+    specs(8)  # 8 GPUs on one node: 6 would be free even without the old job
+    data = plan(capsys, root)
+    assert data["actions"] == []
+    [waits] = data["pending"]
+    assert waits["workload"] == "p/w" and waits["reason"]["code"] == "spec-changed"
+    assert "gpus: 2 -> 8" in waits["reason"]["message"]
+    assert "keeps running" in waits["reason"]["message"]
