@@ -198,6 +198,7 @@ def cycle(
     #    fan-out workloads waiting for a start leave KAI's allocation
     problem = planning_problem(desired, observed, now, cache)
     #    running work whose spec was edited: in place, fewer replicas, or replaced now
+    held = _held_by_queue(problem, observed)  # what runs now, before an edit reshapes it
     specs = {k: w.spec for k, w in desired.workloads.items()}
     drift = reconcile_drift(problem, observed, specs, now)
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
@@ -235,7 +236,7 @@ def cycle(
         _pending(problem, session, again or allocator, ledger, drift) + fan.pending,
         key=lambda p: p.workload,
     )
-    projects, departments = _quota_tables(problem, session, pending)
+    projects, departments = _quota_tables(problem, session, pending, held)
     digest = digest if digest is not None else observed_digest(observed)
     return Plan(
         id=plan_id(desired.digest, digest, actions, now),
@@ -448,15 +449,31 @@ def _protected_wait(session: Session, job: JobRequest, reason: Reason) -> Reason
     return protection_wait(session, job) or reason
 
 
+def _held_by_queue(problem: Problem, observed: Snapshot) -> dict[str, float]:
+    """GPUs each queue's running work holds, as observed (an edited job by the shape it
+    runs in, not its spec's new one)."""
+    gpus = {
+        (c.name, j.id): sum(r.gpus for r in j.replicas)
+        for c in observed.clusters
+        for j in c.jobs
+        if j.workload in problem.jobs
+    }
+    held: dict[str, float] = {}
+    for job in problem.jobs.values():
+        if not job.running:
+            continue
+        size = gpus.get((job.cluster or "", job.job_id or ""), len(job.placed) * job.gpus)
+        qid: str | None = job.queue
+        while qid is not None:
+            held[qid] = held.get(qid, 0) + size
+            qid = problem.queues[qid].parent
+    return held
+
+
 def _quota_tables(
-    problem: Problem, session: Session, pending: list[Pending]
+    problem: Problem, session: Session, pending: list[Pending], held: dict[str, float]
 ) -> tuple[dict[str, QueueStatus], dict[str, QueueStatus]]:
     waiting: dict[str, float] = {}
-    held: dict[str, float] = {}
-    for running in problem.jobs.values():
-        if running.running:
-            for q in session.chain(running.queue):
-                held[q.id] = held.get(q.id, 0) + len(running.placed) * running.gpus
     for p in pending:
         job = problem.jobs.get(p.workload)
         if job is None and p.workload not in problem.candidates:

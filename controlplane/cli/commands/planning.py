@@ -192,8 +192,9 @@ def status(
     now: NowOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Per project: deserved, fair share, allocated and waiting GPUs; per cluster: GPUs
-    held by our jobs and by others', and which projects use which cluster."""
+    """Per project and department: deserved, fair share, GPUs held now and after the plan,
+    limit and waiting GPUs; per cluster: GPUs held by our jobs and by others', and which
+    projects use which cluster."""
     plan, snap = workflow.plan_and_snapshot(
         spec_dir, load(spec_dir), observed=observed, now=now, db=db
     )
@@ -213,7 +214,7 @@ def status(
             + "\n"
         )
     else:
-        print_quota(out, plan.projects, plan.departments)
+        print_quota(out, plan.projects, plan.departments, now=True)
         out.print()
         print_clusters(out, snap)
 

@@ -52,8 +52,14 @@ def tree_rows(
 
 
 def print_quota(
-    console: Console, projects: dict[str, QueueStatus], departments: dict[str, QueueStatus]
+    console: Console,
+    projects: dict[str, QueueStatus],
+    departments: dict[str, QueueStatus],
+    *,
+    now: bool = False,
 ) -> None:
+    """The quota tree after the plan; with ``now`` (``cp status``), what each queue holds
+    now beside it, so current figures are never read off the plan's outcome."""
     rows: list[list[Cell]] = []
     for depth, kind, name, q in tree_rows(projects, departments):
         label = Text("  " * depth + name, style="bold" if kind == "department" else "")
@@ -61,13 +67,19 @@ def print_quota(
             label.append(" (dept)", style="dim")
         over = kind == "project" and q.allocated > q.deserved
         alloc = Text(n(q.allocated), style="yellow" if over else "")
-        rows.append([label, n(q.deserved), n(q.fair_share), alloc, n(q.limit), n(q.pending)])
-    print_table(
-        console,
-        [Column("queue"), *_NUMBERS],
-        rows,
-        title="Quota (GPUs, after the plan)",
-    )
+        numbers: list[Cell] = [n(q.deserved), n(q.fair_share), alloc, n(q.limit), n(q.pending)]
+        if now:
+            held = Text(
+                n(q.held), style="yellow" if kind == "project" and q.held > q.deserved else ""
+            )
+            numbers.insert(2, held)
+        rows.append([label, *numbers])
+    columns = list(_NUMBERS)
+    if now:
+        columns[2] = Column("after\nplan", "number", drop=5)
+        columns.insert(2, Column("held\nnow", "number"))
+    title = "Quota (GPUs: held now, and after the plan)" if now else "Quota (GPUs, after the plan)"
+    print_table(console, [Column("queue"), *columns], rows, title=title)
 
 
 def print_quota_chain(

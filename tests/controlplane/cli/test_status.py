@@ -1,0 +1,33 @@
+"""``cp status`` tells what is held now from what the plan would make of it: a project's
+GPUs after the plan are never shown as if current."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.builders import cluster, project, workload
+from tests.builders.cli import Result, cp, write_specs
+
+Capsys = pytest.CaptureFixture[str]
+T0 = "2026-11-22T10:00:00+00:00"
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+def test_status_shows_held_now_beside_after_the_plan(tmp_path: Path, capsys: Capsys) -> None:
+    first = [cluster(), project("p", gpus=16), workload("a", "p", gpus=4)]
+    root = write_specs(tmp_path / "s", first)
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", T0))
+    write_specs(root, [*first, workload("b", "p", gpus=8)])  # the plan would start b
+    data = ok(cp(capsys, "status", root, "--json", "--now", T0)).json()
+    assert (data["projects"]["p"]["held"], data["projects"]["p"]["allocated"]) == (4, 12)
+    text = ok(cp(capsys, "status", root, "--now", T0)).out
+    assert "held now" in text and "after the plan" in text
+    [row] = [line.split() for line in text.splitlines() if line.split()[:1] == ["p"]]
+    # queue, deserved, fair share, held now, after plan, limit, waiting
+    assert row[3:5] == ["4", "12"], text
