@@ -87,11 +87,35 @@ def allocate_best(
 
 
 def _rule_broken(problem: Problem, session: Session, grants: dict[str, Grant]) -> str | None:
-    """A rule the CP-SAT model does not encode: one replica per node where the pool says so."""
+    """A rule the CP-SAT model does not encode: one replica per node where the pool says
+    so; per-GPU-type quotas (limits, deserved for non-preemptible work)."""
     for key, grant in grants.items():
         pool = problem.pools[grant.pool]
         if pool.one_replica_per_node and max(Counter(grant.nodes).values(), default=0) > 1:
             return f"{key} would put two replicas on one node of {grant.pool[0]}/{grant.pool[1]}"
+    return _type_quota_broken(problem, session, grants) if session.per_type else None
+
+
+def _type_quota_broken(problem: Problem, session: Session, grants: dict[str, Grant]) -> str | None:
+    more: Counter[tuple[str, str]] = Counter()
+    more_np: Counter[tuple[str, str]] = Counter()
+    for key, grant in grants.items():
+        job = problem.jobs[key]
+        gpu_type = problem.pools[grant.pool].gpu_type
+        new = (len(grant.nodes) - len(session.tasks.get(key, []))) * job.gpus
+        for q in session.chain(job.queue):
+            if q.typed is not None:
+                more[q.id, gpu_type] += new
+                if not job.preemptible:
+                    more_np[q.id, gpu_type] += new
+    for (qid, gpu_type), gpus in sorted(more.items()):
+        quota = problem.queues[qid].on(gpu_type)
+        name = problem.queues[qid].name
+        if quota.limit is not None and session.alloc_t[qid, gpu_type] + gpus > quota.limit:
+            return f"{name} would exceed its {gpu_type} limit"
+        np = session.alloc_np_t[qid, gpu_type] + more_np[qid, gpu_type]
+        if more_np[qid, gpu_type] and np > quota.deserved:
+            return f"{name}'s non-preemptible work would exceed its {gpu_type} deserved"
     return None
 
 

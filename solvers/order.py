@@ -30,16 +30,25 @@ JobKey = tuple[int, int, datetime, str]
 _NO_SHARE_SCALE = 1000
 
 
-def queue_order(q: Queue, *, allocated: float, request: float, share: float, rank: int) -> QueueKey:
+def queue_order(
+    q: Queue,
+    *,
+    allocated: float,
+    request: float,
+    share: float,
+    rank: int,
+    within: bool | None = None,
+) -> QueueKey:
     """Queue order for a queue holding ``allocated`` GPUs that asks ``request`` more, with
     ``share`` = max(deserved, fair share) capped by the limit; ``rank`` is creation order.
-    Smaller first."""
+    ``within``: whether the request stays within deserved, where the caller knows better
+    than the sums (per-GPU-type quotas). Smaller first."""
     if share > 0:
         with_job, without = (allocated + request) / share, allocated / share
     else:
         with_job = without = allocated * _NO_SHARE_SCALE
     return (
-        0 if allocated + request <= q.deserved else 1,  # within deserved first
+        0 if (allocated + request <= q.deserved if within is None else within) else 1,
         -q.priority,
         1 if share == 0 and request > 0 else 0,  # no share at all: last
         with_job,

@@ -28,6 +28,14 @@ from specs.snapshot import Job, JobState, Snapshot
 PoolKey = tuple[str, str]  # (cluster, pool): a pool's identity across clusters
 
 
+@dataclass(frozen=True)
+class TypeQuota:
+    """A queue's quota on one GPU type (a per-type quota list's entry)."""
+
+    deserved: float
+    limit: float | None
+
+
 @dataclass
 class Queue:
     id: str  # "department:NAME" or "project:NAME"
@@ -39,6 +47,13 @@ class Queue:
     weight: float
     priority: int
     children: list[str] = field(default_factory=list)
+    # a per-GPU-type quota, by type: each type's deserved and limit hold on their own (a
+    # type not listed: deserved 0, no limit); None for a quota on GPUs of any type
+    typed: dict[str, TypeQuota] | None = None
+
+    def on(self, gpu_type: str) -> TypeQuota:
+        """The quota on one GPU type (only for a typed queue)."""
+        return (self.typed or {}).get(gpu_type) or TypeQuota(0.0, None)
 
 
 @dataclass
@@ -118,6 +133,11 @@ class Problem:
     candidates: dict[str, list[tuple[str, Job]]] = field(default_factory=dict)
     # where every workload that runs in checkpoint segments stands
     segments: dict[str, Segments] = field(default_factory=dict)
+
+    @property
+    def typed(self) -> bool:
+        """Whether any queue's quota is per GPU type."""
+        return any(q.typed is not None for q in self.queues.values())
 
     @property
     def total_gpus(self) -> int:
@@ -329,6 +349,7 @@ def _queues(desired: DesiredState) -> tuple[dict[str, Queue], list[str]]:
             continue
         parent = next(iter(tree.predecessors(qid)), ROOT)
         quota = data["quota"]
+        per_type = data["per_type"]
         queues[qid] = Queue(
             id=qid,
             name=data["name"],
@@ -339,6 +360,9 @@ def _queues(desired: DesiredState) -> tuple[dict[str, Queue], list[str]]:
             weight=quota.over_quota_weight,
             priority=data["rank"],
             children=sorted(tree.successors(qid)),
+            typed=None
+            if per_type is None
+            else {t.gpu_type: TypeQuota(t.gpus, t.limit) for t in per_type},
         )
     top = sorted(tree.successors(ROOT))
     return queues, top

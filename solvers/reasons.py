@@ -176,6 +176,26 @@ def reclaimed(
     return Reason(code=ReasonCode.RECLAIM, message=f"{gains}; {loses}; reclaimed for {beneficiary}")
 
 
+def reclaimed_type(
+    mine: Queue, theirs: Queue, gpu_type: str, held: float, beneficiary: str
+) -> Reason:
+    """Reclaim of one GPU type under per-type quotas (whatever the sums say)."""
+    own = (
+        f"its {gpu_type} deserved {gpus(mine.on(gpu_type).deserved)}"
+        if mine.typed is not None
+        else f"its deserved {gpus(mine.deserved)}"
+    )
+    return Reason(
+        code=ReasonCode.RECLAIM,
+        message=(
+            f"{mine.kind} {mine.name} stays within {own} with this job; {theirs.kind} "
+            f"{theirs.name} holds {gpus(held)} {gpu_type} GPUs, "
+            f"{gpus(held - theirs.on(gpu_type).deserved)} over its {gpu_type} deserved "
+            f"{gpus(theirs.on(gpu_type).deserved)}; reclaimed for {beneficiary}"
+        ),
+    )
+
+
 def down_to_limit(q: Queue, held: float, victim: str) -> Reason:
     """A queue above a limit that was lowered gives back its preemptible work."""
     return Reason(
@@ -283,6 +303,34 @@ def non_preemptible_over_deserved(q: Queue, held_np: float, need: float, note: s
             f"non-preemptible, needs {gpus(need)} GPUs; the non-preemptible work of {q.kind} "
             f"{q.name} holds {gpus(held_np)} of its deserved {gpus(q.deserved)}; non-preemptible "
             f"work must fit within deserved quota{note}"
+        ),
+    )
+
+
+def over_type_quota(need: float, bindings: Sequence[tuple[str, Queue, float, bool]]) -> Reason:
+    """Every GPU type the workload may use is closed by a per-type quota: per type, the
+    level that binds, what it holds of that type and whether its limit or (non-preemptible
+    work) its deserved binds."""
+    parts = []
+    for gpu_type, q, held, by_limit in bindings:
+        quota = q.on(gpu_type)
+        if by_limit:
+            parts.append(
+                f"{gpu_type}: {q.kind} {q.name} holds {gpus(held)} of its {gpu_type} limit of "
+                f"{gpus(quota.limit)}"
+            )
+        else:
+            parts.append(
+                f"{gpu_type}: its non-preemptible work holds {gpus(held)} of {q.kind} "
+                f"{q.name}'s {gpu_type} deserved {gpus(quota.deserved)}"
+            )
+    np = any(not by_limit for *_, by_limit in bindings)
+    return Reason(
+        code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED if np else ReasonCode.OVER_LIMIT,
+        message=(
+            f"needs {gpus(need)} GPUs; per-GPU-type quota: "
+            + "; ".join(parts)
+            + ("; non-preemptible work must fit within deserved quota of its type" if np else "")
         ),
     )
 

@@ -41,6 +41,11 @@ class Session:
     fair: dict[str, float] = field(default_factory=dict)
     tasks: dict[str, list[str]] = field(default_factory=dict)  # workload -> node keys
     pool: dict[str, PoolKey] = field(default_factory=dict)  # workload -> pool
+    # per-GPU-type quotas: GPUs per (queue, type), all and non-preemptible, kept only for
+    # the queues whose quota is a per-type list (``per_type``: whether any is)
+    alloc_t: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    alloc_np_t: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    per_type: bool = False
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -62,7 +67,7 @@ class Session:
         """The state a pass starts from: running work charged to its queues and holding its
         GPUs, waiting fan-out candidates holding theirs; no fair shares yet."""
         distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
-        s = cls(problem, FreeIndex(problem.nodes, distinct))
+        s = cls(problem, FreeIndex(problem.nodes, distinct), per_type=problem.typed)
         for job in problem.jobs.values():
             if job.running:
                 s.tasks[job.key] = list(job.placed)
@@ -121,11 +126,56 @@ class Session:
             return [self.pool[job.key]]
         return job.pools
 
-    def charge(self, job: JobRequest, gpus: float) -> None:
+    def charge(self, job: JobRequest, gpus: float, pool: PoolKey | None = None) -> None:
+        """Charge (or, negative, refund) ``gpus`` to the job's queues; per GPU type too,
+        by the pool it holds (``pool``: the one it held, when that changed since)."""
+        gpu_type = None
+        if self.per_type:
+            where = pool or self.pool.get(job.key)
+            gpu_type = self.problem.pools[where].gpu_type if where else None
         for q in self.chain(job.queue):
             self.alloc[q.id] += gpus
             if not job.preemptible:
                 self.alloc_np[q.id] += gpus
+            if gpu_type is not None and q.typed is not None:
+                self.alloc_t[q.id, gpu_type] += gpus
+                if not job.preemptible:
+                    self.alloc_np_t[q.id, gpu_type] += gpus
+
+    def over_type_quota(
+        self, job: JobRequest, gpu_type: str, gpus: float
+    ) -> tuple[Queue, float, bool] | None:
+        """The first level whose quota on ``gpu_type`` ``gpus`` more would break, what it
+        holds there and whether its limit binds (else, non-preemptible work, its deserved)."""
+        for q in self.chain(job.queue):
+            if q.typed is None:
+                continue
+            quota = q.on(gpu_type)
+            held = self.alloc_t[q.id, gpu_type]
+            if quota.limit is not None and held + gpus > quota.limit:
+                return q, held, True
+            held_np = self.alloc_np_t[q.id, gpu_type]
+            if not job.preemptible and held_np + gpus > quota.deserved:
+                return q, held_np, False
+        return None
+
+    def within_deserved(self, q: Queue, job: JobRequest, gpus: float) -> bool:
+        """Whether ``gpus`` more for ``job`` keep ``q`` within deserved: its sum, and for a
+        per-type quota its deserved on some GPU type the job may use."""
+        if self.alloc[q.id] + gpus > q.deserved:
+            return False
+        if q.typed is None:
+            return True
+        types = {self.problem.pools[p].gpu_type for p in self.pools_for(job)}
+        return any(self.alloc_t[q.id, t] + gpus <= q.on(t).deserved for t in types)
+
+    def typed_pools(self, job: JobRequest, pools: list[PoolKey], gpus: float) -> list[PoolKey]:
+        """``pools`` whose GPU type the job's per-type quotas leave room for."""
+        if not self.per_type:
+            return pools
+        types = {p: self.problem.pools[p].gpu_type for p in pools}
+        room = {t: self.over_type_quota(job, t, gpus) is None for t in set(types.values())}
+        return [p for p in pools if room[types[p]]]
 
     def allocatable_share(self, q: Queue) -> float:
         """max(deserved, fair share), capped by the limit."""
@@ -142,7 +192,7 @@ def place(
     ``prefer`` (the nodes a job was just evicted from), the replicas go back there when
     they fit, so a job that finds its old place free is not restarted elsewhere."""
     s = session
-    pools = s.pools_for(job)
+    pools = s.typed_pools(job, s.pools_for(job), count * job.gpus)
     back = (prefer or [])[:count]
     if len(back) == count and all(
         s.index.free.get(n, 0) >= c * job.gpus and s.index.pool_of[n] in pools
@@ -218,6 +268,7 @@ class Statement:
     def rollback(self) -> None:
         s = self.s
         for job, tasks, pool, moves in reversed(self._log):
+            held_in = s.pool.get(job.key)  # the pool the undone change was charged to
             if tasks is None:
                 s.tasks.pop(job.key, None)
             else:
@@ -228,7 +279,7 @@ class Statement:
                 s.pool[job.key] = pool
             for node, gpus in moves:
                 (s.index.take if gpus > 0 else s.index.give)(node, abs(gpus))
-            s.charge(job, sum(g for _, g in moves))
+            s.charge(job, sum(g for _, g in moves), held_in)
         self._log.clear()
 
     def evicted_count(self, key: str) -> int:

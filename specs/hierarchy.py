@@ -2,7 +2,8 @@
 
 Node ids are ``department:NAME`` and ``project:NAME`` so that a department and a project
 may share a name; a synthetic ``root`` node holds every top-level entry. Each node
-carries ``kind``, ``name`` and the effective ``quota`` and ``rank``.
+carries ``kind``, ``name``, the effective ``quota`` (a per-GPU-type list summed), the
+list itself as ``per_type`` (None for a plain quota) and ``rank``.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ def project_id(name: str) -> str:
 def build_tree(desired: DesiredState) -> nx.DiGraph:
     """Build the tree. Unknown parents attach to ``root`` (the validator reports them)."""
     g = nx.DiGraph()
-    g.add_node(ROOT, kind="root", name="", quota=None, rank=0)
+    g.add_node(ROOT, kind="root", name="", quota=None, per_type=None, rank=0)
     for name, dept in desired.departments.items():
         g.add_node(
             department_id(name),
             kind="department",
             name=name,
             quota=total_quota(dept.spec.quota),
+            per_type=dept.spec.quota if isinstance(dept.spec.quota, list) else None,
             rank=dept.spec.rank,
         )
     for name, proj in desired.projects.items():
@@ -41,6 +43,7 @@ def build_tree(desired: DesiredState) -> nx.DiGraph:
             kind="project",
             name=name,
             quota=total_quota(proj.spec.quota),
+            per_type=proj.spec.quota if isinstance(proj.spec.quota, list) else None,
             rank=proj.spec.rank,
         )
     for name, dept in desired.departments.items():

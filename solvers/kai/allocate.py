@@ -79,12 +79,14 @@ class Allocator:
 
     def queue_key(self, q: Queue, job: JobRequest) -> QueueKey:
         s = self.s
+        request = self.chunk(job) * job.gpus
         return queue_order(
             q,
             allocated=s.alloc[q.id],
-            request=self.chunk(job) * job.gpus,
+            request=request,
             share=s.allocatable_share(q),
             rank=s.problem.order[q.id],
+            within=s.within_deserved(q, job, request) if s.per_type else None,
         )
 
     def best(self, qid: str) -> str | None:
@@ -196,7 +198,22 @@ def check_limits(s: Session, job: JobRequest, gpus: int) -> Reason | None:
         for q in s.chain(job.queue):
             if s.alloc_np[q.id] + gpus > q.deserved:
                 return reasons.non_preemptible_over_deserved(q, s.alloc_np[q.id], gpus)
+    if s.per_type:
+        return _type_quotas(s, job, gpus)
     return None
+
+
+def _type_quotas(s: Session, job: JobRequest, gpus: int) -> Reason | None:
+    """Per-GPU-type quotas: a reason only when they close every pool the job may use."""
+    pools = s.pools_for(job)
+    if not pools or s.typed_pools(job, pools, gpus):
+        return None
+    bindings = []
+    for gpu_type in sorted({s.problem.pools[p].gpu_type for p in pools}):
+        binding = s.over_type_quota(job, gpu_type, gpus)
+        if binding is not None:
+            bindings.append((gpu_type, *binding))
+    return reasons.over_type_quota(gpus, bindings)
 
 
 def allocate(session: Session, prefer: dict[str, list[str]] | None = None) -> Allocator:

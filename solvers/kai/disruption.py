@@ -75,6 +75,7 @@ class Disruption:
         # queue allocations when solving for the current job began (KAI clones them too)
         self.base_alloc: dict[str, float] = {}
         self.base_np: dict[str, float] = {}
+        self.base_alloc_t: dict[tuple[str, str], float] = {}
         self.count = 0  # replicas the current waiting job asks for
         self.searches_cut = 0  # waiting jobs whose search ran out of simulations
 
@@ -121,7 +122,9 @@ class Disruption:
         if self.deadline.expired:  # an earlier step used up the time
             self.deadline.cut(self.name, "not run: the time limit ran out")
             return
-        if self.search == "exhaustive":
+        # per-GPU-type quotas: a queue's order depends on the types a job may use, which
+        # the indexed search's closed-form turn order (solvers/kai/turns.py) does not model
+        if self.search == "exhaustive" or self.s.per_type:
             run_exhaustive(self)
         else:
             self._run_indexed()
@@ -160,6 +163,7 @@ class Disruption:
                 break
             self.base_alloc = defaultdict(float, s.alloc)
             self.base_np = defaultdict(float, s.alloc_np)
+            self.base_alloc_t = defaultdict(float, s.alloc_t)
             budget = SimulationBudget(self.job_budget, within=self.budget)
             trial = search.solve(job, count, budget)
             if trial is None:

@@ -35,6 +35,7 @@ def run_exhaustive(step: Disruption) -> None:
         count = step.count = order.chunk(job)
         step.base_alloc = defaultdict(float, s.alloc)
         step.base_np = defaultdict(float, s.alloc_np)
+        step.base_alloc_t = defaultdict(float, s.alloc_t)
         if (key in step.ledger.touched and key not in again) or not step.admits(job, count):
             continue
         shape = step._shape(job, count)

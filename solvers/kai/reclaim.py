@@ -48,7 +48,10 @@ class Reclaim(Disruption):
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
         if victim.queue == job.queue:
             return False
-        return self._may_take_from(job, self.s.problem.queues[victim.queue])
+        project = self.s.problem.queues[victim.queue]
+        if self._may_take_from(job, project):
+            return True
+        return self._gpu_type(victim) in self._types_owed(job, project)
 
     def _may_take_from(self, job: JobRequest, project: Queue) -> bool:
         s = self.s
@@ -57,36 +60,81 @@ class Reclaim(Disruption):
             return s.alloc[theirs.id] > theirs.deserved
         return s.alloc[theirs.id] > s.allocatable_share(theirs)
 
+    def _types_owed(self, job: JobRequest, project: Queue) -> set[str]:
+        """Per-GPU-type quotas: the types the victim's side holds beyond its deserved of
+        that type while the reclaimer's side, with the job, stays within its own (its
+        deserved on the type if its quota is per type, else its deserved)."""
+        s = self.s
+        if not s.per_type:
+            return set()
+        mine, theirs = self.sides(job.queue, project.id)
+        if theirs.typed is None:
+            return set()
+        req = self.count * job.gpus
+        return {
+            t
+            for t in {s.problem.pools[p].gpu_type for p in job.pools}
+            if s.alloc_t[theirs.id, t] > theirs.on(t).deserved and self._within(mine, t, req)
+        }
+
+    def _within(self, mine: Queue, gpu_type: str, req: float) -> bool:
+        s = self.s
+        if mine.typed is None:
+            return s.alloc[mine.id] + req <= mine.deserved
+        return s.alloc_t[mine.id, gpu_type] + req <= mine.on(gpu_type).deserved
+
+    def _gpu_type(self, job: JobRequest) -> str | None:
+        pool = self.s.pool.get(job.key)
+        return self.s.problem.pools[pool].gpu_type if pool else None
+
     def victim_filter(self, job: JobRequest) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
-        """``may_evict`` depends on the victim's project only: decided once per project."""
-        queues = self.s.problem.queues
+        """``may_evict`` depends on the victim's project only, decided once per project;
+        with per-GPU-type quotas, a project owing only some types gives only those."""
+        queues, jobs = self.s.problem.queues, self.s.problem.jobs
         verdict: dict[str, bool] = {}
+        owed: dict[str, set[str]] = {}
 
         def project_ok(qid: str) -> bool:
             if qid not in verdict:
-                verdict[qid] = qid != job.queue and self._may_take_from(job, queues[qid])
+                whole = qid != job.queue and self._may_take_from(job, queues[qid])
+                owed[qid] = (
+                    set() if whole or qid == job.queue else self._types_owed(job, queues[qid])
+                )
+                verdict[qid] = whole or bool(owed[qid])
             return verdict[qid]
 
-        return project_ok, (lambda key: True)
+        def job_ok(key: str) -> bool:
+            types = owed.get(jobs[key].queue)
+            return not types or self._gpu_type(jobs[key]) in types
+
+        return project_ok, job_ok
 
     def accept(self, job: JobRequest, k: int, trial: Statement) -> bool:
         s, alloc, req = self.s, self.base_alloc, k * job.gpus
         # the GPUs really taken, per victim project: an elastic victim's replicas above its
         # minimum one by one, then its core gang as one piece (KAI's victim resources)
-        taken: dict[str, list[float]] = defaultdict(list)
+        taken: dict[str, list[tuple[float, str | None]]] = defaultdict(list)
         for key in sorted(trial.removed):
             victim, lost = s.problem.jobs[key], trial.evicted_count(key)
             if lost <= 0:
                 continue
             extra = max(0, lost - victim.min_replicas)
-            taken[victim.queue] += [victim.gpus] * extra + [(lost - extra) * victim.gpus]
+            t = self._type_before(key)
+            taken[victim.queue] += [(victim.gpus, t)] * extra + [((lost - extra) * victim.gpus, t)]
         left: dict[str, float] = {}
+        left_t: dict[tuple[str, str], float] = {}  # per-GPU-type quotas: by (side, type)
         for qid in sorted(taken):
             mine, theirs = self.sides(job.queue, qid)
             left.setdefault(theirs.id, alloc[theirs.id])
-            for gpus in taken[qid]:
+            for gpus, gpu_type in taken[qid]:
                 if not self._still_reclaimable(mine, theirs, left[theirs.id], req):
-                    return False
+                    side_type = (theirs.id, gpu_type or "")
+                    left_t.setdefault(side_type, self.base_alloc_t.get(side_type, 0.0))
+                    if gpu_type is None or not self._still_owed(
+                        mine, theirs, gpu_type, left_t[side_type], req
+                    ):
+                        return False
+                    left_t[side_type] -= gpus
                 for q in s.chain(qid):
                     left[q.id] = left.get(q.id, alloc[q.id]) - gpus
         for q in s.chain(job.queue):
@@ -120,6 +168,8 @@ class Reclaim(Disruption):
         over fair share stays above the reclaimer's (taking from inside the reclaimer's own
         side, which lowers its ratio, counted in its favour)."""
         s, req = self.s, count * job.gpus
+        if s.per_type:
+            return math.inf  # a type owed is not bounded by the sums below
         by_side: dict[str, float] = defaultdict(float)
         big: dict[str, float] = defaultdict(float)
         inside: dict[str, float] = defaultdict(float)  # held under each queue of my chain
@@ -156,6 +206,28 @@ class Reclaim(Disruption):
             cap = min(cap, max(0.0, held - ratio * fair))
         return cap
 
+    def _still_owed(
+        self, mine: Queue, theirs: Queue, gpu_type: str, left: float, req: float
+    ) -> bool:
+        """Per-GPU-type quotas: the victim's side still holds more of the type than its
+        deserved on it, and the reclaimer's side stays within its own with the job."""
+        if not self.s.per_type or theirs.typed is None:
+            return False
+        return left > theirs.on(gpu_type).deserved and self._within_base(mine, gpu_type, req)
+
+    def _within_base(self, mine: Queue, gpu_type: str, req: float) -> bool:
+        if mine.typed is None:
+            return self.base_alloc[mine.id] + req <= mine.deserved
+        return self.base_alloc_t.get((mine.id, gpu_type), 0.0) + req <= mine.on(gpu_type).deserved
+
+    def _type_before(self, key: str) -> str | None:
+        """The GPU type a victim held before the trial (its pool then)."""
+        pool = self.s.pool.get(key)  # an eviction leaves the pool as it was
+        return self.s.problem.pools[pool].gpu_type if pool else None
+
+    def _reclaimable_by_sum(self, mine: Queue, theirs: Queue, req: float) -> bool:
+        return self._still_reclaimable(mine, theirs, self.base_alloc[theirs.id], req)
+
     def _still_reclaimable(self, mine: Queue, theirs: Queue, left: float, req: float) -> bool:
         if left > self.s.allocatable_share(theirs):
             return True
@@ -172,6 +244,21 @@ class Reclaim(Disruption):
     def why_evicted(self, job: JobRequest, victim: JobRequest, count: int) -> Reason:
         s, alloc, req = self.s, self.base_alloc, count * job.gpus
         mine, theirs = self.sides(job.queue, victim.queue)
+        gpu_type = self._type_before(victim.key)
+        if (
+            gpu_type is not None
+            and not self._reclaimable_by_sum(mine, theirs, req)
+            and self._still_owed(
+                mine, theirs, gpu_type, self.base_alloc_t[theirs.id, gpu_type], req
+            )
+        ):
+            return reasons.reclaimed_type(
+                mine,
+                theirs,
+                gpu_type,
+                self.base_alloc_t[theirs.id, gpu_type],
+                job.key,
+            )
         return reasons.reclaimed(
             mine,
             alloc[mine.id],
