@@ -60,12 +60,12 @@ per plan (and per spec change, given a long-lived cache).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from controlplane import unreachable
 from controlplane.converge import converge
+from controlplane.placements import placements, prunes, segment
 from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
 from controlplane.sequence import sort_actions
 from solvers import reasons
@@ -81,12 +81,12 @@ from solvers.kai.protection import protection_wait
 from solvers.kai.reclaim import reclaim
 from solvers.policy import DEFAULT_POLICY, Deadline, Policy
 from solvers.problem import JobRequest, Problem, ProblemCache
-from solvers.session import Grant, Session
+from solvers.session import Session
 from solvers.sitepolicy.preamble import planning_problem
 from solvers.sitepolicy.usage import fairshare_inputs
-from specs.actions import Action, Op, Pending, Reason, ReasonCode, SubmitDetails
+from specs.actions import Pending, Reason, ReasonCode
 from specs.desired import DesiredState
-from specs.snapshot import Replica, Snapshot, observed_digest
+from specs.snapshot import Snapshot, observed_digest
 
 VIRTUAL_DIGEST = "virtual"  # the observed digest of a round planned on the virtual world
 
@@ -224,12 +224,12 @@ def cycle(
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
     # 8. actions
     grants = {**allocator.grants, **ledger.grants, **(again.grants if again else {})}
-    actions = _prunes(problem) + _placements(desired, problem, session, grants, ledger, drift)
+    actions = prunes(problem) + placements(desired, problem, session, grants, ledger, drift)
     # 9. fan-out: the quota gate, then the chosen candidates
     fan = plan_fan_out(problem, session, specs, forecasts)
     actions += fan.actions
     # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do)
-    actions = [_segment(problem, a) for a in actions]
+    actions = [segment(problem, a) for a in actions]
     actions = sort_actions(actions, observed)  # a move may need the place another one leaves
     # 11. what waits, and the quota table
     pending = sorted(
@@ -255,160 +255,6 @@ def cycle(
             bound=chosen.bound,
             gap=chosen.gap,
         ),
-    )
-
-
-def _prunes(problem: Problem) -> list[Action]:
-    out = []
-    for cluster, job in problem.orphans:
-        out.append(
-            Action(
-                op=Op.CANCEL,
-                workload=job.workload or "",
-                cluster=cluster,
-                job=job.id,
-                reason=reasons.pruned(job.workload or ""),
-            )
-        )
-    for cluster, job in problem.duplicates:
-        winner = problem.jobs.get(job.workload or "")
-        reason = (
-            reasons.fan_out_loser(job.workload or "", winner.job_id, job.candidate or job.id)
-            if winner is not None and winner.fan_out
-            else reasons.duplicate(job.workload or "")
-        )
-        out.append(
-            Action(
-                op=Op.CANCEL,
-                workload=job.workload or "",
-                cluster=cluster,
-                job=job.id,
-                reason=reason,
-            )
-        )
-    return out
-
-
-def _segment(problem: Problem, action: Action) -> Action:
-    """A submit of a segmented workload placed by KAI: the next segment's time and number."""
-    seg = problem.segments.get(action.workload)
-    if (
-        seg is None
-        or action.op != Op.SUBMIT
-        or action.submit is None
-        or action.submit.segment is not None
-    ):
-        return action
-    submit = action.submit.model_copy(
-        update={"walltime": seg.walltime_for(), "segment": seg.number}
-    )
-    reason = reasons.resumed(seg.describe(), action.reason) if seg.done else action.reason
-    return action.model_copy(update={"submit": submit, "reason": reason})
-
-
-def _placements(
-    desired: DesiredState,
-    problem: Problem,
-    session: Session,
-    grants: dict[str, Grant],
-    ledger: Ledger,
-    drift: Drift,
-) -> list[Action]:
-    """One action per workload whose replicas differ from what runs (a multiset of nodes);
-    an edited workload's replacement is a submit of the new version and a cancel of the
-    old job."""
-    out = []
-    for key, job in sorted(problem.jobs.items()):
-        nodes = session.tasks.get(key, [])
-        replicas = [Replica(node=problem.nodes[n].name, gpus=job.gpus) for n in nodes]
-        if key in drift.replaced:
-            out += _replacement(desired, problem, session, job, replicas, drift, ledger)
-            continue
-        if not job.running:
-            if nodes:
-                reason = grants[key].reason
-                if key in ledger.disrupted:  # started by allocate, then partly taken back
-                    reason = reasons.started_short(
-                        reason, len(nodes), job.replicas, ledger.disrupted[key]
-                    )
-                out.append(_submit(desired, problem, session, job, replicas, reason))
-            continue
-        shrunk = drift.shrunk.get(key)
-        before, after = Counter(shrunk[0] if shrunk else job.placed), Counter(nodes)
-        if before == after:
-            continue
-        cluster, pool = job.cluster or "", session.pool.get(key, job.pool)
-        if not nodes:
-            op, reason = Op.PREEMPT, ledger.disrupted[key]
-        elif after <= before:  # fewer replicas wanted, or an elastic victim
-            op = Op.RESIZE
-            reason = ledger.disrupted[key] if key in ledger.disrupted or not shrunk else shrunk[1]
-        elif before <= after:  # grown: elastic, or a gang completed
-            op, reason = Op.RESIZE, grants[key].reason
-        else:
-            op, reason = Op.MOVE, ledger.disrupted.get(key) or grants[key].reason
-        out.append(
-            Action(
-                op=op,
-                workload=key,
-                cluster=cluster,
-                pool=pool[1] if pool else None,
-                job=job.job_id,
-                replicas=replicas if nodes else None,
-                reason=reason,
-            )
-        )
-    return out
-
-
-def _replacement(
-    desired: DesiredState,
-    problem: Problem,
-    session: Session,
-    job: JobRequest,
-    replicas: list[Replica],
-    drift: Drift,
-    ledger: Ledger,
-) -> list[Action]:
-    """The new version where the session left it (a later step may have taken it back),
-    and the cancel of the old job."""
-    old = drift.replaced[job.key]
-    out = []
-    if replicas:
-        out.append(_submit(desired, problem, session, job, replicas, old.submit))
-    cancel = old.cancel if replicas else ledger.disrupted.get(job.key, old.cancel)
-    out.append(
-        Action(op=Op.CANCEL, workload=job.key, cluster=old.cluster, job=old.job_id, reason=cancel)
-    )
-    return out
-
-
-def _submit(
-    desired: DesiredState,
-    problem: Problem,
-    session: Session,
-    job: JobRequest,
-    replicas: list[Replica],
-    reason: Reason,
-) -> Action:
-    cluster, pool_name = session.pool[job.key]
-    pool = problem.pools[session.pool[job.key]]
-    spec = desired.workloads[job.key].spec
-    submit = SubmitDetails.for_workload(
-        spec,
-        gpu_type=pool.gpu_type,
-        partition=pool.partition,
-        walltime=spec.walltime,
-        account=pool.account,
-    )
-    return Action(
-        op=Op.SUBMIT,
-        workload=job.key,
-        cluster=cluster,
-        pool=pool_name,
-        replicas=replicas,
-        reason=reason,
-        submit=submit,
     )
 
 

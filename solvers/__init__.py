@@ -5,15 +5,17 @@ session; the reconciler (controlplane/reconcile.py) narrates it step by step.
 
 Shared by every step (this package's top level):
 
-- :mod:`~solvers.problem` — specs and snapshot joined into plain records: queues,
-  pools, nodes, one :class:`~solvers.problem.JobRequest` per workload (the spec part
-  cached by digest: :class:`~solvers.problem.ProblemCache`);
+- :mod:`~solvers.problem` — specs and snapshot joined into plain records (``records``):
+  queues, pools, nodes, one :class:`~solvers.problem.JobRequest` per workload; the spec
+  part cached by digest (``specpart``: :class:`~solvers.problem.ProblemCache`);
 - :mod:`~solvers.session` — the scratch state of one pass (free GPUs, allocation per
   queue, fair shares), the statement that applies and rolls back trial moves, grants;
 - :mod:`~solvers.fairshare` — KAI's fair-share division over the queue tree;
 - :mod:`~solvers.placement` — GPU bin-packing (fewest free GPUs first);
 - :mod:`~solvers.segments` — where a checkpoint-segmented workload stands;
-- :mod:`~solvers.reasons` — the words of every reason a plan gives;
+- :mod:`~solvers.reasons` — the words of every reason a plan gives, a module per kind;
+- :mod:`~solvers.drift` — running work whose spec was edited: in place, fewer replicas,
+  or replaced;
 - :mod:`~solvers.policy` — site-wide knobs (seed, time limit, engine, victim search) and
   the plan's time budget (:class:`~solvers.policy.Deadline`);
 - :mod:`~solvers.allocation` — the allocate step with both engines, the better kept.

@@ -15,40 +15,16 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
-import networkx as nx
-
+from specs.checking import CheckContext
 from specs.desired import DesiredState, SourceRef
-from specs.diagnostics import Diagnostic, Severity, name_hint, sort_diagnostics
+from specs.diagnostics import Diagnostic, name_hint, sort_diagnostics
 from specs.durations import format_duration
-from specs.hierarchy import build_tree, department_cycles, department_id, project_id
+from specs.hierarchy import department_cycles
 from specs.kubernetes import check_kubernetes
-from specs.models import Cluster, NodePool, QuotaSpec, Workload, total_quota
+from specs.models import Cluster, NodePool, QuotaSpec, Workload
+from specs.promises import check_capacity, check_non_preemptible_demand, check_overcommitted
 
 __all__ = ["find_duplicates", "validate"]
-
-_NOWHERE = SourceRef("<unknown>")
-
-
-@dataclass(frozen=True)
-class _Context:
-    desired: DesiredState
-    broken: frozenset[tuple[str, str]]
-    gpu_types: frozenset[str]  # declared by any cluster
-
-    def at(
-        self, kind: str, name: str, field: str, message: str, severity: Severity = "error"
-    ) -> Diagnostic:
-        ref = self.desired.sources.get((kind, name), _NOWHERE)
-        return Diagnostic(ref.path, ref.line, ref.column, message, field, severity)
-
-    def known(self, kind: str, name: str, declared: Collection[str]) -> bool:
-        """Declared, or declared by a document that failed to load (already reported)."""
-        return name in declared or (kind, name) in self.broken
-
-    @property
-    def clusters_complete(self) -> bool:
-        """False when some Cluster failed to load: gpuTypes and pools are then unknowable."""
-        return not any(kind == "Cluster" for kind, _ in self.broken)
 
 
 def validate(
@@ -60,16 +36,16 @@ def validate(
     references to them are not reported again, so one typo yields one error, not hundreds.
     """
     gpu_types = frozenset(t for c in desired.clusters.values() for t in c.spec.gpu_types)
-    ctx = _Context(desired, frozenset(broken), gpu_types)
+    ctx = CheckContext(desired, frozenset(broken), gpu_types)
     found = [
         *_check_departments(ctx),
         *_check_projects(ctx),
         *_check_clusters(ctx),
         *check_kubernetes(desired, ctx.at),
         *_check_workloads(ctx),
-        *_check_non_preemptible_demand(ctx),
-        *_check_capacity(ctx),
-        *_check_overcommitted(ctx),
+        *check_non_preemptible_demand(ctx),
+        *check_capacity(ctx),
+        *check_overcommitted(ctx),
     ]
     # an error about a field says more than a warning about the same field
     erred = {(d.path, d.line, d.column, d.field) for d in found if d.severity == "error"}
@@ -107,7 +83,7 @@ def find_duplicates(entries: Iterable[tuple[str, str, SourceRef]]) -> list[Diagn
 # ------------------------------------------------------------------ tree
 
 
-def _check_departments(ctx: _Context) -> Iterator[Diagnostic]:
+def _check_departments(ctx: CheckContext) -> Iterator[Diagnostic]:
     departments = ctx.desired.departments
     for name, dept in departments.items():
         parent = dept.spec.parent
@@ -135,7 +111,7 @@ def _check_departments(ctx: _Context) -> Iterator[Diagnostic]:
         )
 
 
-def _check_projects(ctx: _Context) -> Iterator[Diagnostic]:
+def _check_projects(ctx: CheckContext) -> Iterator[Diagnostic]:
     departments = ctx.desired.departments
     for name, project in ctx.desired.projects.items():
         dept = project.spec.department
@@ -151,7 +127,7 @@ def _check_projects(ctx: _Context) -> Iterator[Diagnostic]:
 
 
 def _check_quota_types(
-    ctx: _Context, kind: str, name: str, quota: QuotaSpec
+    ctx: CheckContext, kind: str, name: str, quota: QuotaSpec
 ) -> Iterator[Diagnostic]:
     """A per-gpuType quota list must name declared gpuTypes, each at most once."""
     if not isinstance(quota, list):
@@ -183,7 +159,7 @@ def _unknown_gpu_type(gpu_type: str, declared: Collection[str]) -> str:
 # ------------------------------------------------------------------ clusters
 
 
-def _check_clusters(ctx: _Context) -> Iterator[Diagnostic]:
+def _check_clusters(ctx: CheckContext) -> Iterator[Diagnostic]:
     for name, cluster in ctx.desired.clusters.items():
         declared = cluster.spec.gpu_types
         first_index: dict[str, int] = {}
@@ -211,7 +187,7 @@ def _check_clusters(ctx: _Context) -> Iterator[Diagnostic]:
 # ------------------------------------------------------------------ workloads
 
 
-def _check_workloads(ctx: _Context) -> Iterator[Diagnostic]:
+def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
     desired = ctx.desired
     for key, workload in desired.workloads.items():
         spec = workload.spec
@@ -327,7 +303,7 @@ def _shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[_S
     return out
 
 
-def _check_fit(ctx: _Context, key: str, workload: Workload) -> list[Diagnostic]:
+def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnostic]:
     """A workload no pool could ever hold, with the closest (then biggest) pool and why not."""
     candidates = [
         (
@@ -366,165 +342,3 @@ def _check_fit(ctx: _Context, key: str, workload: Workload) -> list[Diagnostic]:
 def _memory(cluster: Cluster, pool: NodePool) -> float:
     gpu = cluster.spec.gpu_types.get(pool.gpu_type)
     return gpu.memory_gib if gpu is not None else 0.0
-
-
-# ------------------------------------------------------------------ non-preemptible demand
-
-
-def _check_non_preemptible_demand(ctx: _Context) -> Iterator[Diagnostic]:
-    """Non-preemptible work only runs within deserved quota, on every level of the tree.
-
-    An over-committed department (children deserve more than it does) is normal — until
-    its non-preemptible demand exceeds what it deserves: then some of that work can never
-    be guaranteed, and that is an error. A single non-preemptible workload bigger than
-    its project's deserved quota can never start at all: a warning, since it is allowed
-    to sit pending (KAI keeps such jobs pending too).
-    """
-    desired = ctx.desired
-    demand: dict[str, int] = {}  # project -> non-preemptible GPUs (gpus x minReplicas)
-    for key, workload in desired.workloads.items():
-        spec = workload.spec
-        if spec.is_preemptible:
-            continue
-        need = spec.gpus * spec.effective_min_replicas
-        demand[spec.project] = demand.get(spec.project, 0) + need
-        project = desired.projects.get(spec.project)
-        if project is not None and need > total_quota(project.spec.quota).gpus:
-            yield ctx.at(
-                "Workload",
-                key,
-                "spec.gpus",
-                f"this non-preemptible workload needs {need} GPUs (gpus x minReplicas) but "
-                f"project '{spec.project}' deserves only {total_quota(project.spec.quota).gpus}; "
-                "non-preemptible work only starts within deserved quota, so it will stay "
-                "pending: make it preemptible, shrink it or raise the project's quota.gpus",
-                severity="warning",
-            )
-    if not demand:
-        return
-    tree = build_tree(desired)
-    for name, dept in desired.departments.items():
-        node = department_id(name)
-        deserved = total_quota(dept.spec.quota).gpus
-        children = sum(tree.nodes[child]["quota"].gpus for child in tree.successors(node))
-        if children <= deserved:
-            continue
-        below = nx.descendants(tree, node)
-        need = sum(
-            demand.get(project, 0) for project in desired.projects if project_id(project) in below
-        )
-        if need > deserved:
-            where = "spec.quota.gpus" if not isinstance(dept.spec.quota, list) else "spec.quota"
-            yield ctx.at(
-                "Department",
-                name,
-                where,
-                f"its children deserve {children} GPUs but department '{name}' deserves only "
-                f"{deserved}, and the non-preemptible workloads under it need {need} "
-                "(gpus x minReplicas); non-preemptible work runs only within deserved quota "
-                f"on every level, so raise quota.gpus to at least {need} or lower the "
-                "children's quotas",
-            )
-
-
-# ------------------------------------------------------------------ promises quotas make
-
-
-def _capacity(desired: DesiredState) -> tuple[int | None, dict[str, int]]:
-    """GPUs the clusters hold, in total and per GPU type, as far as the specs say: a pool
-    tells only with ``nodes`` (real clusters need not declare it; the snapshot knows). The
-    total is None unless every pool declares nodes; a type is missing unless all of its
-    pools do."""
-    total = 0
-    known = True
-    by_type: dict[str, int] = {}
-    unknown_types: set[str] = set()
-    for c in desired.clusters.values():
-        for pool in c.spec.node_pools:
-            if pool.nodes <= 0:
-                known = False
-                unknown_types.add(pool.gpu_type)
-                continue
-            gpus = pool.nodes * pool.gpus_per_node
-            total += gpus
-            by_type[pool.gpu_type] = by_type.get(pool.gpu_type, 0) + gpus
-    types = {t: g for t, g in by_type.items() if t not in unknown_types}
-    return (total if known and desired.clusters else None), types
-
-
-def _check_capacity(ctx: _Context) -> Iterator[Diagnostic]:
-    """Deserved quota the clusters cannot hold: for one queue, or the top level together."""
-    desired = ctx.desired
-    total, by_type = _capacity(desired)
-    queues: list[tuple[str, str, QuotaSpec, bool]] = [
-        ("Department", name, d.spec.quota, d.spec.parent is None)
-        for name, d in sorted(desired.departments.items())
-    ] + [
-        ("Project", name, p.spec.quota, p.spec.department is None)
-        for name, p in sorted(desired.projects.items())
-    ]
-    held = f"the clusters hold {total} GPUs" if total is not None else ""
-    for kind, name, quota, _ in queues:
-        if isinstance(quota, list):
-            for index, entry in enumerate(quota):
-                have = by_type.get(entry.gpu_type)
-                if have is not None and entry.gpus > have:
-                    yield ctx.at(
-                        kind,
-                        name,
-                        f"spec.quota.{index}.gpus",
-                        f"deserved {entry.gpus} {entry.gpu_type} GPUs, but the clusters hold "
-                        f"only {have} of that type; lower it to at most {have} or add nodes",
-                        severity="warning",
-                    )
-        elif total is not None and quota.gpus > total:
-            yield ctx.at(
-                kind,
-                name,
-                "spec.quota.gpus",
-                f"deserved {quota.gpus} GPUs, but {held}; this quota can never be honoured: "
-                f"lower it to at most {total} or add nodes",
-                severity="warning",
-            )
-    top = [(kind, name, q) for kind, name, q, is_top in queues if is_top]
-    promised = sum(total_quota(q).gpus for _, _, q in top)
-    if total is not None and promised > total and len(top) > 1:
-        kind, name, biggest = max(top, key=lambda t: (total_quota(t[2]).gpus, t[1]))
-        parts = ", ".join(
-            f"{n} {total_quota(q).gpus}"
-            for _, n, q in sorted(top, key=lambda t: t[1])
-            if total_quota(q).gpus
-        )
-        yield ctx.at(
-            kind,
-            name,
-            "spec.quota" if isinstance(biggest, list) else "spec.quota.gpus",
-            f"the top-level deserved quotas add up to {promised} GPUs ({parts}), but {held}; "
-            "they cannot all be honoured at once: lower them or add nodes",
-            severity="warning",
-        )
-
-
-def _check_overcommitted(ctx: _Context) -> Iterator[Diagnostic]:
-    """A department whose children deserve more than it does (allowed, as in KAI: the
-    children share the department's quota, but they cannot all get theirs at once)."""
-    tree = build_tree(ctx.desired)
-    for name, dept in sorted(ctx.desired.departments.items()):
-        deserved = total_quota(dept.spec.quota).gpus
-        children = sorted(
-            (tree.nodes[c]["name"], tree.nodes[c]["quota"].gpus)
-            for c in tree.successors(department_id(name))
-        )
-        together = sum(g for _, g in children)
-        if together <= deserved:
-            continue
-        parts = ", ".join(f"{n} {g}" for n, g in children if g)
-        yield ctx.at(
-            "Department",
-            name,
-            "spec.quota" if isinstance(dept.spec.quota, list) else "spec.quota.gpus",
-            f"its children deserve {together} GPUs together ({parts}), more than department "
-            f"'{name}' deserves ({deserved}); they cannot all get their deserved quota at once: "
-            f"raise quota.gpus to {together} or lower the children's",
-            severity="warning",
-        )

@@ -1,0 +1,174 @@
+"""Step 8 of the cycle (controlplane/reconcile.py): the session's final placement as
+actions, each with its reason. Jobs whose workload left the specs are pruned, duplicates
+and fan-out losers cancelled; every workload's replicas are compared with what runs: a
+submit for what starts, a resize for what grows or shrinks, a move for what runs
+elsewhere, a preempt for what loses all its GPUs, and for an edited workload's
+replacement (solvers/drift.py) a submit of the new version and a cancel of the old job.
+A segmented workload's submit asks for its next segment (step 10)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from solvers import reasons
+from solvers.drift import Drift
+from solvers.kai.disruption import Ledger
+from solvers.problem import JobRequest, Problem
+from solvers.session import Grant, Session
+from specs.actions import Action, Op, Reason, SubmitDetails
+from specs.desired import DesiredState
+from specs.snapshot import Replica
+
+
+def prunes(problem: Problem) -> list[Action]:
+    out = []
+    for cluster, job in problem.orphans:
+        out.append(
+            Action(
+                op=Op.CANCEL,
+                workload=job.workload or "",
+                cluster=cluster,
+                job=job.id,
+                reason=reasons.pruned(job.workload or ""),
+            )
+        )
+    for cluster, job in problem.duplicates:
+        winner = problem.jobs.get(job.workload or "")
+        reason = (
+            reasons.fan_out_loser(job.workload or "", winner.job_id, job.candidate or job.id)
+            if winner is not None and winner.fan_out
+            else reasons.duplicate(job.workload or "")
+        )
+        out.append(
+            Action(
+                op=Op.CANCEL,
+                workload=job.workload or "",
+                cluster=cluster,
+                job=job.id,
+                reason=reason,
+            )
+        )
+    return out
+
+
+def segment(problem: Problem, action: Action) -> Action:
+    """A submit of a segmented workload placed by KAI: the next segment's time and number."""
+    seg = problem.segments.get(action.workload)
+    if (
+        seg is None
+        or action.op != Op.SUBMIT
+        or action.submit is None
+        or action.submit.segment is not None
+    ):
+        return action
+    submit = action.submit.model_copy(
+        update={"walltime": seg.walltime_for(), "segment": seg.number}
+    )
+    reason = reasons.resumed(seg.describe(), action.reason) if seg.done else action.reason
+    return action.model_copy(update={"submit": submit, "reason": reason})
+
+
+def placements(
+    desired: DesiredState,
+    problem: Problem,
+    session: Session,
+    grants: dict[str, Grant],
+    ledger: Ledger,
+    drift: Drift,
+) -> list[Action]:
+    """One action per workload whose replicas differ from what runs (a multiset of nodes);
+    an edited workload's replacement is a submit of the new version and a cancel of the
+    old job."""
+    out = []
+    for key, job in sorted(problem.jobs.items()):
+        nodes = session.tasks.get(key, [])
+        replicas = [Replica(node=problem.nodes[n].name, gpus=job.gpus) for n in nodes]
+        if key in drift.replaced:
+            out += _replacement(desired, problem, session, job, replicas, drift, ledger)
+            continue
+        if not job.running:
+            if nodes:
+                reason = grants[key].reason
+                if key in ledger.disrupted:  # started by allocate, then partly taken back
+                    reason = reasons.started_short(
+                        reason, len(nodes), job.replicas, ledger.disrupted[key]
+                    )
+                out.append(_submit(desired, problem, session, job, replicas, reason))
+            continue
+        shrunk = drift.shrunk.get(key)
+        before, after = Counter(shrunk[0] if shrunk else job.placed), Counter(nodes)
+        if before == after:
+            continue
+        cluster, pool = job.cluster or "", session.pool.get(key, job.pool)
+        if not nodes:
+            op, reason = Op.PREEMPT, ledger.disrupted[key]
+        elif after <= before:  # fewer replicas wanted, or an elastic victim
+            op = Op.RESIZE
+            reason = ledger.disrupted[key] if key in ledger.disrupted or not shrunk else shrunk[1]
+        elif before <= after:  # grown: elastic, or a gang completed
+            op, reason = Op.RESIZE, grants[key].reason
+        else:
+            op, reason = Op.MOVE, ledger.disrupted.get(key) or grants[key].reason
+        out.append(
+            Action(
+                op=op,
+                workload=key,
+                cluster=cluster,
+                pool=pool[1] if pool else None,
+                job=job.job_id,
+                replicas=replicas if nodes else None,
+                reason=reason,
+            )
+        )
+    return out
+
+
+def _replacement(
+    desired: DesiredState,
+    problem: Problem,
+    session: Session,
+    job: JobRequest,
+    replicas: list[Replica],
+    drift: Drift,
+    ledger: Ledger,
+) -> list[Action]:
+    """The new version where the session left it (a later step may have taken it back),
+    and the cancel of the old job."""
+    old = drift.replaced[job.key]
+    out = []
+    if replicas:
+        out.append(_submit(desired, problem, session, job, replicas, old.submit))
+    cancel = old.cancel if replicas else ledger.disrupted.get(job.key, old.cancel)
+    out.append(
+        Action(op=Op.CANCEL, workload=job.key, cluster=old.cluster, job=old.job_id, reason=cancel)
+    )
+    return out
+
+
+def _submit(
+    desired: DesiredState,
+    problem: Problem,
+    session: Session,
+    job: JobRequest,
+    replicas: list[Replica],
+    reason: Reason,
+) -> Action:
+    cluster, pool_name = session.pool[job.key]
+    pool = problem.pools[session.pool[job.key]]
+    spec = desired.workloads[job.key].spec
+    submit = SubmitDetails.for_workload(
+        spec,
+        gpu_type=pool.gpu_type,
+        partition=pool.partition,
+        walltime=spec.walltime,
+        account=pool.account,
+    )
+    return Action(
+        op=Op.SUBMIT,
+        workload=job.key,
+        cluster=cluster,
+        pool=pool_name,
+        replicas=replicas,
+        reason=reason,
+        submit=submit,
+    )

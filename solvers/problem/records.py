@@ -1,0 +1,132 @@
+"""The solver's plain records: queues, pools, nodes, one request per workload, the problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from solvers.segments import Segments
+from specs.actions import Reason
+from specs.snapshot import Job
+
+PoolKey = tuple[str, str]  # (cluster, pool): a pool's identity across clusters
+
+
+@dataclass(frozen=True)
+class TypeQuota:
+    """A queue's quota on one GPU type (a per-type quota list's entry)."""
+
+    deserved: float
+    limit: float | None
+
+
+@dataclass
+class Queue:
+    id: str  # "department:NAME" or "project:NAME"
+    name: str
+    kind: str  # department | project
+    parent: str | None
+    deserved: float
+    limit: float | None
+    weight: float
+    priority: int
+    children: list[str] = field(default_factory=list)
+    # a per-GPU-type quota, by type: each type's deserved and limit hold on their own (a
+    # type not listed: deserved 0, no limit); None for a quota on GPUs of any type
+    typed: dict[str, TypeQuota] | None = None
+
+    def on(self, gpu_type: str) -> TypeQuota:
+        """The quota on one GPU type (only for a typed queue)."""
+        return (self.typed or {}).get(gpu_type) or TypeQuota(0.0, None)
+
+
+@dataclass
+class PoolInfo:
+    key: PoolKey  # (cluster, pool)
+    gpu_type: str
+    memory_gib: float
+    gpus_per_node: int
+    partition: str | None
+    max_walltime: int | None
+    cost_per_gpu_hour: float
+    account: str | None
+    # a gang's replicas on distinct nodes: one Slurm job asks the same GRES of every node
+    one_replica_per_node: bool = False
+
+
+@dataclass
+class NodeInfo:
+    name: str
+    cluster: str
+    pool: PoolKey | None
+    capacity: int
+    used: int  # GPUs held by every job on it, ours and others'
+    schedulable: bool
+
+    @property
+    def free(self) -> int:
+        return max(0, self.capacity - self.used) if self.schedulable else 0
+
+
+@dataclass
+class JobRequest:
+    """One workload as the allocator sees it."""
+
+    key: str  # project/name
+    queue: str  # project queue id
+    priority: int
+    preemptible: bool
+    gpus: int  # per replica
+    replicas: int  # wanted
+    min_replicas: int
+    created: datetime  # queue entry (pending) or start (running): older goes first
+    pools: list[PoolKey]  # eligible (cluster, pool), sorted
+    walltime: int | None
+    # current state on a cluster, if it has an active job
+    job_id: str | None = None
+    cluster: str | None = None
+    pool: PoolKey | None = None
+    placed: list[str] = field(default_factory=list)  # node of each running replica
+    started_at: datetime | None = None
+    # the project's minRuntime (seconds): a preemptible job younger than this is no victim
+    min_runtime: int | None = None
+    blocked: Reason | None = None  # set when it can never be placed this round
+    fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
+
+    @property
+    def running(self) -> bool:
+        return self.job_id is not None
+
+
+@dataclass
+class Problem:
+    now: datetime
+    queues: dict[str, Queue]
+    top: list[str]  # queue ids at the top of the tree
+    nodes: dict[str, NodeInfo]  # keyed by "cluster/node"
+    pools: dict[PoolKey, PoolInfo]
+    jobs: dict[str, JobRequest]  # every workload with demand or a running job
+    submitted: dict[str, Job]  # workloads whose job waits in the cluster's own queue
+    completed: set[str]  # workloads whose job finished
+    orphans: list[tuple[str, Job]]  # our jobs whose workload left the specs (prune)
+    duplicates: list[tuple[str, Job]]  # extra active jobs of one workload
+    order: dict[str, int]  # queue creation order (name order)
+    # fan-out workloads none of whose jobs runs: set aside from KAI's allocation
+    fan_out: dict[str, JobRequest] = field(default_factory=dict)
+    # the jobs a waiting fan-out workload has in the clusters' queues, by job id
+    candidates: dict[str, list[tuple[str, Job]]] = field(default_factory=dict)
+    # where every workload that runs in checkpoint segments stands
+    segments: dict[str, Segments] = field(default_factory=dict)
+
+    @property
+    def typed(self) -> bool:
+        """Whether any queue's quota is per GPU type."""
+        return any(q.typed is not None for q in self.queues.values())
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.capacity for n in self.nodes.values() if n.schedulable)
+
+
+def node_key(cluster: str, node: str) -> str:
+    return f"{cluster}/{node}"

@@ -1,0 +1,104 @@
+"""Every reason a plan gives, worded in one place.
+
+A plan's actions and waiting workloads each carry a :class:`~specs.actions.Reason`: a code
+from a closed set (docs/reasons.md) and a sentence. The greedy, the CP-SAT explainer, the
+disruptive steps, fan-out, site policy and the reconciler find the facts by different
+routes; a user must read the same sentence for the same facts whichever found them. So
+the sentences are built here, from facts passed in, and nowhere else. GPU counts are
+written as people write them (``8``, not ``8.0``), times as UTC ISO 8601.
+
+One module per kind of reason, all re-exported here (callers write
+``reasons.granted(...)``): words, started, disturbed, edits (solvers/drift.py), waiting.
+"""
+
+from solvers.reasons.disturbed import (
+    down_to_limit,
+    duplicate,
+    fan_out_loser,
+    moved,
+    outranked,
+    pruned,
+    reclaimed,
+    reclaimed_type,
+)
+from solvers.reasons.edits import (
+    change_does_not_fit,
+    change_waits_for_min_runtime,
+    fewer_replicas,
+    replaced,
+    replacing,
+)
+from solvers.reasons.started import (
+    fan_out_candidate,
+    granted,
+    resumed,
+    room_made,
+    started_short,
+)
+from solvers.reasons.waiting import (
+    candidates_waiting,
+    cluster_unreachable,
+    counted_once,
+    failed,
+    min_runtime_wait,
+    no_eligible_pool,
+    no_fan_out_candidate,
+    no_room,
+    non_preemptible_over_deserved,
+    over_budget_cost,
+    over_budget_hours,
+    over_limit,
+    over_type_quota,
+    ranked_lower,
+    submitted,
+    walltime_exceeds,
+)
+from solvers.reasons.words import (
+    gpus,
+    ordinal,
+    pools,
+    shape,
+    stamp,
+)
+
+__all__ = [
+    "candidates_waiting",
+    "change_does_not_fit",
+    "change_waits_for_min_runtime",
+    "cluster_unreachable",
+    "counted_once",
+    "down_to_limit",
+    "duplicate",
+    "failed",
+    "fan_out_candidate",
+    "fan_out_loser",
+    "fewer_replicas",
+    "gpus",
+    "granted",
+    "min_runtime_wait",
+    "moved",
+    "no_eligible_pool",
+    "no_fan_out_candidate",
+    "no_room",
+    "non_preemptible_over_deserved",
+    "ordinal",
+    "outranked",
+    "over_budget_cost",
+    "over_budget_hours",
+    "over_limit",
+    "over_type_quota",
+    "pools",
+    "pruned",
+    "ranked_lower",
+    "reclaimed",
+    "reclaimed_type",
+    "replaced",
+    "replacing",
+    "resumed",
+    "room_made",
+    "shape",
+    "stamp",
+    "started_short",
+    "submitted",
+    "walltime_exceeds",
+]

@@ -1,0 +1,118 @@
+"""Why running work is disturbed: moved, reclaimed, brought down to a limit,
+outranked, pruned, a duplicate or a fan-out loser."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from solvers.reasons.words import gpus
+from specs.actions import Reason, ReasonCode
+
+if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
+    from solvers.problem import Queue
+
+
+# ------------------------------------------------------------------ why running work is disturbed
+
+
+def moved(before: str, after: str, beneficiary: str, step: str) -> Reason:
+    return Reason(
+        code=ReasonCode.CONSOLIDATE,
+        message=(f"moved from {before} to {after} so that {beneficiary} fits ({step})"),
+    )
+
+
+def reclaimed(
+    mine: Queue,
+    mine_held: float,
+    mine_share: float,
+    mine_within_deserved: bool,
+    theirs: Queue,
+    theirs_held: float,
+    theirs_share: float,
+    beneficiary: str,
+) -> Reason:
+    """Reclaim: ``mine`` (the beneficiary's side) is below its deserved (or fair) share;
+    ``theirs`` holds more than its allocatable share (``theirs_share``) or deserved."""
+    if mine_within_deserved:
+        gains = (
+            f"{mine.kind} {mine.name} is below its deserved {gpus(mine.deserved)} "
+            f"(holds {gpus(mine_held)})"
+        )
+    else:
+        gains = (
+            f"{mine.kind} {mine.name} is below its fair share {gpus(mine_share)} "
+            f"(holds {gpus(mine_held)})"
+        )
+    if theirs_held > theirs_share:
+        loses = (
+            f"{theirs.kind} {theirs.name} holds {gpus(theirs_held)}, "
+            f"{gpus(theirs_held - theirs_share)} over its fair share {gpus(theirs_share)}"
+        )
+    else:
+        loses = (
+            f"{theirs.kind} {theirs.name} holds {gpus(theirs_held)}, "
+            f"{gpus(theirs_held - theirs.deserved)} over its deserved {gpus(theirs.deserved)}"
+        )
+    return Reason(code=ReasonCode.RECLAIM, message=f"{gains}; {loses}; reclaimed for {beneficiary}")
+
+
+def reclaimed_type(
+    mine: Queue, theirs: Queue, gpu_type: str, held: float, beneficiary: str
+) -> Reason:
+    """Reclaim of one GPU type under per-type quotas (whatever the sums say)."""
+    own = (
+        f"its {gpu_type} deserved {gpus(mine.on(gpu_type).deserved)}"
+        if mine.typed is not None
+        else f"its deserved {gpus(mine.deserved)}"
+    )
+    return Reason(
+        code=ReasonCode.RECLAIM,
+        message=(
+            f"{mine.kind} {mine.name} stays within {own} with this job; {theirs.kind} "
+            f"{theirs.name} holds {gpus(held)} {gpu_type} GPUs, "
+            f"{gpus(held - theirs.on(gpu_type).deserved)} over its {gpu_type} deserved "
+            f"{gpus(theirs.on(gpu_type).deserved)}; reclaimed for {beneficiary}"
+        ),
+    )
+
+
+def down_to_limit(q: Queue, held: float, victim: str) -> Reason:
+    """A queue above a limit that was lowered gives back its preemptible work."""
+    return Reason(
+        code=ReasonCode.RECLAIM,
+        message=(
+            f"{q.kind} {q.name} holds {gpus(held)} GPUs, above its limit of {gpus(q.limit)}: "
+            f"taken back down to it, lowest priority first ({victim})"
+        ),
+    )
+
+
+def outranked(beneficiary: str, priority: int, victim_priority: int, project: str) -> Reason:
+    return Reason(
+        code=ReasonCode.PRIORITY,
+        message=(
+            f"{beneficiary} (priority {priority}) outranks it (priority {victim_priority}) in "
+            f"project {project}"
+        ),
+    )
+
+
+def pruned(workload: str) -> Reason:
+    return Reason(code=ReasonCode.PRUNE, message=f"workload {workload} is no longer in the specs")
+
+
+def fan_out_loser(workload: str, winner_job: str | None, candidate: str) -> Reason:
+    return Reason(
+        code=ReasonCode.FAN_OUT_LOSER,
+        message=(
+            f"fan-out: job {winner_job} of {workload} runs; candidate {candidate} is no longer needed"
+        ),
+    )
+
+
+def duplicate(workload: str) -> Reason:
+    return Reason(
+        code=ReasonCode.FAN_OUT_LOSER,
+        message=(f"another job of {workload} already holds its place; one job per workload"),
+    )

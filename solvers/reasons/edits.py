@@ -1,0 +1,54 @@
+"""Edits to running work (solvers/drift.py): a replacement, its old job, fewer replicas,
+and a replacement that waits."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from solvers.reasons.words import stamp
+from specs.actions import Reason, ReasonCode
+from specs.durations import format_duration
+
+
+def replacing(changes: str, old_job: str) -> Reason:
+    """The submit of an edited workload's new version."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=f"the spec changed ({changes}): the new version replaces job {old_job}",
+    )
+
+
+def replaced(changes: str) -> Reason:
+    """The cancel of the job an edited workload's new version replaces."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=f"the spec changed ({changes}): its running job cannot follow and is replaced",
+    )
+
+
+def fewer_replicas(before: int, after: int) -> Reason:
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=f"the spec changed (replicas: {before} -> {after}): the extra replicas stop",
+    )
+
+
+def change_waits_for_min_runtime(changes: str, min_runtime: int, until: datetime) -> Reason:
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed ({changes}); replacing the job needs a restart, so it keeps "
+            f"running the old version while its project's minRuntime "
+            f"({format_duration(min_runtime)}) protects it, until {stamp(until)}"
+        ),
+    )
+
+
+def change_does_not_fit(changes: str, why: str) -> Reason:
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed ({changes}); the new version {why}, so the job keeps running "
+            "the old version until it fits"
+        ),
+    )

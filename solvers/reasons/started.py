@@ -1,0 +1,94 @@
+"""Why work starts or grows: grants, a start cut short, a resumed segment, fan-out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from solvers.reasons.words import gpus
+from specs.actions import Reason, ReasonCode
+
+if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
+    from solvers.problem import Queue
+
+
+# ------------------------------------------------------------------ why work starts or grows
+
+
+def room_made(step: str, victims: Sequence[str]) -> str:
+    """What a disruptive step did for a workload it placed."""
+    if victims:
+        return f"{step} of {', '.join(sorted(victims))} makes room"
+    return "on GPUs this plan freed"
+
+
+def granted(
+    q: Queue,
+    held: float,
+    fair: float,
+    *,
+    grows: tuple[int, int] | None = None,
+    room: str | None = None,
+    held_np: float | None = None,
+) -> Reason:
+    """Why a workload starts (or grows, ``grows`` = (replicas after, replicas wanted)):
+    its project ``q`` holds ``held`` GPUs with it. ``room``: what was disturbed for it.
+    ``held_np``: for non-preemptible work, what the project's non-preemptible work holds
+    with it. Such work only ever starts within deserved and is never reclaimed or
+    preempted, whatever the project's preemptible work holds beyond."""
+    if grows is not None:
+        where = f"; {room}" if room else f" on idle GPUs; project {q.name} holds {gpus(held)} GPUs"
+        return Reason(
+            code=ReasonCode.ELASTIC_EXPAND,
+            message=f"grows to {grows[0]} of {grows[1]} replicas{where}",
+        )
+    if held_np is not None:
+        return Reason(
+            code=ReasonCode.WITHIN_DESERVED,
+            message=(
+                f"non-preemptible: project {q.name}'s non-preemptible work holds "
+                f"{gpus(held_np)} of its deserved {gpus(q.deserved)} GPUs with this workload; "
+                "it is never reclaimed or preempted" + (f"; {room}" if room else "")
+            ),
+        )
+    if held <= q.deserved:
+        return Reason(
+            code=ReasonCode.WITHIN_DESERVED,
+            message=(
+                f"project {q.name} holds {gpus(held)} of its deserved {gpus(q.deserved)} GPUs with "
+                "this workload" + (f"; {room}" if room else "")
+            ),
+        )
+    return Reason(
+        code=ReasonCode.OVER_QUOTA,
+        message=(
+            f"project {q.name} holds {gpus(held)} GPUs, {gpus(held - q.deserved)} above its deserved "
+            f"{gpus(q.deserved)} (fair share {gpus(fair)}); "
+            + (room if room else "runs on idle GPUs and may be reclaimed")
+        ),
+    )
+
+
+def started_short(reason: Reason, placed: int, replicas: int, taken_back: Reason) -> Reason:
+    """A workload that starts with fewer replicas than it asked: some were taken back."""
+    return Reason(
+        code=reason.code,
+        message=(
+            f"{reason.message}; starts with {placed} of {replicas} replicas: {taken_back.message}"
+        ),
+    )
+
+
+def resumed(progress: str, reason: Reason) -> Reason:
+    """The next checkpoint segment of a workload (``progress``: "segment 3: 16h of 24h done")."""
+    return Reason(code=ReasonCode.CHECKPOINT_RESUME, message=f"{progress}; {reason.message}")
+
+
+def fan_out_candidate(index: int, chosen: int, candidate: str, start: str, cost: str) -> Reason:
+    return Reason(
+        code=ReasonCode.FAN_OUT,
+        message=(
+            f"candidate {index} of {chosen}: {candidate}; {start}; {cost}; the first to run wins, "
+            "the others are cancelled"
+        ),
+    )

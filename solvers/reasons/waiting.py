@@ -1,0 +1,242 @@
+"""Why work waits: limits, deserved quotas, room, minRuntime, walltime, budgets,
+retries, the clusters' own queues, a cluster that did not answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from solvers.reasons.words import gpus, ordinal, pools, shape, stamp
+from specs.actions import Reason, ReasonCode
+from specs.durations import format_duration
+
+if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
+    from solvers.problem import PoolKey, Queue
+
+
+# ------------------------------------------------------------------ why work waits
+
+
+def over_limit(q: Queue, held: float, need: float, note: str = "") -> Reason:
+    """The workload's own ``need`` against what its queue ``q`` holds now: per workload, so
+    two workloads waiting on one limit read the same figures."""
+    return Reason(
+        code=ReasonCode.OVER_LIMIT,
+        message=(
+            f"needs {gpus(need)} GPUs; {q.kind} {q.name} holds {gpus(held)} of its limit of "
+            f"{gpus(q.limit)}{note}"
+        ),
+    )
+
+
+def non_preemptible_over_deserved(q: Queue, held_np: float, need: float, note: str = "") -> Reason:
+    return Reason(
+        code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED,
+        message=(
+            f"non-preemptible, needs {gpus(need)} GPUs; the non-preemptible work of {q.kind} "
+            f"{q.name} holds {gpus(held_np)} of its deserved {gpus(q.deserved)}; non-preemptible "
+            f"work must fit within deserved quota{note}"
+        ),
+    )
+
+
+def over_type_quota(need: float, bindings: Sequence[tuple[str, Queue, float, bool]]) -> Reason:
+    """Every GPU type the workload may use is closed by a per-type quota: per type, the
+    level that binds, what it holds of that type and whether its limit or (non-preemptible
+    work) its deserved binds."""
+    parts = []
+    for gpu_type, q, held, by_limit in bindings:
+        quota = q.on(gpu_type)
+        if by_limit:
+            parts.append(
+                f"{gpu_type}: {q.kind} {q.name} holds {gpus(held)} of its {gpu_type} limit of "
+                f"{gpus(quota.limit)}"
+            )
+        else:
+            parts.append(
+                f"{gpu_type}: its non-preemptible work holds {gpus(held)} of {q.kind} "
+                f"{q.name}'s {gpu_type} deserved {gpus(quota.deserved)}"
+            )
+    np = any(not by_limit for *_, by_limit in bindings)
+    return Reason(
+        code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED if np else ReasonCode.OVER_LIMIT,
+        message=(
+            f"needs {gpus(need)} GPUs; per-GPU-type quota: "
+            + "; ".join(parts)
+            + ("; non-preemptible work must fit within deserved quota of its type" if np else "")
+        ),
+    )
+
+
+def counted_once(gpu_count: int) -> str:
+    """The note on a fan-out workload's quota reasons."""
+    return f" (a fan-out workload counts its {gpu_count} GPUs once, whatever its candidates)"
+
+
+def no_room(
+    count: int,
+    per_replica: int,
+    pool_keys: Sequence[PoolKey],
+    total: int,
+    largest: int,
+    *,
+    gang_would_fit_in_total: bool,
+) -> Reason:
+    """Why a gang of ``count`` x ``per_replica`` GPUs found no place in ``pool_keys``."""
+    names = pools(pool_keys)
+    if count > 1 and gang_would_fit_in_total:
+        return Reason(
+            code=ReasonCode.GANG_UNPLACEABLE,
+            message=(
+                f"gang of {shape(count, per_replica)} must start at once in one pool; {total} GPUs "
+                f"are free in {names} but not room for {count} replicas of {per_replica} GPUs"
+            ),
+        )
+    return Reason(
+        code=ReasonCode.NO_CAPACITY,
+        message=(
+            f"needs {shape(count, per_replica)}; eligible pools {names} have {total} free "
+            f"(largest block {largest} on one node)"
+        ),
+    )
+
+
+def ranked_lower(count: int, per_replica: int, pool_keys: Sequence[PoolKey]) -> Reason:
+    """CP-SAT left a job out although it would fit: the objective preferred other work."""
+    return Reason(
+        code=ReasonCode.FAIRSHARE,
+        message=(
+            f"needs {shape(count, per_replica)}; the free GPUs in {pools(pool_keys)} went to work "
+            "the objective ranks higher (in-quota, fair share, priority) within the solver's time "
+            "limit"
+        ),
+    )
+
+
+def min_runtime_wait(need: int, protected_by: Sequence[tuple[str, tuple[int, datetime]]]) -> Reason:
+    """Only ``minRuntime`` stands in the way: per project, its minRuntime and when the
+    first of its protected work may be taken back."""
+    parts = [
+        f"project {name} (minRuntime {format_duration(seconds)}, the first free to take "
+        f"at {stamp(first)})"
+        for name, (seconds, first) in protected_by
+    ]
+    return Reason(
+        code=ReasonCode.MIN_RUNTIME,
+        message=(
+            f"needs {gpus(need)} GPUs, held by work too young to take back: " + "; ".join(parts)
+        ),
+    )
+
+
+def walltime_exceeds(walltime: int, project: str, limit: int) -> Reason:
+    return Reason(
+        code=ReasonCode.WALLTIME_EXCEEDS_LIMIT,
+        message=(
+            f"walltime {format_duration(walltime)} exceeds project {project}'s maxWalltime "
+            f"{format_duration(limit)}"
+        ),
+    )
+
+
+def no_eligible_pool(per_replica: int) -> Reason:
+    return Reason(
+        code=ReasonCode.NO_ELIGIBLE_POOL,
+        message=(
+            "no node pool matches its gpuTypes, minGpuMemoryGiB, clusters, "
+            f"{per_replica} GPUs per replica and walltime"
+        ),
+    )
+
+
+def no_fan_out_candidate(names: Sequence[str]) -> Reason:
+    if not names:
+        return Reason(
+            code=ReasonCode.NO_ELIGIBLE_POOL,
+            message=(
+                "no fan-out candidate: no node pool matches its gpuTypes, minGpuMemoryGiB, clusters "
+                "and GPUs per replica with enough nodes, and a walltime within the pool's "
+                "maxWalltime (or checkpoint segments to split it)"
+            ),
+        )
+    return Reason(
+        code=ReasonCode.NO_ELIGIBLE_POOL,
+        message=(
+            f"none of its {len(names)} fan-out candidates can ever start ({', '.join(names)})"
+        ),
+    )
+
+
+def over_budget_hours(project: str, used: float, budget: float, month: str) -> Reason:
+    return Reason(
+        code=ReasonCode.OVER_BUDGET,
+        message=(
+            f"project {project} used {used:,.0f} of its {budget:,.0f} GPU-hours for {month}; new "
+            "work waits for next month's budget"
+        ),
+    )
+
+
+def over_budget_cost(project: str, spent: float, budget: float, month: str) -> Reason:
+    return Reason(
+        code=ReasonCode.OVER_BUDGET,
+        message=(
+            f"project {project} spent {spent:,.2f} of its {budget:,.2f} cost units for {month}; new "
+            "work waits for next month's budget"
+        ),
+    )
+
+
+def failed(
+    job: str,
+    exit_code: str | None,
+    ended_at: datetime,
+    streak: int,
+    retry_at: datetime,
+    backoff: int,
+) -> Reason:
+    """A workload whose latest job failed waits out its retry backoff."""
+    exit_info = f" (exit {exit_code})" if exit_code else ""
+    return Reason(
+        code=ReasonCode.FAILED,
+        message=(
+            f"job {job} failed{exit_info} at {stamp(ended_at)}, the {ordinal(streak)} failure in a "
+            f"row; retried after {stamp(retry_at)} (backoff {format_duration(backoff)})"
+        ),
+    )
+
+
+def submitted(job: str, cluster_reason: str | None) -> Reason:
+    where = f" ({cluster_reason})" if cluster_reason else ""
+    return Reason(
+        code=ReasonCode.SUBMITTED, message=f"job {job} waits in the cluster's own queue{where}"
+    )
+
+
+def candidates_waiting(jobs: Sequence[tuple[str, str | None, str | None]]) -> Reason:
+    """Fan-out candidates in the clusters' queues: (job id, candidate name, cluster's reason)."""
+    listed = ", ".join(
+        f"job {job} ({', '.join(filter(None, [name, why]))})" for job, name, why in jobs
+    )
+    return Reason(
+        code=ReasonCode.SUBMITTED,
+        message=(
+            f"{len(jobs)} fan-out candidate(s) wait in the clusters' queues: {listed}; the first to "
+            "run wins"
+        ),
+    )
+
+
+def cluster_unreachable(clusters: Sequence[tuple[str, str]]) -> Reason:
+    """A workload that may run on clusters that did not answer: (cluster, error) each."""
+    one = len(clusters) == 1
+    names = ", ".join(f"{c} ({e})" for c, e in sorted(clusters))
+    return Reason(
+        code=ReasonCode.CLUSTER_UNREACHABLE,
+        message=(
+            f"cluster{'' if one else 's'} {names} did not answer; the workload may run "
+            "there, so it is neither started elsewhere nor stopped, and its GPUs count as "
+            f"in use, until {'it answers' if one else 'they answer'}"
+        ),
+    )
