@@ -20,6 +20,7 @@ from controlplane.store.tables import aware as _aware
 from controlplane.store.tables import utcnow as _utcnow
 
 _LEASES = SQLModel.metadata.tables["leases"]
+_ATTEMPTS = 3  # a lease released while another process looks is simply taken again
 
 
 class Leases:
@@ -48,24 +49,30 @@ class Leases:
         free = (table.c.holder == holder) | (table.c.expires_at < now)
         if takeover is not None:
             free = free | (table.c.holder == takeover)
-        with self.db.errors(), self.db.engine.begin() as conn:
-            taken = conn.execute(
-                update(table)
-                .where(table.c.name == name)
-                .where(free)
-                .values(holder=holder, expires_at=expires)
-            ).rowcount
-            if taken:
-                return None
-            try:
-                with conn.begin_nested():
-                    conn.execute(insert(table).values(name=name, holder=holder, expires_at=expires))
-                return None
-            except IntegrityError:
-                row = conn.execute(
-                    select(table.c.holder, table.c.expires_at).where(table.c.name == name)
-                ).one()
-                return f"{row.holder} until {_aware(row.expires_at).isoformat()}"
+        for _ in range(_ATTEMPTS):
+            with self.db.errors(), self.db.engine.begin() as conn:
+                taken = conn.execute(
+                    update(table)
+                    .where(table.c.name == name)
+                    .where(free)
+                    .values(holder=holder, expires_at=expires)
+                ).rowcount
+                if taken:
+                    return None
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            insert(table).values(name=name, holder=holder, expires_at=expires)
+                        )
+                    return None
+                except IntegrityError:
+                    row = conn.execute(
+                        select(table.c.holder, table.c.expires_at).where(table.c.name == name)
+                    ).one_or_none()
+                    if row is not None:
+                        return f"{row.holder} until {_aware(row.expires_at).isoformat()}"
+            # released between our insert and our look (PostgreSQL, read committed): again
+        return "another reconciler (the lease changed hands while we looked; try again)"
 
     def lease_holder(self, name: str = "apply") -> str | None:
         """Who holds the lease (expired or not), or None."""

@@ -7,8 +7,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from controlplane.apply import apply_plan
 from controlplane.errors import LeaseHeldError
@@ -51,3 +53,26 @@ def test_a_lease_that_may_be_live_is_respected(tmp_path: Path, holder: str) -> N
     with pytest.raises(LeaseHeldError, match="another reconciler is applying"):
         apply_plan(EMPTY, {}, store, observed_digest=None)
     assert store.lease_holder() == holder
+
+
+def test_a_lease_released_while_we_look_at_its_holder_is_taken(tmp_path: Path) -> None:
+    """PostgreSQL, read committed: our insert fails on the holder's row, then the holder
+    releases before we read who it is (seen in the PostgreSQL concurrency test). The
+    interleaving is forced here on a real SQLite store: the holder's release runs, in our
+    transaction, just before our look at the row."""
+    store = Store(f"sqlite:///{tmp_path}/db")
+    assert store.acquire_lease("first") is None
+    released: list[str] = []
+
+    def release_first(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "leases" in statement:
+            if not released:
+                cursor.execute("DELETE FROM leases WHERE holder = 'first'")
+                released.append(statement)
+
+    event.listen(store.db.engine, "before_cursor_execute", release_first)
+    try:
+        assert store.acquire_lease("second") is None
+    finally:
+        event.remove(store.db.engine, "before_cursor_execute", release_first)
+    assert released and store.lease_holder() == "second"
