@@ -65,10 +65,10 @@ def test_a_lease_released_while_we_look_at_its_holder_is_taken(tmp_path: Path) -
     released: list[str] = []
 
     def release_first(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "leases" in statement:
-            if not released:
-                cursor.execute("DELETE FROM leases WHERE holder = 'first'")
-                released.append(statement)
+        looks = statement.lstrip().upper().startswith("SELECT") and "leases" in statement
+        if looks and not released:
+            cursor.execute("DELETE FROM leases WHERE holder = 'first'")
+            released.append(statement)
 
     event.listen(store.db.engine, "before_cursor_execute", release_first)
     try:
