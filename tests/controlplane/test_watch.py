@@ -216,3 +216,15 @@ def test_a_cycle_waits_until_the_spec_files_are_quiet(tmp_path: Path) -> None:
     started = time.monotonic()
     watcher.settle()
     assert time.monotonic() - started < 0.5
+
+
+def test_watch_once_exits_nonzero_when_its_cycle_fails(tmp_path: Path) -> None:
+    """For cron and CI: one cycle, and its failure is the exit code."""
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    run = [CP, "watch", str(specs), "--once", "--quiet", "0"]
+    good = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0, good.stdout + good.stderr
+    (specs / "broken.yaml").write_text("kind: Workload\nmetadata: {name: [\n")
+    bad = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "broken.yaml" in bad.stdout + bad.stderr

@@ -188,7 +188,8 @@ def watch(
 ) -> None:
     """Reconcile continuously: plan (and with --auto-approve apply) on every spec change or
     tick. One timestamped line per cycle; problems are reported and retried with backoff;
-    SIGINT/SIGTERM stop after the action in flight."""
+    SIGINT/SIGTERM stop after the action in flight. With --once, one cycle: exit 1 if it
+    failed."""
     import signal
 
     from watchfiles import watch as watch_files
@@ -223,3 +224,5 @@ def watch(
         )
     )
     watcher.run(changes, once=once)
+    if once and watcher.failures:
+        raise typer.Exit(1)  # cron and CI see a failed cycle
