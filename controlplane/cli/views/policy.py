@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from controlplane.cli.views.sections import Section, cell
+from controlplane.cli.views.tables import Cell, Column, print_table
 from controlplane.plan import PolicyChange, PolicyDiff, ShareChange
 from solvers.reasons import gpus as _n
 
@@ -50,43 +50,54 @@ def summary(diff: PolicyDiff) -> str:
 
 
 def print_policy(console: Console, diff: PolicyDiff) -> None:
+    """The summary line, then each part as a table that fits the terminal (names whole;
+    the reasons wrap; views/tables.py)."""
     console.print(Text(summary(diff), style="bold"))
     if diff.changes:
-        table = Table(title="Policy", title_justify="left", box=None, pad_edge=False)
-        for column in ("kind", "name", "field", "before", "after"):
-            table.add_column(column, overflow="fold", no_wrap=column == "name")
-        for c in diff.changes:
-            table.add_row(
-                c.kind,
-                c.name,
+        rows: list[list[Cell]] = [
+            [
+                f"{c.kind} {c.name}",
                 c.field or ("added" if c.before is None else "removed"),
                 value(c.before),
                 value(c.after),
-            )
-        console.print(table)
+            ]
+            for c in diff.changes
+        ]
+        columns = [
+            Column("queue"),
+            Column("field"),
+            Column("before", "number"),
+            Column("after", "number"),
+        ]
+        print_table(console, columns, rows, title="Policy")
     if diff.shares:
-        table = Table(title="Fair shares", title_justify="left", box=None, pad_edge=False)
-        table.add_column("queue", no_wrap=True)
-        for column in ("fair share", "allocated"):
-            table.add_column(column, justify="right")
-        for s in diff.shares:
-            table.add_row(
+        rows = [
+            [
                 f"{s.kind} {s.name}",
                 f"{value(s.fair_share_before)} -> {value(s.fair_share_after)}",
                 f"{value(s.allocated_before)} -> {value(s.allocated_after)}",
-            )
-        console.print(table)
+            ]
+            for s in diff.shares
+        ]
+        columns = [
+            Column("queue"),
+            Column("fair share", "number"),
+            Column("allocated", "number", drop=1),
+        ]
+        print_table(console, columns, rows, title="Fair shares")
     if diff.workloads:
-        table = Table(title="Workloads", title_justify="left", box=None, pad_edge=False)
-        table.add_column("workload", no_wrap=True)
-        table.add_column("without the change")
-        table.add_column("with it")
-        table.add_column("why", overflow="fold")
+        rows = []
         for w in diff.workloads:
             style = "red" if w.head in _DISRUPTIVE else ""
             why = f"{w.reason.code.value}: {w.reason.message}" if w.reason else ""
-            table.add_row(w.workload, w.base, Text(w.head, style=style), why)
-        console.print(table)
+            rows.append([w.workload, w.base, Text(w.head, style=style), Text(why)])
+        columns = [
+            Column("workload"),
+            Column("without\nthe change"),
+            Column("with it"),
+            Column("why", "text"),
+        ]
+        print_table(console, columns, rows, title="Workloads")
 
 
 def policy_sections(diff: PolicyDiff) -> list[Section]:

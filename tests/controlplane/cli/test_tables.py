@@ -102,3 +102,24 @@ def test_json_is_never_narrowed(org: Path, capsys: Capsys, monkeypatch: pytest.M
 def test_history_keeps_names_whole(org: Path, capsys: Capsys) -> None:
     assert cp(capsys, "apply", org, "--auto-approve", "--now", NOW).code == 0
     _fits(cp(capsys, "history", org), f"{PROJECT}/short-one", "p/w")
+
+
+@pytest.mark.usefixtures("at80")
+def test_the_policy_diff_keeps_names_whole(
+    org: Path, tmp_path_factory: pytest.TempPathFactory, capsys: Capsys
+) -> None:
+    base = write_specs(
+        tmp_path_factory.mktemp("base"),
+        [
+            cluster(),
+            department(DEPT, gpus=24),
+            project(PROJECT, gpus=16, department=DEPT, limit=32),
+            project("p", gpus=8),
+            workload(LONG, PROJECT, gpus=8, replicas=2, walltime="1d"),
+            workload("short-one", PROJECT, gpus=8, replicas=3, walltime="1d"),
+            workload("w", "p", gpus=1, walltime="1h"),
+        ],
+    )
+    res = cp(capsys, "plan", org, "--base-dir", base, "--now", NOW)
+    _fits(res, f"department {DEPT}", f"project {PROJECT}", f"{PROJECT}/{LONG}")
+    assert "quota.limit" in res.out and "32" in res.out and "24" in res.out
