@@ -30,7 +30,8 @@ from rich.console import Console
 from benchmarks.busy import busy_org, write_org
 from benchmarks.stages import STAGES, Stopwatch
 from controlplane import collector, workflow
-from controlplane.cli.views.plan import plan_markdown, print_plan
+from controlplane.cli.views.markdown import plan_markdown
+from controlplane.cli.views.plan import print_plan
 from controlplane.plan import Plan, shrinks
 from controlplane.reconcile import plan
 from solvers.policy import Policy
