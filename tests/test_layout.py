@@ -25,3 +25,11 @@ def test_no_module_outside_tests_is_longer_than_450_lines() -> None:
 def test_the_solvers_top_level_holds_at_most_ten_modules() -> None:
     modules = sorted(p.name for p in (ROOT / "solvers").glob("*.py") if p.name != "__init__.py")
     assert len(modules) <= MAX_SOLVER_MODULES, modules
+
+
+def test_every_benchmark_imports() -> None:
+    """Benchmarks are not run by the suite; they must at least keep up with the code."""
+    import importlib
+
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        importlib.import_module(f"benchmarks.{path.stem}")
