@@ -77,7 +77,7 @@ from solvers.kai.consolidate import consolidate
 from solvers.kai.disruption import Ledger, restore_displaced
 from solvers.kai.limits import enforce_limits
 from solvers.kai.preempt import preempt
-from solvers.kai.protection import protection_wait
+from solvers.kai.protection import Protected, protected_work, protection_wait
 from solvers.kai.reclaim import reclaim
 from solvers.policy import DEFAULT_POLICY, Deadline, Policy
 from solvers.problem import JobRequest, Problem, ProblemCache
@@ -267,8 +267,9 @@ def _pending(
 ) -> list[Pending]:
     # a waiting job a disruptive step placed no longer waits; its victims now do
     waits = {**allocator.pending, **ledger.waiting}
+    protected_by = protected_work(session)  # once: every wait looks at it
     out = [
-        Pending(workload=k, reason=_protected_wait(session, problem.jobs[k], r))
+        Pending(workload=k, reason=_protected_wait(session, problem.jobs[k], r, protected_by))
         for k, r in waits.items()
         if len(session.tasks.get(k, [])) < problem.jobs[k].min_replicas
     ]
@@ -288,11 +289,13 @@ def _pending(
     return sorted(out, key=lambda p: p.workload)
 
 
-def _protected_wait(session: Session, job: JobRequest, reason: Reason) -> Reason:
+def _protected_wait(
+    session: Session, job: JobRequest, reason: Reason, protected_by: Protected
+) -> Reason:
     """A wait for room that only another project's minRuntime causes says so."""
     if reason.code not in (ReasonCode.NO_CAPACITY, ReasonCode.GANG_UNPLACEABLE):
         return reason
-    return protection_wait(session, job) or reason
+    return protection_wait(session, job, protected_by) or reason
 
 
 def _held_by_queue(problem: Problem, observed: Snapshot) -> dict[str, float]:

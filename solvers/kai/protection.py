@@ -10,6 +10,7 @@ preemption's rules) must cover what it asks for.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from solvers import reasons
@@ -18,18 +19,61 @@ from solvers.kai.candidates import protected
 from solvers.kai.disruption import Ledger
 from solvers.kai.preempt import Preempt
 from solvers.kai.reclaim import Reclaim
-from solvers.problem import JobRequest
+from solvers.problem import JobRequest, PoolKey
 from solvers.session import Session
 from specs.actions import Reason
 
 
-def protection_wait(session: Session, job: JobRequest) -> Reason | None:
-    """The ``min-runtime`` reason for ``job``, or None when protection is not what holds it
-    back (nothing protected it could take, or not enough even with it)."""
+@dataclass
+class Group:
+    """Protected running work of one queue and priority in one pool: all the reclaim and
+    preemption rules look at, so one job stands for the group."""
+
+    victim: JobRequest
+    gpus: int  # held in the pool
+    first_end: datetime  # when the first of it may be taken
+
+
+Protected = dict[PoolKey, list[Group]]
+
+
+def protected_work(session: Session) -> Protected:
+    """Every pool's protected work, grouped: built once per cycle, so each waiting job
+    looks at a few groups instead of every running job."""
     s = session
+    groups: dict[tuple[PoolKey, str, int], Group] = {}
+    for key, nodes in s.tasks.items():
+        victim = s.problem.jobs[key]
+        if not nodes or not victim.preemptible or not protected(s, victim):
+            continue
+        assert victim.started_at is not None and victim.min_runtime is not None
+        ends = victim.started_at + timedelta(seconds=victim.min_runtime)
+        for n in nodes:
+            pool = s.index.pool_of.get(n)
+            if pool is None:
+                continue
+            group = groups.setdefault((pool, victim.queue, victim.priority), Group(victim, 0, ends))
+            group.gpus += victim.gpus
+            group.first_end = min(group.first_end, ends)
+    out: Protected = {}
+    for (pool, _, _), group in sorted(groups.items(), key=lambda g: g[0]):
+        out.setdefault(pool, []).append(group)
+    return out
+
+
+def protection_wait(
+    session: Session, job: JobRequest, protected_by: Protected | None = None
+) -> Reason | None:
+    """The ``min-runtime`` reason for ``job``, or None when protection is not what holds it
+    back (nothing protected it could take, or not enough even with it). ``protected_by``:
+    :func:`protected_work`, when the caller asks for many jobs."""
+    s = session
+    work = protected_work(s) if protected_by is None else protected_by
+    pools = set(s.pools_for(job))
+    if not any(p in work for p in pools):
+        return None
     count = next_chunk(job, len(s.tasks.get(job.key, [])))
     need = count * job.gpus
-    pools = set(s.pools_for(job))
     rules = [Reclaim(s, Ledger()), Preempt(s, Ledger())]
     for rule in rules:
         rule.count = count
@@ -38,20 +82,15 @@ def protection_wait(session: Session, job: JobRequest) -> Reason | None:
         return None
     held = 0
     until: dict[str, tuple[int, datetime]] = {}  # project -> (minRuntime, first end)
-    for key, nodes in s.tasks.items():
-        victim = s.problem.jobs[key]
-        if key == job.key or not nodes or not victim.preemptible or not protected(s, victim):
-            continue
-        here = sum(1 for n in nodes if s.index.pool_of.get(n) in pools)
-        if not here or not any(r.may_evict(job, victim) for r in open_rules):
-            continue
-        held += here * victim.gpus
-        assert victim.started_at is not None and victim.min_runtime is not None
-        ends = victim.started_at + timedelta(seconds=victim.min_runtime)
-        project = s.problem.queues[victim.queue].name
-        first = until.get(project)
-        if first is None or ends < first[1]:
-            until[project] = (victim.min_runtime, ends)
+    for pool in sorted(pools & work.keys()):
+        for g in work[pool]:
+            if g.victim.key == job.key or not any(r.may_evict(job, g.victim) for r in open_rules):
+                continue
+            held += g.gpus
+            project = s.problem.queues[g.victim.queue].name
+            first = until.get(project)
+            if first is None or g.first_end < first[1]:
+                until[project] = (g.victim.min_runtime or 0, g.first_end)
     free = sum(s.index.pool_free(p)[0] for p in pools)
     if not held or free + held < need:
         return None
