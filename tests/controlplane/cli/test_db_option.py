@@ -56,8 +56,8 @@ def test_a_missing_directory_is_refused_not_created(
     )
     missing = tmp_path / "no" / "such" / "dir"
     args = [a.format(dir=specs) for a in INVOCATIONS[name]]
-    # watch reports a failed cycle on its line and carries on (--once: exit 0)
-    code = 0 if name == "watch" else 1
+    # watch reports a failed cycle on its line (and with --once exits 1 for it)
+    code = 1
     res = cp(capsys, *args, "--db", f"sqlite:///{missing / 'cp.db'}")
     assert res.code == code, (res.out, res.err)
     said = res.out if name == "watch" else res.err
