@@ -319,3 +319,40 @@ def test_a_finished_workload_is_remembered_not_rerun(
     ok(cp(capsys, "observe", specs))  # observing records the completion (a plan only reads)
     with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
         assert list(db.execute("SELECT workload, job FROM completions")) == [("p/once", job)]
+
+
+# ------------------------------------------------------------------------------- drift
+
+
+def test_an_edit_to_running_work_replaces_its_job_on_slurm(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    squeue: Helper,
+    wait_for: Helper,
+) -> None:
+    """gpus 2 -> 4 on a running job: the plan replaces it (spec-changed, the fields named);
+    apply cancels the old Slurm job and the new one runs with 4 GPUs; then nothing."""
+    specs = tmp_path / "specs"
+    docs = [cluster_doc, project("chem", 8), workload("train", "chem", 2, "a100_80")]
+    write_specs(specs, docs)
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    [old] = ours(squeue, "chem/train")
+    wait_for(lambda: show_job(slurm, old.id).get("JobState") == "RUNNING")
+
+    write_specs(specs, [cluster_doc, project("chem", 8), workload("train", "chem", 4, "a100_80")])
+    planned = ok(cp(capsys, "plan", specs, "--json")).json()
+    ops = [(a["op"], a["reason"]["code"]) for a in planned["actions"]]
+    assert ops == [("submit", "spec-changed"), ("cancel", "spec-changed")]
+    assert planned["actions"][1]["job"] == old.id
+    assert "gpus: 2 -> 4" in planned["actions"][1]["reason"]["message"]
+
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    wait_for(lambda: show_job(slurm, old.id).get("JobState") == "CANCELLED")
+    [new] = [j for j in ours(squeue, "chem/train") if j.active]
+    detail = wait_for(lambda: (d := show_job(slurm, new.id)).get("JobState") == "RUNNING" and d)
+    assert new.id != old.id and detail["TresPerNode"] == "gres:gpu:a100_80:4"
+    settled = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
+    assert settled["actions"] == []
