@@ -107,6 +107,11 @@ def plan_fan_out(
         spec = specs[job.key]
         seg = problem.segments.get(job.key)
         candidates = enumerate_candidates(job, spec, problem.pools, counts, seg)
+        if session.per_type and candidates:
+            candidates, why = _within_type_quotas(session, job, candidates, gpus)
+            if why is not None:
+                out.pending.append(Pending(workload=job.key, reason=why))
+                continue
         parallel = spec.strategy.max_parallel if spec.strategy else 1
         verdicts = choose(candidates, _after_placements(session, candidates, forecasts), parallel)
         out.verdicts[job.key] = verdicts
@@ -135,6 +140,20 @@ def plan_fan_out(
                 )
             )
     return out
+
+
+def _within_type_quotas(
+    session: Session, job: JobRequest, candidates: list[Candidate], gpus: int
+) -> tuple[list[Candidate], Reason | None]:
+    """Per-GPU-type quotas: the candidates on a type they leave room for, or why none."""
+    binding = {
+        t: session.over_type_quota(job, t, gpus) for t in sorted({c.gpu_type for c in candidates})
+    }
+    kept = [c for c in candidates if binding[c.gpu_type] is None]
+    if kept:
+        return kept, None
+    found = [(t, *b) for t, b in binding.items() if b is not None]
+    return [], reasons.over_type_quota(gpus, found)
 
 
 def _after_placements(

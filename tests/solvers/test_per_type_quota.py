@@ -115,3 +115,46 @@ def test_cp_sat_answers_keep_to_type_quotas() -> None:
         by_pool[a.pool] = by_pool.get(a.pool, 0) + 2
     assert by_pool == {"a100": 8, "v100": 2}
     assert len(p.pending) == 1
+
+
+def test_fan_out_candidates_keep_to_type_quotas() -> None:
+    """A non-preemptible fan-out workload may use either type, its project deserves only
+    A100s: only A100 candidates are submitted. With the A100 limit used up (the sum still
+    has room), only V100 candidates."""
+    fan = {"fanOut": True, "maxParallel": 4}
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            typed("a", a100_80=4),
+            workload("w", "a", gpus=4, type="inference", strategy=fan),
+        ]
+    )
+    p = plan(d, world(d), now=NOW)
+    assert p.actions and {a.submit.gpu_type for a in p.actions if a.submit} == {"a100_80"}
+    limited = document(
+        "Project",
+        "a",
+        {
+            "quota": [
+                {"gpuType": "a100_80", "gpus": 4, "limit": 4},
+                {"gpuType": "v100", "gpus": 4, "limit": 4},
+            ]
+        },
+    )
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            limited,
+            workload("held", "a", gpus=4, gpuTypes=["a100_80"]),
+            workload("w", "a", gpus=4, strategy=fan),
+        ]
+    )
+    running = Job(
+        id="1",
+        workload="a/held",
+        replicas=[Replica(node="a100-01", gpus=4)],
+        started_at=NOW,
+        pool="a100",
+    )
+    p = plan(d, world(d, running), now=NOW)
+    assert p.actions and {a.submit.gpu_type for a in p.actions if a.submit} == {"v100"}
