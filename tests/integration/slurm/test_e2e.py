@@ -336,13 +336,13 @@ def test_an_edit_to_running_work_replaces_its_job_on_slurm(
     """gpus 2 -> 4 on a running job: the plan replaces it (spec-changed, the fields named);
     apply cancels the old Slurm job and the new one runs with 4 GPUs; then nothing."""
     specs = tmp_path / "specs"
-    docs = [cluster_doc, project("chem", 8), workload("train", "chem", 2, "a100_80")]
+    docs = [cluster_doc, project("chem", 8), workload("edited", "chem", 2, "a100_80")]
     write_specs(specs, docs)
     ok(cp(capsys, "apply", specs, "--auto-approve"))
-    [old] = ours(squeue, "chem/train")
+    [old] = [j for j in ours(squeue, "chem/edited") if j.active]  # earlier tests' are gone
     wait_for(lambda: show_job(slurm, old.id).get("JobState") == "RUNNING")
 
-    write_specs(specs, [cluster_doc, project("chem", 8), workload("train", "chem", 4, "a100_80")])
+    write_specs(specs, [cluster_doc, project("chem", 8), workload("edited", "chem", 4, "a100_80")])
     planned = ok(cp(capsys, "plan", specs, "--json")).json()
     ops = [(a["op"], a["reason"]["code"]) for a in planned["actions"]]
     assert ops == [("submit", "spec-changed"), ("cancel", "spec-changed")]
@@ -351,7 +351,7 @@ def test_an_edit_to_running_work_replaces_its_job_on_slurm(
 
     ok(cp(capsys, "apply", specs, "--auto-approve"))
     wait_for(lambda: show_job(slurm, old.id).get("JobState") == "CANCELLED")
-    [new] = [j for j in ours(squeue, "chem/train") if j.active]
+    [new] = [j for j in ours(squeue, "chem/edited") if j.active]
     detail = wait_for(lambda: (d := show_job(slurm, new.id)).get("JobState") == "RUNNING" and d)
     assert new.id != old.id and detail["TresPerNode"] == "gres:gpu:a100_80:4"
     settled = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
