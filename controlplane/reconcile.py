@@ -80,7 +80,7 @@ from solvers.kai.preempt import preempt
 from solvers.kai.protection import Protected, protected_work, protection_wait
 from solvers.kai.reclaim import reclaim
 from solvers.policy import DEFAULT_POLICY, Deadline, Policy
-from solvers.problem import JobRequest, Problem, ProblemCache
+from solvers.problem import JobRequest, Problem, ProblemCache, held_now
 from solvers.session import Session
 from solvers.sitepolicy.preamble import planning_problem
 from solvers.sitepolicy.usage import fairshare_inputs
@@ -198,9 +198,9 @@ def cycle(
     #    fan-out workloads waiting for a start leave KAI's allocation
     problem = planning_problem(desired, observed, now, cache)
     #    running work whose spec was edited: in place, fewer replicas, or replaced now
-    held = _held_by_queue(problem, observed)  # what runs now, before an edit reshapes it
+    held = held_now(problem, observed)  # what runs now, before an edit reshapes it
     specs = {k: w.spec for k, w in desired.workloads.items()}
-    drift = reconcile_drift(problem, observed, specs, now)
+    drift = reconcile_drift(problem, observed, specs, now, held)
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
     chosen = allocate_best(
@@ -236,7 +236,7 @@ def cycle(
         _pending(problem, session, again or allocator, ledger, drift) + fan.pending,
         key=lambda p: p.workload,
     )
-    projects, departments = _quota_tables(problem, session, pending, held)
+    projects, departments = _quota_tables(problem, session, pending, held[0])
     digest = digest if digest is not None else observed_digest(observed)
     return Plan(
         id=plan_id(desired.digest, digest, actions, now),
@@ -296,27 +296,6 @@ def _protected_wait(
     if reason.code not in (ReasonCode.NO_CAPACITY, ReasonCode.GANG_UNPLACEABLE):
         return reason
     return protection_wait(session, job, protected_by) or reason
-
-
-def _held_by_queue(problem: Problem, observed: Snapshot) -> dict[str, float]:
-    """GPUs each queue's running work holds, as observed (an edited job by the shape it
-    runs in, not its spec's new one)."""
-    gpus = {
-        (c.name, j.id): sum(r.gpus for r in j.replicas)
-        for c in observed.clusters
-        for j in c.jobs
-        if j.workload in problem.jobs
-    }
-    held: dict[str, float] = {}
-    for job in problem.jobs.values():
-        if not job.running:
-            continue
-        size = gpus.get((job.cluster or "", job.job_id or ""), len(job.placed) * job.gpus)
-        qid: str | None = job.queue
-        while qid is not None:
-            held[qid] = held.get(qid, 0) + size
-            qid = problem.queues[qid].parent
-    return held
 
 
 def _quota_tables(

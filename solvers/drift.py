@@ -65,10 +65,15 @@ class Drift:
 
 
 def reconcile_drift(
-    problem: Problem, observed: Snapshot, specs: Mapping[str, WorkloadSpec], now: datetime
+    problem: Problem,
+    observed: Snapshot,
+    specs: Mapping[str, WorkloadSpec],
+    now: datetime,
+    held: tuple[Mapping[str, float], Mapping[str, float]],
 ) -> Drift:
     """Sort every edit to a running workload into in place, shrink or replacement (module
-    docstring), changing ``problem`` to match."""
+    docstring), changing ``problem`` to match. ``held``: what each queue holds now, all
+    work and non-preemptible (:func:`~solvers.problem.held_now`)."""
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
@@ -94,7 +99,7 @@ def reconcile_drift(
                 problem.nodes[n].used -= req.gpus
             req.placed = req.placed[: req.replicas]
     if replace:
-        _replace(problem, replace, now, drift)
+        _replace(problem, replace, now, drift, held)
     return drift
 
 
@@ -111,12 +116,13 @@ def _replace(
     todo: list[tuple[JobRequest, Job, WorkloadSpec | None, str]],
     now: datetime,
     drift: Drift,
+    held_now: tuple[Mapping[str, float], Mapping[str, float]],
 ) -> None:
     """Each replacement in workload order, on the GPUs its old job leaves and what is free;
     the old version stays where the new one may not start."""
     distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
     index = FreeIndex(problem.nodes, distinct)
-    held, held_np = _held(problem, {req.key: job for req, job, _, _ in todo})
+    held, held_np = defaultdict(float, held_now[0]), defaultdict(float, held_now[1])
     for req, job, old, text in todo:
         if req.preemptible and req.min_runtime and req.started_at is not None:
             until = req.started_at + timedelta(seconds=req.min_runtime)
@@ -150,7 +156,7 @@ def _replace(
                 problem.nodes[n].used -= g
         for n in nodes:
             problem.nodes[n].used += req.gpus
-        for q in _chain(problem, req):
+        for q in problem.chain(req.queue):
             held[q] += after - before
             if not req.preemptible:
                 held_np[q] += after - before
@@ -175,25 +181,6 @@ def _keep_old(req: JobRequest, job: Job, old: WorkloadSpec | None) -> None:
     req.pools = [req.pool] if req.pool is not None else req.pools
 
 
-def _held(
-    problem: Problem, old_jobs: Mapping[str, Job]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """GPUs each queue holds now (all work, and non-preemptible work): what runs, as it
-    runs (an edited job by its observed replicas, not its new shape)."""
-    held: dict[str, float] = defaultdict(float)
-    held_np: dict[str, float] = defaultdict(float)
-    for req in problem.jobs.values():
-        if not req.running:
-            continue
-        job = old_jobs.get(req.key)
-        gpus = sum(r.gpus for r in job.replicas) if job else len(req.placed) * req.gpus
-        for q in _chain(problem, req):
-            held[q] += gpus
-            if not req.preemptible:
-                held_np[q] += gpus
-    return held, held_np
-
-
 def _over_quota(
     problem: Problem,
     req: JobRequest,
@@ -202,7 +189,7 @@ def _over_quota(
     more: float,
 ) -> str | None:
     """Why the new version would break a limit (or, non-preemptible, a deserved quota)."""
-    for qid in _chain(problem, req):
+    for qid in problem.chain(req.queue):
         q = problem.queues[qid]
         if q.limit is not None and held[qid] + more > q.limit:
             return (
@@ -216,11 +203,3 @@ def _over_quota(
                 f"{reasons.gpus(q.deserved)}"
             )
     return None
-
-
-def _chain(problem: Problem, req: JobRequest) -> list[str]:
-    out, qid = [], req.queue
-    while qid:
-        out.append(qid)
-        qid = problem.queues[qid].parent or ""
-    return out

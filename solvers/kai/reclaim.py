@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from solvers import reasons
 from solvers.kai.disruption import Disruption, Ledger
@@ -77,11 +77,22 @@ class Reclaim(Disruption):
             if s.alloc_t[theirs.id, t] > theirs.on(t).deserved and self._within(mine, t, req)
         }
 
-    def _within(self, mine: Queue, gpu_type: str, req: float) -> bool:
-        s = self.s
+    def _within(
+        self,
+        mine: Queue,
+        gpu_type: str,
+        req: float,
+        alloc: Mapping[str, float] | None = None,
+        alloc_t: Mapping[tuple[str, str], float] | None = None,
+    ) -> bool:
+        """The reclaimer's side stays within its deserved on the type with ``req`` more
+        (its deserved, if its quota is not per type); by the session's allocation, or the
+        one given (the step's base)."""
+        alloc = self.s.alloc if alloc is None else alloc
+        alloc_t = self.s.alloc_t if alloc_t is None else alloc_t
         if mine.typed is None:
-            return s.alloc[mine.id] + req <= mine.deserved
-        return s.alloc_t[mine.id, gpu_type] + req <= mine.on(gpu_type).deserved
+            return alloc.get(mine.id, 0.0) + req <= mine.deserved
+        return alloc_t.get((mine.id, gpu_type), 0.0) + req <= mine.on(gpu_type).deserved
 
     def _gpu_type(self, job: JobRequest) -> str | None:
         pool = self.s.pool.get(job.key)
@@ -213,12 +224,8 @@ class Reclaim(Disruption):
         deserved on it, and the reclaimer's side stays within its own with the job."""
         if not self.s.per_type or theirs.typed is None:
             return False
-        return left > theirs.on(gpu_type).deserved and self._within_base(mine, gpu_type, req)
-
-    def _within_base(self, mine: Queue, gpu_type: str, req: float) -> bool:
-        if mine.typed is None:
-            return self.base_alloc[mine.id] + req <= mine.deserved
-        return self.base_alloc_t.get((mine.id, gpu_type), 0.0) + req <= mine.on(gpu_type).deserved
+        within = self._within(mine, gpu_type, req, self.base_alloc, self.base_alloc_t)
+        return left > theirs.on(gpu_type).deserved and within
 
     def _type_before(self, key: str) -> str | None:
         """The GPU type a victim held before the trial (its pool then)."""

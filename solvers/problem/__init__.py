@@ -13,6 +13,7 @@ several waiting jobs are ``candidates``, not duplicates; once one runs, the othe
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
 
 from solvers.order import job_id_order
@@ -43,6 +44,7 @@ __all__ = [
     "TypeQuota",
     "build_problem",
     "eligible_pools",
+    "held_now",
     "job_request",
     "node_key",
     "set_aside_fan_out",
@@ -207,3 +209,25 @@ def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> PoolKey | No
         if n and n.pool:
             return n.pool
     return None
+
+
+def held_now(problem: Problem, observed: Snapshot) -> tuple[dict[str, float], dict[str, float]]:
+    """GPUs each queue's running work holds, and its non-preemptible work: as observed, so
+    an edited job counts by the shape it runs in, not its spec's new one."""
+    gpus = {
+        (c.name, j.id): sum(r.gpus for r in j.replicas)
+        for c in observed.clusters
+        for j in c.jobs
+        if j.workload in problem.jobs
+    }
+    held: dict[str, float] = defaultdict(float)
+    held_np: dict[str, float] = defaultdict(float)
+    for job in problem.jobs.values():
+        if not job.running:
+            continue
+        size = gpus.get((job.cluster or "", job.job_id or ""), len(job.placed) * job.gpus)
+        for qid in problem.chain(job.queue):
+            held[qid] += size
+            if not job.preemptible:
+                held_np[qid] += size
+    return held, held_np

@@ -127,6 +127,15 @@ class Problem:
     def total_gpus(self) -> int:
         return sum(n.capacity for n in self.nodes.values() if n.schedulable)
 
+    def chain(self, queue_id: str) -> list[str]:
+        """The queue's id and its ancestors', leaf first (a session caches its own)."""
+        out: list[str] = []
+        qid: str | None = queue_id
+        while qid is not None:
+            out.append(qid)
+            qid = self.queues[qid].parent
+        return out
+
 
 def node_key(cluster: str, node: str) -> str:
     return f"{cluster}/{node}"
