@@ -12,6 +12,11 @@ observed state and the final virtual one: a job started in round 1 and reclaimed
 round 2 never appears; a job evicted and placed again elsewhere is one ``move``. Each net
 action keeps the reason of the round that caused it.
 
+A round's actions are all the next round needs; what still waits and the quota table are
+worked out only for the rounds the plan shows (the first and the last: a :class:`Round`
+finishes its plan on demand), since a busy org's middle rounds would spend a good part
+of their time on them.
+
 Fan-out candidates (submits the cluster places, ``submit.candidate`` set) stay PENDING in
 the virtual world: which of them starts is the real cluster's decision, so the next round
 sees them waiting, and each appears in the plan as it was submitted.
@@ -26,13 +31,22 @@ from datetime import datetime
 
 from adapters.base import AdapterError
 from adapters.simulator.engine import SimulatedCluster
-from controlplane.plan import DISPLAY_RANK, Plan, shrinks
+from controlplane.plan import DISPLAY_RANK, Plan, execution_order, shrinks
 from solvers.policy import Deadline
 from specs.actions import Action, Op
 from specs.snapshot import Job, Snapshot
 
 MAX_ROUNDS = 4
 VIRTUAL = "virtual-"  # id prefix of jobs that exist only in the virtual world
+
+
+@dataclass
+class Round:
+    """One cycle: its actions and plan id at once, its whole plan on demand."""
+
+    actions: list[Action]
+    id: str
+    finish: Callable[[], Plan]
 
 
 @dataclass
@@ -44,7 +58,7 @@ class Converged:
 
 
 def converge(
-    cycle: Callable[[Snapshot], Plan],
+    cycle: Callable[[Snapshot], Round],
     observed: Snapshot,
     now: datetime,
     deadline: Deadline | None = None,
@@ -53,37 +67,40 @@ def converge(
     passed; rounds not run, or a fixed point not reached, are recorded there."""
     deadline = deadline or Deadline()
     deadline.round = 1
-    first = cycle(observed)
+    started = cycle(observed)
+    first = started.finish()
     if not first.actions:
         return Converged(first, first, [], 1)
-    plans = [first]
+    rounds = [started]
     world = observed.model_copy(deep=True)
     for _ in range(MAX_ROUNDS - 1):
         if deadline.expired:
             deadline.cut("converge", "the time limit ran out before the next round")
             break
-        if not _apply(world, plans[-1], now):
+        if not _apply(world, rounds[-1], now):
             break  # the virtual world refused a step: keep what was reached
-        deadline.round = len(plans) + 1
+        deadline.round = len(rounds) + 1
         nxt = cycle(world)
-        plans.append(nxt)
+        rounds.append(nxt)
         if not nxt.actions:
             break
     else:
         deadline.cut("converge", f"no fixed point after {MAX_ROUNDS} rounds")
-    if len(plans) == 1 or (len(plans) == 2 and not plans[1].actions):
-        return Converged(first, plans[-1], first.actions, len(plans))
-    return Converged(first, plans[-1], net_actions(observed, world, plans), len(plans))
+    last = first if len(rounds) == 1 else rounds[-1].finish()
+    if len(rounds) == 1 or (len(rounds) == 2 and not rounds[1].actions):
+        return Converged(first, last, first.actions, len(rounds))
+    net = net_actions(observed, world, [r.actions for r in rounds])
+    return Converged(first, last, net, len(rounds))
 
 
-def _apply(world: Snapshot, plan: Plan, now: datetime) -> bool:
+def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
     sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL, schedule=False) for c in world.clusters}
     by_cluster: dict[str, list[Action]] = {}
-    for action in plan.execution_order():  # clusters are independent: each keeps its order
+    for action in execution_order(step.actions):  # clusters are independent: each in order
         by_cluster.setdefault(action.cluster, []).append(action)
     try:
         for cluster, actions in by_cluster.items():
-            sims[cluster].execute_many(actions, plan_id=plan.id, now=now)
+            sims[cluster].execute_many(actions, plan_id=step.id, now=now)
     except (AdapterError, KeyError):
         return False
     return True
@@ -93,12 +110,12 @@ def _shape(job: Job) -> Counter[tuple[str, int]]:
     return Counter((r.node or "", r.gpus) for r in job.replicas)
 
 
-def net_actions(observed: Snapshot, final: Snapshot, plans: list[Plan]) -> list[Action]:
+def net_actions(observed: Snapshot, final: Snapshot, rounds: list[list[Action]]) -> list[Action]:
     """The actions that take ``observed`` to ``final``, with the reasons the rounds gave, in
     reading order (the reconciler then orders the moves so each finds room)."""
+    steps = [a for actions in rounds for a in actions]
     before = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.state.active}
     after = {(c.name, j.id): j for c in final.clusters for j in c.jobs if j.state.active}
-    steps = [a for p in plans for a in p.actions]
     by_job: dict[tuple[str, str], Action] = {}  # the first action that touched a real job
     evicted: dict[tuple[str, str], Action] = {}  # the first that took one away entirely
     shrinking: dict[tuple[str, str], Action] = {}  # the first that took replicas away

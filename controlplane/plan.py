@@ -148,22 +148,27 @@ class Plan(PlanModel):
         return chain
 
     def execution_order(self) -> list[Action]:
-        """Evictions first, so the moves and submissions that need their GPUs find them free.
+        """The plan's actions in the order they run (:func:`execution_order`)."""
+        return execution_order(self.actions)
 
-        A resize that takes replicas away (an elastic victim of reclaim or preemption) is an
-        eviction too: it runs with the preemptions, before any move. Within one op the
-        plan's own order holds (the reconciler lists moves in an order that fits).
 
-        Submits the cluster places (fan-out candidates) come last: a cluster puts such a
-        job wherever it fits when it arrives, which must not be GPUs the plan gave to
-        other work that is not there yet."""
+def execution_order(actions: list[Action]) -> list[Action]:
+    """Evictions first, so the moves and submissions that need their GPUs find them free.
 
-        def rank(a: Action) -> tuple[bool, int, bool]:
-            if shrinks(a):
-                return (False, _EXEC_RANK[Op.PREEMPT], False)
-            return (not a.op.evicts, _EXEC_RANK[a.op], placed_by_cluster(a))
+    A resize that takes replicas away (an elastic victim of reclaim or preemption) is an
+    eviction too: it runs with the preemptions, before any move. Within one op the
+    plan's own order holds (the reconciler lists moves in an order that fits).
 
-        return sorted(self.actions, key=rank)
+    Submits the cluster places (fan-out candidates) come last: a cluster puts such a
+    job wherever it fits when it arrives, which must not be GPUs the plan gave to
+    other work that is not there yet."""
+
+    def rank(a: Action) -> tuple[bool, int, bool]:
+        if shrinks(a):
+            return (False, _EXEC_RANK[Op.PREEMPT], False)
+        return (not a.op.evicts, _EXEC_RANK[a.op], placed_by_cluster(a))
+
+    return sorted(actions, key=rank)
 
 
 # preempt/cancel free GPUs; move frees its old place before it lands; then growth, then starts

@@ -64,7 +64,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from controlplane import unreachable
-from controlplane.converge import converge
+from controlplane.converge import Round, converge
 from controlplane.placements import placements, prunes, segment
 from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
 from controlplane.sequence import sort_actions
@@ -190,9 +190,10 @@ def cycle(
     deadline: Deadline | None = None,
     digest: str | None = None,
     cache: ProblemCache | None = None,
-) -> Plan:
+) -> Round:
     """One KAI cycle against ``observed``: the steps narrated at the top of this module.
-    ``digest``: the observed snapshot's, when the caller has it already."""
+    ``digest``: the observed snapshot's, when the caller has it already. Step 11 runs when
+    the round's plan is asked for (``Round.finish``)."""
     deadline = deadline or Deadline()
     # 1. the problem (segments finished or not), with site policy: budgets, retry backoff;
     #    fan-out workloads waiting for a start leave KAI's allocation
@@ -231,31 +232,36 @@ def cycle(
     # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do)
     actions = [segment(problem, a) for a in actions]
     actions = sort_actions(actions, observed)  # a move may need the place another one leaves
-    # 11. what waits, and the quota table
-    pending = sorted(
-        _pending(problem, session, again or allocator, ledger, drift) + fan.pending,
-        key=lambda p: p.workload,
-    )
-    projects, departments = _quota_tables(problem, session, pending, held[0])
     digest = digest if digest is not None else observed_digest(observed)
-    return Plan(
-        id=plan_id(desired.digest, digest, actions, now),
-        created_at=now,
-        spec_digest=desired.digest,
-        git_commit=git_commit,
-        observed_digest=digest,
-        actions=actions,
-        pending=pending,
-        projects=projects,
-        departments=departments,
-        solver=SolverReport(
-            engine=chosen.engine,
-            status=chosen.status,
-            objective=chosen.objective,
-            bound=chosen.bound,
-            gap=chosen.gap,
-        ),
-    )
+    made = plan_id(desired.digest, digest, actions, now)
+
+    def finish() -> Plan:
+        # 11. what waits, and the quota table
+        pending = sorted(
+            _pending(problem, session, again or allocator, ledger, drift) + fan.pending,
+            key=lambda p: p.workload,
+        )
+        projects, departments = _quota_tables(problem, session, pending, held[0])
+        return Plan(
+            id=made,
+            created_at=now,
+            spec_digest=desired.digest,
+            git_commit=git_commit,
+            observed_digest=digest,
+            actions=actions,
+            pending=pending,
+            projects=projects,
+            departments=departments,
+            solver=SolverReport(
+                engine=chosen.engine,
+                status=chosen.status,
+                objective=chosen.objective,
+                bound=chosen.bound,
+                gap=chosen.gap,
+            ),
+        )
+
+    return Round(actions, made, finish)
 
 
 def _pending(

@@ -10,7 +10,7 @@ preemption's rules) must cover what it asks for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from solvers import reasons
@@ -34,7 +34,13 @@ class Group:
     first_end: datetime  # when the first of it may be taken
 
 
-Protected = dict[PoolKey, list[Group]]
+@dataclass
+class Protected:
+    """Every pool's protected work, grouped, and the answers given so far: waiting jobs of
+    one shape (project, priority, GPUs, pools, nothing held yet) get the same answer."""
+
+    groups: dict[PoolKey, list[Group]]
+    answers: dict[tuple[object, ...], Reason | None] = field(default_factory=dict)
 
 
 def protected_work(session: Session) -> Protected:
@@ -55,10 +61,10 @@ def protected_work(session: Session) -> Protected:
             group = groups.setdefault((pool, victim.queue, victim.priority), Group(victim, 0, ends))
             group.gpus += victim.gpus
             group.first_end = min(group.first_end, ends)
-    out: Protected = {}
+    out: dict[PoolKey, list[Group]] = {}
     for (pool, _, _), group in sorted(groups.items(), key=lambda g: g[0]):
         out.setdefault(pool, []).append(group)
-    return out
+    return Protected(out)
 
 
 def protection_wait(
@@ -68,11 +74,22 @@ def protection_wait(
     back (nothing protected it could take, or not enough even with it). ``protected_by``:
     :func:`protected_work`, when the caller asks for many jobs."""
     s = session
-    work = protected_work(s) if protected_by is None else protected_by
+    known = protected_work(s) if protected_by is None else protected_by
+    count = next_chunk(job, len(s.tasks.get(job.key, [])))
+    if s.tasks.get(job.key):  # it could be a victim of its own twins: no shared answer
+        return _wait(s, job, count, known.groups)
+    shape = (job.queue, job.priority, job.preemptible, job.gpus, count, tuple(s.pools_for(job)))
+    if shape not in known.answers:
+        known.answers[shape] = _wait(s, job, count, known.groups)
+    return known.answers[shape]
+
+
+def _wait(
+    s: Session, job: JobRequest, count: int, work: dict[PoolKey, list[Group]]
+) -> Reason | None:
     pools = set(s.pools_for(job))
     if not any(p in work for p in pools):
         return None
-    count = next_chunk(job, len(s.tasks.get(job.key, [])))
     need = count * job.gpus
     rules = [Reclaim(s, Ledger()), Preempt(s, Ledger())]
     for rule in rules:

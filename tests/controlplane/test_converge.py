@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from adapters.simulator import SimulatedCluster, nodes_from_spec
 from controlplane.converge import net_actions
-from controlplane.plan import Plan, SolverReport
 from controlplane.reconcile import plan
 from specs.actions import Action, Op, Reason, ReasonCode
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, project, workload
 
 
-def _plan(*actions: Action) -> Plan:
-    return Plan(
-        id="x",
-        created_at=NOW,
-        spec_digest="",
-        observed_digest="",
-        actions=list(actions),
-        solver=SolverReport(engine="t", status="t"),
-    )
+def _plan(*actions: Action) -> list[Action]:
+    """One round's actions."""
+    return list(actions)
 
 
 def _world(*jobs: Job) -> Snapshot:
