@@ -26,6 +26,7 @@ class FreeIndex:
         self.total = 0  # free GPUs over every node
         self.pool_of: dict[str, PoolKey] = {}
         self._buckets: dict[PoolKey, dict[int, SortedList]] = defaultdict(dict)
+        self._room: dict[PoolKey, tuple[int, int]] = {}  # pool_free, until the pool changes
         for key, n in nodes.items():
             if n.pool is None or not n.schedulable:
                 continue
@@ -56,6 +57,7 @@ class FreeIndex:
 
     def _move(self, node: str, delta: int) -> None:
         pool = self.pool_of[node]
+        self._room.pop(pool, None)
         before = self.free[node]
         self._buckets[pool][before].remove(node)
         self.free[node] = before + delta
@@ -64,12 +66,15 @@ class FreeIndex:
 
     def pool_free(self, pool: PoolKey) -> tuple[int, int]:
         """(total free GPUs, largest free block on one node) in a pool."""
-        total = largest = 0
-        for free, bucket in self._buckets.get(pool, {}).items():
-            if bucket:
-                total += free * len(bucket)
-                largest = max(largest, free)
-        return total, largest
+        room = self._room.get(pool)
+        if room is None:
+            total = largest = 0
+            for free, bucket in self._buckets.get(pool, {}).items():
+                if bucket:
+                    total += free * len(bucket)
+                    largest = max(largest, free)
+            room = self._room[pool] = (total, largest)
+        return room
 
     def place_gang(
         self, pools: list[PoolKey], gpus: int, count: int, holding: frozenset[str] = frozenset()

@@ -47,6 +47,7 @@ class Session:
     alloc_np_t: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     per_type: bool = False
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
+    _shares: dict[str, float] = field(default_factory=dict, repr=False)  # fixed with ``fair``
 
     @classmethod
     def open(
@@ -60,6 +61,7 @@ class Session:
         queue id) and ``k`` bend only the over-quota split (time-based fairshare)."""
         s = cls.before(problem)
         s.fair = _fair_shares(problem, s, usage or {}, k, k_by_queue or {})
+        s._shares = {}
         return s
 
     @classmethod
@@ -179,8 +181,11 @@ class Session:
 
     def allocatable_share(self, q: Queue) -> float:
         """max(deserved, fair share), capped by the limit."""
-        share = max(q.deserved, self.fair.get(q.id, 0.0))
-        return share if q.limit is None else min(share, q.limit)
+        share = self._shares.get(q.id)
+        if share is None:
+            share = max(q.deserved, self.fair.get(q.id, 0.0))
+            share = self._shares[q.id] = share if q.limit is None else min(share, q.limit)
+        return share
 
 
 def place(

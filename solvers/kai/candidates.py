@@ -43,6 +43,8 @@ class Holders:
         self.lists: dict[tuple[str, PoolKey], SortedList] = defaultdict(SortedList)
         self.gpus: dict[tuple[str, PoolKey], float] = defaultdict(float)
         self.sizes: dict[str, Counter[float]] = defaultdict(Counter)  # GPUs each job holds
+        # (project, pool) -> GPUs its candidates hold per job priority
+        self.by_priority: dict[tuple[str, PoolKey], Counter[int]] = defaultdict(Counter)
         # job -> (its entry in its project's list, pool, replicas held)
         self._entry: dict[str, tuple[tuple[VictimOrder, str], PoolKey, int]] = {}
         for key in sorted(session.tasks):
@@ -59,6 +61,7 @@ class Holders:
             self.lists[job.queue, old[1]].remove(old[0])
             self.gpus[job.queue, old[1]] -= old[2] * job.gpus
             self.sizes[job.queue][old[2] * job.gpus] -= 1
+            self.by_priority[job.queue, old[1]][job.priority] -= old[2] * job.gpus
         tasks = s.tasks.get(key, [])
         pool = s.pool.get(key)
         if (
@@ -75,6 +78,16 @@ class Holders:
         self.lists[job.queue, pool].add(entry)
         self.gpus[job.queue, pool] += len(tasks) * job.gpus
         self.sizes[job.queue][len(tasks) * job.gpus] += 1
+        self.by_priority[job.queue, pool][job.priority] += len(tasks) * job.gpus
+
+    def below(self, qid: str, pools: set[PoolKey], priority: int) -> float:
+        """GPUs the project's candidates of a lower priority hold in ``pools``."""
+        return sum(
+            gpus
+            for pool in pools
+            for p, gpus in self.by_priority.get((qid, pool), Counter()).items()
+            if p < priority
+        )
 
     def largest(self, qid: str) -> float:
         """The most GPUs one candidate of the project holds."""

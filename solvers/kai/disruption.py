@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from solvers import reasons
 from solvers.kai.allocate import Allocator, next_chunk
-from solvers.kai.candidates import protected
+from solvers.kai.candidates import Holders, protected
 from solvers.kai.exhaustive import run_exhaustive
 from solvers.kai.victims import Search, SimulationBudget
 from solvers.policy import Deadline
-from solvers.problem import JobRequest
+from solvers.problem import JobRequest, PoolKey
 from solvers.session import Grant, Session, Statement
 from specs.actions import Reason
 
@@ -111,6 +111,11 @@ class Disruption:
         victims holding ``held`` GPUs per project (``largest``: the most one of them
         holds). A search, or a candidate set, that could not free the job's GPUs even so
         is skipped: whatever is moved needs as many free GPUs elsewhere."""
+        return math.inf
+
+    def most_freed(self, job: JobRequest, pools: set[PoolKey], holders: Holders) -> float:
+        """At most how many GPUs every victim ``job`` may take holds in ``pools``: a search
+        that could not fit the job even with all of them and the free GPUs is skipped."""
         return math.inf
 
     def why_evicted(self, job: JobRequest, victim: JobRequest, count: int) -> Reason:

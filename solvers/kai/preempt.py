@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from solvers import reasons
+from solvers.kai.candidates import Holders
 from solvers.kai.disruption import Disruption, Ledger
 from solvers.policy import Deadline
-from solvers.problem import JobRequest
+from solvers.problem import JobRequest, PoolKey
 from solvers.session import Session
 from specs.actions import Reason
 
@@ -43,6 +44,9 @@ class Preempt(Disruption):
 
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
         return victim.queue == job.queue and victim.priority < job.priority
+
+    def most_freed(self, job: JobRequest, pools: set[PoolKey], holders: Holders) -> float:
+        return holders.below(job.queue, pools, job.priority)
 
     def why_evicted(self, job: JobRequest, victim: JobRequest, count: int) -> Reason:
         project = self.s.problem.queues[job.queue].name

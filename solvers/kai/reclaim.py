@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from solvers import reasons
 from solvers.kai.disruption import Disruption, Ledger
@@ -37,6 +38,10 @@ from specs.actions import Reason
 class Reclaim(Disruption):
     bounded = True
     name = "reclaim"
+
+    def __init__(self, session: Session, ledger: Ledger, **options: Any) -> None:
+        super().__init__(session, ledger, **options)
+        self._sides: dict[tuple[str, str], tuple[Queue, Queue]] = {}
 
     def admits(self, job: JobRequest, count: int) -> bool:
         s, req = self.s, count * job.gpus
@@ -242,6 +247,12 @@ class Reclaim(Disruption):
 
     def sides(self, mine: str, theirs: str) -> tuple[Queue, Queue]:
         """The two queues where the chains from the top part ways."""
+        known = self._sides.get((mine, theirs))
+        if known is None:
+            known = self._sides[mine, theirs] = self._part(mine, theirs)
+        return known
+
+    def _part(self, mine: str, theirs: str) -> tuple[Queue, Queue]:
         a, b = self.s.chain(mine)[::-1], self.s.chain(theirs)[::-1]
         for x, y in zip(a, b, strict=False):
             if x.id != y.id:

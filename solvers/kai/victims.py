@@ -135,10 +135,27 @@ class Search:
     def __init__(self, step: Disruption, waiting: set[str]) -> None:
         self.step = step
         self.s = step.s
-        self.index = WaitingIndex(self.s, waiting)
-        self.static = StaticRuns(self.s, self.index)
+        self.waiting = waiting
+        self._index: WaitingIndex | None = None  # built by the first simulation
+        self._static: StaticRuns | None = None
         self.holders = Holders(self.s, step.min_runtime_protects)
         self.generation = 0  # commits so far: what the cached runs were computed for
+
+    @property
+    def index(self) -> WaitingIndex:
+        """The step's waiting jobs in lanes, as the commits so far left them. Many steps of
+        a busy plan's later rounds simulate nothing: they never build it."""
+        if self._index is None:
+            ledger = self.step.ledger
+            gone = ledger.touched | ledger.lost.keys()
+            self._index = WaitingIndex(self.s, (k for k in self.waiting if k not in gone))
+        return self._index
+
+    @property
+    def static(self) -> StaticRuns:
+        if self._static is None:
+            self._static = StaticRuns(self.s, self.index)
+        return self._static
 
     def committed(self, job: JobRequest, trial: Statement) -> None:
         """The step committed ``trial`` for ``job``: bring the indexes up to date."""
@@ -146,7 +163,8 @@ class Search:
         touched = [job.key, *trial.before]
         for key in touched:
             self.holders.update(key)
-        self.index.remove(k for k in touched if k in ledger.touched or k in ledger.lost)
+        if self._index is not None:
+            self._index.remove(k for k in touched if k in ledger.touched or k in ledger.lost)
         self.generation += 1
 
     # ------------------------------------------------------------------ the search
@@ -167,6 +185,8 @@ class Search:
             largest = {qid: self.holders.largest(qid) for qid in held}
             if free + step.most_taken(job, count, held, largest) < count * job.gpus:
                 return None  # no set of victims could ever free enough: skip the search
+        elif pool_room(s, pools)[0] + step.most_freed(job, pools, self.holders) < count * job.gpus:
+            return None  # no candidate set could pass room_for: skip the search
         allowed = step.victim_filter(job)
         recorded: list[Chunk] = []
         for k in range(1, count + 1):

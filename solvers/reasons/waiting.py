@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from solvers.reasons.words import gpus, ordinal, pools, shape, stamp
@@ -83,7 +84,20 @@ def no_room(
     *,
     gang_would_fit_in_total: bool,
 ) -> Reason:
-    """Why a gang of ``count`` x ``per_replica`` GPUs found no place in ``pool_keys``."""
+    """Why a gang of ``count`` x ``per_replica`` GPUs found no place in ``pool_keys``.
+    (Reasons are frozen: thousands of waiting jobs of one shape share one.)"""
+    return _no_room(count, per_replica, tuple(pool_keys), total, largest, gang_would_fit_in_total)
+
+
+@lru_cache(maxsize=4096)
+def _no_room(
+    count: int,
+    per_replica: int,
+    pool_keys: tuple[PoolKey, ...],
+    total: int,
+    largest: int,
+    gang_would_fit_in_total: bool,
+) -> Reason:
     names = pools(pool_keys)
     if count > 1 and gang_would_fit_in_total:
         return Reason(
