@@ -99,13 +99,17 @@ class Aggregate:
 
 def base_state(problem: Problem) -> Base:
     """GPUs held per queue and free GPUs per node before the pass: exactly what a fresh
-    session starts from (running work, and the GPUs waiting fan-out candidates hold)."""
-    s = Session.before(problem)
-    return Base(
-        {q: int(g) for q, g in s.alloc.items()},
-        {q: int(g) for q, g in s.alloc_np.items()},
-        dict(s.index.free),
-    )
+    session starts from (running work, and the GPUs waiting fan-out candidates hold).
+    Computed once per problem (the solver and each scoring ask for it)."""
+    if "cpsat.base" not in problem.derived:
+        s = Session.before(problem)
+        problem.derived["cpsat.base"] = Base(
+            {q: int(g) for q, g in s.alloc.items()},
+            {q: int(g) for q, g in s.alloc_np.items()},
+            dict(s.index.free),
+        )
+    base: Base = problem.derived["cpsat.base"]
+    return base
 
 
 def chain(problem: Problem, queue_id: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from solvers.segments import Segments
 from specs.actions import Reason
@@ -117,6 +118,8 @@ class Problem:
     candidates: dict[str, list[tuple[str, Job]]] = field(default_factory=dict)
     # where every workload that runs in checkpoint segments stands
     segments: dict[str, Segments] = field(default_factory=dict)
+    # what solvers derive from the problem alone, computed once (e.g. CP-SAT's base state)
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def typed(self) -> bool:
