@@ -110,8 +110,9 @@ class Allocator:
 
     def _best_among(self, qids: list[str]) -> str | None:
         best: tuple[tuple[object, ...], str] | None = None
+        cache = self._cache
         for qid in qids:
-            entry = self._entry(qid)
+            entry = cache[qid] if qid in cache else self._entry(qid)
             if entry is not None and (best is None or entry[0] < best[0]):
                 best = entry
         return best[1] if best else None

@@ -239,18 +239,21 @@ class Search:
         # candidate set passes room_for before some node could hold a replica
         mine = {s.pool[job.key]} if job.key in s.pool else set(job.pools)
         reach: Counter[str] = Counter()
+        reached = 0  # reach's total, kept as it grows (summing it per victim was quadratic)
         for c in recorded:
             for n in c.nodes:
                 if s.index.pool_of.get(n) in mine:
                     reach[n] += jobs[c.key].gpus
+                    reached += jobs[c.key].gpus
         best = max([room[1]] + [s.index.free[n] + g for n, g in reach.items()])
         while not budget.exhausted and (chunk := queue.pop()) is not None:
             gpus = jobs[chunk.key].gpus
             for n in chunk.nodes:
                 if s.index.pool_of.get(n) in mine:
                     reach[n] += gpus
+                    reached += gpus
                     best = max(best, s.index.free[n] + reach[n])
-            if best < job.gpus or room[0] + reach.total() < k * job.gpus:
+            if best < job.gpus or room[0] + reached < k * job.gpus:
                 potential.add_quietly(chunk)
                 continue
             for ids in potential.add(chunk):
