@@ -28,6 +28,7 @@ def next_chunk(job: JobRequest, placed: int) -> int:
 
 
 HeapEntry = tuple[JobKey, str]  # (job order key, workload)
+_FIRST_CHECK = 64  # misses in a row before the allocate loop asks whether any job is left
 
 
 class Allocator:
@@ -138,17 +139,58 @@ class Allocator:
         return key
 
     def run(self) -> None:
+        """Allocate in order. Placements only take room and add to allocations, so a job
+        that cannot fit, or is over a limit, stays so for the rest of the pass: such a job
+        is not bin-packed, and once a run of misses finds that no job left could be placed,
+        the rest get their reasons without walking the order (whatever its order, nothing
+        more would be placed)."""
         jobs = self.s.problem.jobs
+        misses, check_at = 0, _FIRST_CHECK
         while (key := self.pop_next()) is not None:
             job = jobs[key]
             placed = len(self.s.tasks.get(key, []))
             count = self.chunk(job)
-            reason = self.check_limits(job, count * job.gpus) or self._place(job, count)
+            reason = self.check_limits(job, count * job.gpus)
             if reason is None:
+                if could_fit(self.s, job, count):
+                    reason = self._place(job, count)
+                else:
+                    reason = self._why_unplaced(job, self.s.pools_for(job), count)
+            if reason is None:
+                misses, check_at = 0, _FIRST_CHECK
                 if len(self.s.tasks[key]) < job.replicas:
                     self._push(job, len(self.s.tasks[key]))
-            elif placed < job.min_replicas:
+                continue
+            if placed < job.min_replicas:
                 self.pending[key] = reason
+            misses += 1
+            if misses >= check_at:
+                check_at *= 2  # checks cost the jobs left: fewer of them as misses go on
+                if not any(
+                    self.placeable(jobs[k]) for heap in self.heaps.values() for _, k in heap
+                ):
+                    self.give_reasons()
+                    return
+
+    def placeable(self, job: JobRequest) -> bool:
+        """Whether the job could still be placed: within its limits, and room for it."""
+        count = self.chunk(job)
+        return self.check_limits(job, count * job.gpus) is None and could_fit(self.s, job, count)
+
+    def give_reasons(self) -> None:
+        """Nothing left in the order can be placed: say why each waits, in name order."""
+        jobs = self.s.problem.jobs
+        left = sorted(k for heap in self.heaps.values() for _, k in heap)
+        for key in left:
+            job = jobs[key]
+            count = self.chunk(job)
+            reason = self.check_limits(job, count * job.gpus) or self._why_unplaced(
+                job, self.s.pools_for(job), count
+            )
+            if len(self.s.tasks.get(key, [])) < job.min_replicas:
+                self.pending[key] = reason
+        self.heaps.clear()
+        self._cache.clear()
 
     def check_limits(self, job: JobRequest, gpus: int) -> Reason | None:
         """The hard caps: limits on every level, deserved for non-preemptible work."""
@@ -226,17 +268,10 @@ def allocate(session: Session, prefer: dict[str, list[str]] | None = None) -> Al
     allocator = Allocator(session, prefer=prefer)
     jobs = session.problem.jobs
     waiting = [jobs[key] for heap in allocator.heaps.values() for _, key in heap]
-    if any(could_fit(session, job, allocator.chunk(job)) for job in waiting):
+    if any(allocator.placeable(job) for job in waiting):
         allocator.run()
-        return allocator
-    for job in sorted(waiting, key=lambda j: j.key):
-        count = allocator.chunk(job)
-        reason = allocator.check_limits(job, count * job.gpus) or allocator._why_unplaced(
-            job, session.pools_for(job), count
-        )
-        if len(session.tasks.get(job.key, [])) < job.min_replicas:
-            allocator.pending[job.key] = reason
-    allocator.heaps.clear()
+    else:
+        allocator.give_reasons()
     return allocator
 
 
