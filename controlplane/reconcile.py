@@ -205,7 +205,11 @@ def cycle(
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
     chosen = allocate_best(
-        problem, lambda: Session.open(problem, fs.usage, policy.k, fs.k), policy, deadline
+        problem,
+        lambda: Session.open(problem, fs.usage, policy.k, fs.k),
+        policy,
+        deadline,
+        shown=digest != VIRTUAL_DIGEST,  # a later round's solver report is never shown
     )
     session, allocator = chosen.session, chosen
     # 4-6. a queue above a lowered limit gives back down to it; then consolidate, reclaim,

@@ -41,9 +41,13 @@ def allocate_best(
     open_session: Callable[[], Session],
     policy: Policy,
     deadline: Deadline | None = None,
+    *,
+    shown: bool = True,
 ) -> Allocation:
     """Allocate with KAI's greedy and (``policy.engine`` "best") CP-SAT; keep the better.
-    CP-SAT is left out once the plan's ``deadline`` has passed (and the plan says so)."""
+    CP-SAT is left out once the plan's ``deadline`` has passed (and the plan says so), and
+    in a pass nobody sees (not ``shown``: a later round of a plan on its virtual world)
+    when no waiting job could be placed at all, where it only proves the greedy right."""
     deadline = deadline or Deadline()
     greedy_session = open_session()
     greedy = allocate(greedy_session)
@@ -52,6 +56,8 @@ def allocate_best(
     )
     if policy.engine == "kai" or not any(not j.running for j in problem.jobs.values()):
         return kai
+    if greedy.none_placeable and not shown:
+        return kai  # no job fits or is within its limits: CP-SAT's answer would be the same
     if deadline.expired:
         deadline.cut("cp-sat", "not run: the time limit ran out")
         return kai

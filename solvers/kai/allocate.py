@@ -54,6 +54,8 @@ class Allocator:
         self.grants: dict[str, Grant] = {}
         self.pending: dict[str, Reason] = {}
         self.counts = counts or {}
+        # set by ``allocate`` when no job could be placed at all (no room, or limits)
+        self.none_placeable = False
         self._cache: dict[str, tuple[tuple[object, ...], str] | None] = {}
         jobs = session.problem.jobs
         for job in jobs.values() if keys is None else (jobs[k] for k in keys):
@@ -272,6 +274,7 @@ def allocate(session: Session, prefer: dict[str, list[str]] | None = None) -> Al
         allocator.run()
     else:
         allocator.give_reasons()
+        allocator.none_placeable = True
     return allocator
 
 
