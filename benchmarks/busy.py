@@ -171,7 +171,7 @@ def _hierarchy(org: Org, projects: int, rng: random.Random) -> tuple[list[str], 
     for d in sorted(dept_total):
         div_total[f"v{int(d[1:]) % divisions}"] += dept_total[d]
     for v in sorted(div_total):
-        spec = {
+        spec: dict[str, Any] = {
             "rank": 110 if v == "v0" else 100,
             "quota": {"gpus": div_total[v], "overQuotaWeight": div_total[v]},
         }
@@ -186,7 +186,7 @@ def _hierarchy(org: Org, projects: int, rng: random.Random) -> tuple[list[str], 
         quota: dict[str, Any] = {"gpus": deserved[p], "overQuotaWeight": rng.choice([1, 1, 2, 4])}
         if i % 7 == 3:
             quota["limit"] = 3 * deserved[p]
-        spec: dict[str, Any] = {"department": dept_of[p], "quota": quota}
+        spec = {"department": dept_of[p], "quota": quota}
         if i % 5 == 1:
             spec["minRuntime"] = "30m"
         org.docs.append(_doc("Project", p, spec))

@@ -124,7 +124,7 @@ def main() -> None:
     try:
         api = local.api_client()
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-        core.create_namespace({"metadata": {"name": "plain"}})
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="plain")))
         for i in range(-(-n // GPUS_PER_NODE)):
             add_gpu_node(api, f"node-{i:03d}", gpus=GPUS_PER_NODE)
         adapter = KubernetesAdapter(cluster_spec(kubeconfig))

@@ -29,8 +29,10 @@ import argparse
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import yaml
 from ruamel.yaml import YAML
@@ -42,6 +44,7 @@ from solvers.policy import Policy
 from specs.loader import load_specs
 from specs.snapshot import ClusterState, Snapshot
 
+T = TypeVar("T")
 NOW = datetime(2026, 11, 22, 10, tzinfo=UTC)
 # GPU-count mix of Microsoft ITP jobs (ElasticFlow traces): 1 GPU 83%, 2: 2%, 4: 3.4%, 8: 10%
 SIZES = [1] * 83 + [2] * 2 + [4] * 4 + [8] * 11
@@ -50,7 +53,7 @@ SIZES = [1] * 83 + [2] * 2 + [4] * 4 + [8] * 11
 def write_tree(root: Path, nodes: int, pending: int, seed: int = 7) -> None:
     rng = random.Random(seed)
     per_pool = nodes // 4
-    pools = [
+    pools: list[dict[str, Any]] = [
         {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": per_pool},
         {"name": "h100", "gpuType": "h100", "gpusPerNode": 8, "nodes": per_pool},
         {"name": "v100", "gpuType": "v100", "gpusPerNode": 8, "nodes": per_pool},
@@ -121,7 +124,7 @@ def write_tree(root: Path, nodes: int, pending: int, seed: int = 7) -> None:
         (root / f"workloads-{f:03d}.yaml").write_text(yaml.safe_dump_all(wl, sort_keys=False))
 
 
-def timed(fn):  # type: ignore[no-untyped-def]
+def timed(fn: Callable[[], T]) -> tuple[T, float]:
     t0 = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t0

@@ -234,7 +234,7 @@ def print_size(size: Size, cap: float, out: Any = sys.stdout) -> None:
         f"| **end to end** (warm load + snapshot + plan) | {mark}{end_a:.2f} | {end_b:.2f} | {ratio} |",
         file=out,
     )
-    for label, get in [
+    rows: list[tuple[str, Callable[[Run], str]]] = [
         ("CPU seconds (plan + render)", lambda r: f"{r.cpu:.2f}"),
         ("rounds (KAI cycles)", lambda r: str(r.rounds)),
         ("peak RSS MB", lambda r: f"{r.peak_rss_mb:.0f}" if r.peak_rss_mb else "-"),
@@ -243,7 +243,8 @@ def print_size(size: Size, cap: float, out: Any = sys.stdout) -> None:
             "GPUs within deserved / within fair share",
             lambda r: f"{r.in_quota:.0f} / {r.within_fair:.0f}",
         ),
-    ]:
+    ]
+    for label, get in rows:
         a_cell = get(today) if today else "-"
         b_cell = get(new) if new else "-"
         print(f"| {label} | {a_cell} | {b_cell} | |", file=out)
