@@ -219,7 +219,7 @@ def print_size(size: Size, cap: float, out: Any = sys.stdout) -> None:
         ratio = f"{b / a:.3f}x" if today and a > 0 and not (capped and key == "plan") else ""
         name = "plan (wall)" if key == "plan" else key
         print(
-            f"| {name} | {_cell(today, key, capped)} | {_cell(new, key, capped)} | {ratio} |",
+            f"| {name} | {_cell(today, key, capped)} | {_cell(new, key, False)} | {ratio} |",
             file=out,
         )
     end_a = (size.load_warm + size.snapshot + today.seconds["plan"]) if today else 0.0

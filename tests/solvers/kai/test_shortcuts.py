@@ -1,0 +1,98 @@
+"""Shortcuts taken for speed never change an answer; each is checked against the work it
+skips, on random busy problems.
+
+- Allocate: a job that cannot fit is not bin-packed, and once a run of misses finds
+  nothing left that could be placed, the rest get their reasons without walking the
+  order (solvers/kai/allocate.py ``Allocator.run``): placements only take room.
+- Preempt: a search is skipped when the free GPUs and every lower-priority candidate of
+  the project together could not hold the job (``Preempt.most_freed``): no candidate
+  set could pass the search's first check.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import solvers.kai.allocate as allocate_module
+from solvers.kai.allocate import Allocator, allocate
+from solvers.kai.disruption import Ledger
+from solvers.kai.preempt import Preempt, preempt
+from solvers.problem import Problem
+from solvers.session import Session
+from tests.solvers.kai.test_turns import _problem
+
+
+def _busy(seed: int) -> Problem:
+    """A random problem whose nodes are mostly taken by others' work, so the cluster fills
+    while the loop walks its order."""
+    problem = _problem(seed)
+    rng = random.Random(seed)
+    for node in problem.nodes.values():
+        node.used = max(node.used, node.capacity - rng.choice([0, 0, 1, 2, 4]))
+    return problem
+
+
+def _answer(problem: Problem) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    s = Session.open(problem)
+    done = allocate(s)
+    return (
+        {k: tuple(g.nodes) for k, g in done.grants.items()},
+        {k: f"{r.code}: {r.message}" for k, r in done.pending.items()},
+    )
+
+
+def test_early_reasons_match_walking_the_whole_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = {"up front": 0, "mid-walk": 0}
+    give_reasons = Allocator.give_reasons
+
+    def counted(self: Allocator) -> None:
+        taken["mid-walk" if self.grants or self.pending else "up front"] += 1
+        give_reasons(self)
+
+    compared = 0
+    for seed in range(150):
+        problem = _busy(seed)
+        monkeypatch.setattr(allocate_module, "_FIRST_CHECK", 10**9)  # the plain walk
+        walked = _answer(problem)
+        monkeypatch.setattr(allocate_module, "_FIRST_CHECK", 1)  # check after every miss
+        monkeypatch.setattr(Allocator, "give_reasons", counted)
+        assert _answer(problem) == walked, f"seed {seed}"
+        monkeypatch.setattr(Allocator, "give_reasons", give_reasons)
+        compared += 1
+    assert compared == 150
+    assert taken["mid-walk"] > 20, taken  # the shortcut was really taken
+
+
+def _preempted(problem: Problem) -> tuple[dict[str, list[str]], dict[str, str], list[str]]:
+    s = Session.open(problem)
+    allocate(s)
+    ledger = Ledger()
+    preempt(s, ledger)
+    return (
+        {k: sorted(v) for k, v in s.tasks.items() if v},
+        {k: r.message for k, r in ledger.disrupted.items()},
+        sorted(ledger.grants),
+    )
+
+
+def test_preempt_skips_only_searches_that_would_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    none_below = 0
+    most_freed = Preempt.most_freed
+
+    def counted(self: Preempt, *args: object) -> float:
+        nonlocal none_below
+        freed = most_freed(self, *args)  # type: ignore[arg-type]
+        none_below += freed == 0  # no lower-priority candidate: the bound is all free GPUs
+        return freed
+
+    preempted = 0
+    for seed in range(150):
+        problem = _busy(seed)
+        monkeypatch.setattr(Preempt, "most_freed", lambda *args: float("inf"))  # every search
+        searched = _preempted(problem)
+        monkeypatch.setattr(Preempt, "most_freed", counted)
+        assert _preempted(problem) == searched, f"seed {seed}"
+        preempted += bool(searched[2])
+    assert preempted > 20 and none_below > 100, (preempted, none_below)
