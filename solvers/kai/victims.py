@@ -177,17 +177,18 @@ class Search:
             return None
         pools = set(s.pools_for(job))
         free = s.index.total  # GPUs a moved victim could land on, anywhere
+        allowed = step.victim_filter(job)
         if step.bounded:
-            held: dict[str, float] = defaultdict(float)  # candidate GPUs per project
+            # candidate GPUs per project the job may take from: no other can give any
+            held: dict[str, float] = defaultdict(float)
             for (qid, pool), gpus in self.holders.gpus.items():
-                if pool in pools and gpus > 0:
+                if pool in pools and gpus > 0 and allowed[0](qid):
                     held[qid] += gpus
             largest = {qid: self.holders.largest(qid) for qid in held}
             if free + step.most_taken(job, count, held, largest) < count * job.gpus:
                 return None  # no set of victims could ever free enough: skip the search
         elif pool_room(s, pools)[0] + step.most_freed(job, pools, self.holders) < count * job.gpus:
             return None  # no candidate set could pass room_for: skip the search
-        allowed = step.victim_filter(job)
         recorded: list[Chunk] = []
         for k in range(1, count + 1):
             trial = self._solve_tasks(job, k, recorded, pools, allowed, free, budget)

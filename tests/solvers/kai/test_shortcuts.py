@@ -7,6 +7,8 @@ skips, on random busy problems.
 - Preempt: a search is skipped when the free GPUs and every lower-priority candidate of
   the project together could not hold the job (``Preempt.most_freed``): no candidate
   set could pass the search's first check.
+- Reclaim: a search, or a candidate set, is skipped when what reclaim's rules let it take
+  from the projects it may take from could not make room (``Reclaim.most_taken``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import solvers.kai.allocate as allocate_module
 from solvers.kai.allocate import Allocator, allocate
 from solvers.kai.disruption import Ledger
 from solvers.kai.preempt import Preempt, preempt
+from solvers.kai.reclaim import Reclaim, reclaim
 from solvers.problem import Problem
 from solvers.session import Session
 from tests.solvers.kai.test_turns import _problem
@@ -65,11 +68,13 @@ def test_early_reasons_match_walking_the_whole_order(monkeypatch: pytest.MonkeyP
     assert taken["mid-walk"] > 20, taken  # the shortcut was really taken
 
 
-def _preempted(problem: Problem) -> tuple[dict[str, list[str]], dict[str, str], list[str]]:
+def _preempted(
+    problem: Problem, step: object = preempt
+) -> tuple[dict[str, list[str]], dict[str, str], list[str]]:
     s = Session.open(problem)
     allocate(s)
     ledger = Ledger()
-    preempt(s, ledger)
+    step(s, ledger)  # type: ignore[operator]
     return (
         {k: sorted(v) for k, v in s.tasks.items() if v},
         {k: r.message for k, r in ledger.disrupted.items()},
@@ -96,3 +101,24 @@ def test_preempt_skips_only_searches_that_would_fail(monkeypatch: pytest.MonkeyP
         assert _preempted(problem) == searched, f"seed {seed}"
         preempted += bool(searched[2])
     assert preempted > 20 and none_below > 100, (preempted, none_below)
+
+
+def test_reclaim_skips_only_what_its_rules_would_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = 0
+    most_taken = Reclaim.most_taken
+
+    def counted(self: Reclaim, job: object, count: int, *args: object) -> float:
+        nonlocal refused
+        taken = most_taken(self, job, count, *args)  # type: ignore[arg-type]
+        refused += taken < count * job.gpus  # type: ignore[attr-defined]
+        return taken
+
+    reclaimed = 0
+    for seed in range(150):
+        problem = _busy(seed)
+        monkeypatch.setattr(Reclaim, "most_taken", lambda *args: float("inf"))  # no bound
+        searched = _preempted(problem, reclaim)
+        monkeypatch.setattr(Reclaim, "most_taken", counted)
+        assert _preempted(problem, reclaim) == searched, f"seed {seed}"
+        reclaimed += bool(searched[2])
+    assert reclaimed > 10 and refused > 50, (reclaimed, refused)
