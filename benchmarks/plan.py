@@ -141,6 +141,7 @@ def main() -> None:
         "--growth", default="", help="node counts for the growth table (5 pending a node)"
     )
     ap.add_argument("--memory", action="store_true", help="peak memory per run (forked child)")
+    ap.add_argument("--repeat", type=int, default=1, help="plans of the new search, fastest kept")
     ap.add_argument("--no-today", action="store_true", help="skip today's victim search")
     args = ap.parse_args()
     if args.busy:
@@ -153,7 +154,7 @@ def busy(args: argparse.Namespace) -> None:
     searches = [NEW] if args.no_today else [TODAY, NEW]
     for pair in args.sizes.split(","):
         nodes, pending = (int(x) for x in pair.split(":"))
-        print_size(measure(nodes, pending, searches, args.cap, args.memory), args.cap)
+        print_size(measure(nodes, pending, searches, args.cap, args.memory, args.repeat), args.cap)
     if args.growth:
         sizes = [
             measure(n, 5 * n, [NEW], args.cap, False) for n in map(int, args.growth.split(","))
