@@ -226,7 +226,7 @@ def print_size(size: Size, cap: float, out: Any = sys.stdout) -> None:
     for key in keys:
         a = today.seconds.get(key, 0.0) if today else 0.0
         b = new.seconds.get(key, 0.0) if new else 0.0
-        ratio = f"{b / a:.3f}x" if today and a > 0 and not (capped and key == "plan") else ""
+        ratio = f"{b / a:.3f}x" if today and a >= 0.01 and not (capped and key == "plan") else ""
         name = "plan (wall)" if key == "plan" else key
         print(
             f"| {name} | {_cell(today, key, capped)} | {_cell(new, key, False)} | {ratio} |",
