@@ -67,30 +67,29 @@ def converge(
     passed; rounds not run, or a fixed point not reached, are recorded there."""
     deadline = deadline or Deadline()
     deadline.round = 1
-    started = cycle(observed)
-    first = started.finish()
+    latest = cycle(observed)
+    first = latest.finish()
     if not first.actions:
         return Converged(first, first, [], 1)
-    rounds = [started]
+    rounds = [first.actions]  # each round's actions; only the latest round is kept whole
     world = observed.model_copy(deep=True)
     for _ in range(MAX_ROUNDS - 1):
         if deadline.expired:
             deadline.cut("converge", "the time limit ran out before the next round")
             break
-        if not _apply(world, rounds[-1], now):
+        if not _apply(world, latest, now):
             break  # the virtual world refused a step: keep what was reached
         deadline.round = len(rounds) + 1
-        nxt = cycle(world)
-        rounds.append(nxt)
-        if not nxt.actions:
+        latest = cycle(world)
+        rounds.append(latest.actions)
+        if not latest.actions:
             break
     else:
         deadline.cut("converge", f"no fixed point after {MAX_ROUNDS} rounds")
-    last = first if len(rounds) == 1 else rounds[-1].finish()
-    if len(rounds) == 1 or (len(rounds) == 2 and not rounds[1].actions):
+    last = first if len(rounds) == 1 else latest.finish()
+    if len(rounds) == 1 or (len(rounds) == 2 and not rounds[1]):
         return Converged(first, last, first.actions, len(rounds))
-    net = net_actions(observed, world, [r.actions for r in rounds])
-    return Converged(first, last, net, len(rounds))
+    return Converged(first, last, net_actions(observed, world, rounds), len(rounds))
 
 
 def _apply(world: Snapshot, step: Round, now: datetime) -> bool:

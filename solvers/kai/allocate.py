@@ -54,7 +54,7 @@ class Allocator:
         self.grants: dict[str, Grant] = {}
         self.pending: dict[str, Reason] = {}
         self.counts = counts or {}
-        # set by ``allocate`` when no job could be placed at all (no room, or limits)
+        # set by ``run`` when no job could be placed at all (no room, or limits)
         self.none_placeable = False
         self._cache: dict[str, tuple[tuple[object, ...], str] | None] = {}
         jobs = session.problem.jobs
@@ -146,6 +146,10 @@ class Allocator:
         is not bin-packed, and once a run of misses finds that no job left could be placed,
         the rest get their reasons without walking the order (whatever its order, nothing
         more would be placed)."""
+        if not self._any_placeable():  # a full cluster: nothing is placed, whatever the order
+            self.none_placeable = True
+            self.give_reasons()
+            return
         jobs = self.s.problem.jobs
         misses, check_at = 0, _FIRST_CHECK
         while (key := self.pop_next()) is not None:
@@ -168,16 +172,22 @@ class Allocator:
             misses += 1
             if misses >= check_at:
                 check_at *= 2  # checks cost the jobs left: fewer of them as misses go on
-                if not any(
-                    self.placeable(jobs[k]) for heap in self.heaps.values() for _, k in heap
-                ):
+                if not self._any_placeable():
                     self.give_reasons()
                     return
 
-    def placeable(self, job: JobRequest) -> bool:
-        """Whether the job could still be placed: within its limits, and room for it."""
-        count = self.chunk(job)
-        return self.check_limits(job, count * job.gpus) is None and could_fit(self.s, job, count)
+    def _any_placeable(self) -> bool:
+        """Whether any job left in the order could still be placed: within its limits, and
+        room for it."""
+        jobs = self.s.problem.jobs
+        for heap in self.heaps.values():
+            for _, key in heap:
+                job, count = jobs[key], self.chunk(jobs[key])
+                if self.check_limits(job, count * job.gpus) is None and could_fit(
+                    self.s, job, count
+                ):
+                    return True
+        return False
 
     def give_reasons(self) -> None:
         """Nothing left in the order can be placed: say why each waits, in name order."""
@@ -264,17 +274,9 @@ def _type_quotas(s: Session, job: JobRequest, gpus: int) -> Reason | None:
 def allocate(session: Session, prefer: dict[str, list[str]] | None = None) -> Allocator:
     """Run the allocate step on ``session`` (mutating it); the result holds grants and reasons.
 
-    ``prefer`` maps a job to nodes it should return to when they have room (see ``place``).
-    When no waiting job could fit anywhere (a full cluster), nothing is placed whatever the
-    order: each job's reason is found without walking the order."""
+    ``prefer`` maps a job to nodes it should return to when they have room (see ``place``)."""
     allocator = Allocator(session, prefer=prefer)
-    jobs = session.problem.jobs
-    waiting = [jobs[key] for heap in allocator.heaps.values() for _, key in heap]
-    if any(allocator.placeable(job) for job in waiting):
-        allocator.run()
-    else:
-        allocator.give_reasons()
-        allocator.none_placeable = True
+    allocator.run()
     return allocator
 
 

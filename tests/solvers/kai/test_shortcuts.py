@@ -14,15 +14,17 @@ skips, on random busy problems.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
 import solvers.kai.allocate as allocate_module
 from solvers.kai.allocate import Allocator, allocate
+from solvers.kai.candidates import Holders
 from solvers.kai.disruption import Ledger
 from solvers.kai.preempt import Preempt, preempt
 from solvers.kai.reclaim import Reclaim, reclaim
-from solvers.problem import Problem
+from solvers.problem import JobRequest, PoolKey, Problem
 from solvers.session import Session
 from tests.solvers.kai.test_turns import _problem
 
@@ -68,13 +70,15 @@ def test_early_reasons_match_walking_the_whole_order(monkeypatch: pytest.MonkeyP
     assert taken["mid-walk"] > 20, taken  # the shortcut was really taken
 
 
-def _preempted(
-    problem: Problem, step: object = preempt
+def _disrupted(
+    problem: Problem, step: Callable[[Session, Ledger], None]
 ) -> tuple[dict[str, list[str]], dict[str, str], list[str]]:
+    """What a disruptive step does after allocation: placements, who it disturbed and why,
+    and whom it placed."""
     s = Session.open(problem)
     allocate(s)
     ledger = Ledger()
-    step(s, ledger)  # type: ignore[operator]
+    step(s, ledger)
     return (
         {k: sorted(v) for k, v in s.tasks.items() if v},
         {k: r.message for k, r in ledger.disrupted.items()},
@@ -86,9 +90,9 @@ def test_preempt_skips_only_searches_that_would_fail(monkeypatch: pytest.MonkeyP
     none_below = 0
     most_freed = Preempt.most_freed
 
-    def counted(self: Preempt, *args: object) -> float:
+    def counted(self: Preempt, job: JobRequest, pools: set[PoolKey], holders: Holders) -> float:
         nonlocal none_below
-        freed = most_freed(self, *args)  # type: ignore[arg-type]
+        freed = most_freed(self, job, pools, holders)
         none_below += freed == 0  # no lower-priority candidate: the bound is all free GPUs
         return freed
 
@@ -96,9 +100,9 @@ def test_preempt_skips_only_searches_that_would_fail(monkeypatch: pytest.MonkeyP
     for seed in range(150):
         problem = _busy(seed)
         monkeypatch.setattr(Preempt, "most_freed", lambda *args: float("inf"))  # every search
-        searched = _preempted(problem)
+        searched = _disrupted(problem, preempt)
         monkeypatch.setattr(Preempt, "most_freed", counted)
-        assert _preempted(problem) == searched, f"seed {seed}"
+        assert _disrupted(problem, preempt) == searched, f"seed {seed}"
         preempted += bool(searched[2])
     assert preempted > 20 and none_below > 100, (preempted, none_below)
 
@@ -107,18 +111,24 @@ def test_reclaim_skips_only_what_its_rules_would_refuse(monkeypatch: pytest.Monk
     refused = 0
     most_taken = Reclaim.most_taken
 
-    def counted(self: Reclaim, job: object, count: int, *args: object) -> float:
+    def counted(
+        self: Reclaim,
+        job: JobRequest,
+        count: int,
+        held: dict[str, float],
+        largest: dict[str, float],
+    ) -> float:
         nonlocal refused
-        taken = most_taken(self, job, count, *args)  # type: ignore[arg-type]
-        refused += taken < count * job.gpus  # type: ignore[attr-defined]
+        taken = most_taken(self, job, count, held, largest)
+        refused += taken < count * job.gpus
         return taken
 
     reclaimed = 0
     for seed in range(150):
         problem = _busy(seed)
         monkeypatch.setattr(Reclaim, "most_taken", lambda *args: float("inf"))  # no bound
-        searched = _preempted(problem, reclaim)
+        searched = _disrupted(problem, reclaim)
         monkeypatch.setattr(Reclaim, "most_taken", counted)
-        assert _preempted(problem, reclaim) == searched, f"seed {seed}"
+        assert _disrupted(problem, reclaim) == searched, f"seed {seed}"
         reclaimed += bool(searched[2])
     assert reclaimed > 10 and refused > 50, (reclaimed, refused)
