@@ -14,7 +14,7 @@ several waiting jobs are ``candidates``, not duplicates; once one runs, the othe
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 
 from solvers.order import job_id_order
 from solvers.problem.records import (
@@ -76,7 +76,7 @@ def build_problem(
     for key, template in part.requests.items():
         req = _clone(template)  # solvers set where it runs, and site policy may block it
         req.placed = []
-        req.created = since.get(key, now)
+        req.created = _utc(since.get(key, now))
         wl = desired.workloads[key]
         seen = by_workload.get(key, [])
         seg = (
@@ -101,8 +101,8 @@ def build_problem(
                 for _ in range(_sharing(r.gpus, req))
             ]
             req.pool = _pool_of(job, cluster, nodes)
-            req.started_at = job.started_at
-            req.created = job.submitted_at or job.started_at or req.created
+            req.started_at = _utc(job.started_at) if job.started_at else None
+            req.created = _utc(job.submitted_at or job.started_at or req.created)
             duplicates += [(c, j) for c, j in active if j is not job]
             jobs[key] = req
         elif active:
@@ -209,6 +209,13 @@ def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> PoolKey | No
         if n and n.pool:
             return n.pool
     return None
+
+
+def _utc(moment: datetime) -> datetime:
+    """The same moment on the one shared UTC clock. Times read from a snapshot each carry
+    their own time zone object, and two aware datetimes with different ones compare
+    through Python-level offset calls: sorting jobs by age was ~14x slower."""
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment
 
 
 def held_now(problem: Problem, observed: Snapshot) -> tuple[dict[str, float], dict[str, float]]:
