@@ -113,6 +113,12 @@ class Disruption:
         is skipped: whatever is moved needs as many free GPUs elsewhere."""
         return math.inf
 
+    def barren(self, job: JobRequest, count: int) -> Callable[[str], bool] | None:
+        """For a bounded step: the projects whose victims ``most_taken`` counts as nothing
+        for ``count`` replicas of ``job``, however many or large (None: not known). A
+        candidate set of theirs alone takes nothing."""
+        return None
+
     def most_freed(self, job: JobRequest, pools: set[PoolKey], holders: Holders) -> float:
         """At most how many GPUs every victim ``job`` may take holds in ``pools``: a search
         that could not fit the job even with all of them and the free GPUs is skipped."""
@@ -181,7 +187,10 @@ class Disruption:
             if self.retry_twins:
                 failed.clear()
             self.ask_again(order, job, again)
-            order.forget()  # victims left many queues: recompute the whole order
+            # allocations changed on the chains of the job and its victims only: the rest
+            # of the order stands
+            for queue in {job.queue, *(jobs[k].queue for k in trial.before)}:
+                order.forget(queue)
 
     def ask_again(self, order: Allocator, job: JobRequest, again: set[str]) -> None:
         """An elastic job the step grew by one replica takes its turn again in this step,

@@ -216,11 +216,34 @@ class Reclaim(Disruption):
         threshold = theirs.deserved if within else s.allocatable_share(theirs)
         held = alloc[theirs.id]
         cap = held - threshold + piece if held > threshold else 0.0
-        ratio = _ratio(alloc[mine.id] - inside + req, s.fair.get(mine.id, 0.0))
+        return min(cap, self._fair_cap(mine, theirs, req, inside))
+
+    def _fair_cap(self, mine: Queue, theirs: Queue, req: float, inside: float = 0.0) -> float:
+        """What the fair-share-ratio rule lets ``theirs`` give at most: where the reclaimer's
+        side would be over its fair share, only while the victim side's allocation over its
+        fair share stays above the reclaimer's (no bound otherwise)."""
+        s = self.s
+        ratio = _ratio(self.base_alloc[mine.id] - inside + req, s.fair.get(mine.id, 0.0))
         fair = s.fair.get(theirs.id, 0.0)
         if ratio > 1 and fair > 0:
-            cap = min(cap, max(0.0, held - ratio * fair))
-        return cap
+            return max(0.0, self.base_alloc[theirs.id] - ratio * fair)
+        return math.inf
+
+    def barren(self, job: JobRequest, count: int) -> Callable[[str], bool] | None:
+        """Projects ``most_taken`` counts nothing from, whatever their victims: their side
+        is at or below the reclaimer's ratio to fair share while the reclaimer would be
+        over its own (set apart from any candidate set, so decided once per project)."""
+        if self.s.per_type:
+            return None
+        req, verdict = count * job.gpus, {}
+
+        def gives_nothing(qid: str) -> bool:
+            if qid not in verdict:
+                mine, theirs = self.sides(job.queue, qid)
+                verdict[qid] = self._fair_cap(mine, theirs, req) <= 0
+            return verdict[qid]
+
+        return gives_nothing
 
     def _still_owed(
         self, mine: Queue, theirs: Queue, gpu_type: str, left: float, req: float

@@ -187,11 +187,11 @@ class Turns:
         skip = self.skip.get(qid, set())
         pos = self.head.get(qid, 0)
         record, start = -1, -1  # the open run: its record and where it starts
+        at = None  # where the first simulated job stands (lane entries before it: at, not after)
+        if todo:
+            at = lane.at(todo[0][0]) if lane is not None else 0
         while True:
             nxt = lane.next_record(pos, record, skip) if lane is not None else None
-            at = None
-            if todo:  # lane entries before the simulated job: at, not after
-                at = lane.at(todo[0][0]) if lane is not None else 0
             if at is not None and (nxt is None or at <= nxt):
                 _, name, req = todo[0]
                 if req > record:  # it opens a run of its own

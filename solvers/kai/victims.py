@@ -247,6 +247,13 @@ class Search:
                     reach[n] += jobs[c.key].gpus
                     reached += jobs[c.key].gpus
         best = max([room[1]] + [s.index.free[n] + g for n, g in reach.items()])
+        # victims of projects the step's bound counts nothing from: a candidate set of
+        # theirs alone is refused unless the free GPUs alone suffice, so a node opens sets
+        # only once it holds another victim (``live``: such victims per node)
+        barren = step.barren(job, k) if step.bounded and free < k * job.gpus else None
+        if barren is not None and not all(barren(jobs[c.key].queue) for c in recorded):
+            barren = None  # every set holds the recorded victims
+        live: Counter[str] = Counter()
         while not budget.exhausted and (chunk := queue.pop()) is not None:
             gpus = jobs[chunk.key].gpus
             for n in chunk.nodes:
@@ -254,6 +261,12 @@ class Search:
                     reach[n] += gpus
                     reached += gpus
                     best = max(best, s.index.free[n] + reach[n])
+            if barren is not None:
+                if not barren(jobs[chunk.key].queue):
+                    live.update(chunk.nodes)
+                elif not any(live[n] for n in chunk.nodes):
+                    potential.add_quietly(chunk)
+                    continue
             if best < job.gpus or room[0] + reached < k * job.gpus:
                 potential.add_quietly(chunk)
                 continue

@@ -8,7 +8,9 @@ skips, on random busy problems.
   the project together could not hold the job (``Preempt.most_freed``): no candidate
   set could pass the search's first check.
 - Reclaim: a search, or a candidate set, is skipped when what reclaim's rules let it take
-  from the projects it may take from could not make room (``Reclaim.most_taken``).
+  from the projects it may take from could not make room (``Reclaim.most_taken``); a
+  victim of a project those rules let give nothing opens no candidate set until another
+  victim shares its node (``Reclaim.barren``).
 """
 
 from __future__ import annotations
@@ -123,12 +125,45 @@ def test_reclaim_skips_only_what_its_rules_would_refuse(monkeypatch: pytest.Monk
         refused += taken < count * job.gpus
         return taken
 
+    barren = Reclaim.barren
+    skipped = 0
+
+    def barren_counted(self: Reclaim, job: JobRequest, count: int) -> Callable[[str], bool] | None:
+        gives_nothing = barren(self, job, count)
+        if gives_nothing is None:
+            return None
+
+        def told(qid: str) -> bool:
+            nonlocal skipped
+            skipped += gives_nothing(qid)
+            return gives_nothing(qid)
+
+        return told
+
     reclaimed = 0
     for seed in range(150):
         problem = _busy(seed)
         monkeypatch.setattr(Reclaim, "most_taken", lambda *args: float("inf"))  # no bound
+        monkeypatch.setattr(Reclaim, "barren", lambda *args: None)  # every set opened
         searched = _disrupted(problem, reclaim)
         monkeypatch.setattr(Reclaim, "most_taken", counted)
+        monkeypatch.setattr(Reclaim, "barren", barren_counted)
         assert _disrupted(problem, reclaim) == searched, f"seed {seed}"
         reclaimed += bool(searched[2])
-    assert reclaimed > 10 and refused > 50, (reclaimed, refused)
+    assert reclaimed > 10 and refused > 50 and skipped > 50, (reclaimed, refused, skipped)
+
+
+def test_commits_recompute_only_the_order_they_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a commit, only the queues of the placed job and its victims are ordered
+    afresh; forgetting the whole order gives the same answers."""
+    forget = Allocator.forget
+    changed = 0
+    for seed in range(150):
+        problem = _busy(seed)
+        for step in (reclaim, preempt):
+            monkeypatch.setattr(Allocator, "forget", lambda self, qid=None: forget(self))
+            whole = _disrupted(problem, step)
+            monkeypatch.setattr(Allocator, "forget", forget)
+            assert _disrupted(problem, step) == whole, f"seed {seed}, {step.__name__}"
+            changed += bool(whole[1])
+    assert changed > 20, changed
