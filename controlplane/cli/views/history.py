@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from controlplane.cli.views.tables import print_entries
+from controlplane.cli.views.entries import print_entries
 from controlplane.store import ActionRow, PlanRow
 
 

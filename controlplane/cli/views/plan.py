@@ -7,9 +7,9 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
+from controlplane.cli.views.entries import print_entries
 from controlplane.cli.views.policy import print_policy
 from controlplane.cli.views.quota import print_quota
-from controlplane.cli.views.tables import print_entries
 from controlplane.plan import Plan
 from solvers.reasons import shape
 from specs.actions import Action, Op
