@@ -93,6 +93,13 @@ class Holders:
         """The most GPUs one candidate of the project holds."""
         return max((g for g, n in self.sizes[qid].items() if n > 0), default=0.0)
 
+    def largest_under(self, q: Queue) -> float:
+        """The most GPUs one candidate of any project under ``q`` (or ``q`` itself) holds."""
+        if q.kind == "project":
+            return self.largest(q.id)
+        queues = self.s.problem.queues
+        return max((self.largest_under(queues[c]) for c in q.children), default=0.0)
+
 
 class VictimQueue:
     """Candidate victims of one search in KAI's victim order, one chunk at a time.

@@ -113,10 +113,12 @@ class Disruption:
         is skipped: whatever is moved needs as many free GPUs elsewhere."""
         return math.inf
 
-    def barren(self, job: JobRequest, count: int) -> Callable[[str], bool] | None:
-        """For a bounded step: the projects whose victims ``most_taken`` counts as nothing
-        for ``count`` replicas of ``job``, however many or large (None: not known). A
-        candidate set of theirs alone takes nothing."""
+    def side_bound(
+        self, job: JobRequest, count: int, holders: Holders
+    ) -> Callable[[str], tuple[str, float]] | None:
+        """For a bounded step: per victim project, its side and at most what ``most_taken``
+        counts from that side for ``count`` replicas of ``job``, whichever of its victims
+        a candidate set holds (None: not known)."""
         return None
 
     def most_freed(self, job: JobRequest, pools: set[PoolKey], holders: Holders) -> float:

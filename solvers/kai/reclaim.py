@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from solvers import reasons
+from solvers.kai.candidates import Holders
 from solvers.kai.disruption import Disruption, Ledger
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, Queue
@@ -229,21 +230,24 @@ class Reclaim(Disruption):
             return max(0.0, self.base_alloc[theirs.id] - ratio * fair)
         return math.inf
 
-    def barren(self, job: JobRequest, count: int) -> Callable[[str], bool] | None:
-        """Projects ``most_taken`` counts nothing from, whatever their victims: their side
-        is at or below the reclaimer's ratio to fair share while the reclaimer would be
-        over its own (set apart from any candidate set, so decided once per project)."""
+    def side_bound(
+        self, job: JobRequest, count: int, holders: Holders
+    ) -> Callable[[str], tuple[str, float]] | None:
+        """Per victim project: its side (where the chains part) and that side's cap in
+        ``most_taken`` with the largest piece any candidate under it holds, an upper bound
+        for every candidate set: it depends on the sides a set holds, not on its victims."""
         if self.s.per_type:
             return None
-        req, verdict = count * job.gpus, {}
+        req, known = count * job.gpus, {}
 
-        def gives_nothing(qid: str) -> bool:
-            if qid not in verdict:
+        def bound(qid: str) -> tuple[str, float]:
+            if qid not in known:
                 mine, theirs = self.sides(job.queue, qid)
-                verdict[qid] = self._fair_cap(mine, theirs, req) <= 0
-            return verdict[qid]
+                piece = holders.largest_under(theirs)
+                known[qid] = (theirs.id, self._side_cap(mine, theirs, req, piece, 0.0))
+            return known[qid]
 
-        return gives_nothing
+        return bound
 
     def _still_owed(
         self, mine: Queue, theirs: Queue, gpu_type: str, left: float, req: float

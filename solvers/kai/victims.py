@@ -115,18 +115,17 @@ class Potential:
         self.on_node: dict[str, set[str]] = defaultdict(set)  # node -> victims with a replica
         self.of_job: dict[str, list[int]] = defaultdict(list)  # victim -> its chunks
 
-    def add(self, chunk: Chunk) -> Iterator[list[int]]:
-        """Add the newest victim; yield the candidate sets it opens (as :func:`scenarios`)."""
-        self.add_quietly(chunk)
-        for node in sorted(set(chunk.nodes)):
-            yield sorted(i for key in self.on_node[node] for i in self.of_job[key])
-
-    def add_quietly(self, chunk: Chunk) -> None:
-        """Add the newest victim when none of its candidate sets could pass ``room_for``."""
+    def add(self, chunk: Chunk) -> None:
+        """Add the newest victim (it opens the sets ``on`` each of its nodes)."""
         self.of_job[chunk.key].append(len(self.chunks))
         self.chunks.append(chunk)
         for node in chunk.nodes:
             self.on_node[node].add(chunk.key)
+
+    def on(self, node: str) -> list[int]:
+        """The candidate set on ``node`` (as :func:`scenarios`): every victim with a
+        replica there, whole."""
+        return sorted(i for key in self.on_node[node] for i in self.of_job[key])
 
 
 class Search:
@@ -247,13 +246,12 @@ class Search:
                     reach[n] += jobs[c.key].gpus
                     reached += jobs[c.key].gpus
         best = max([room[1]] + [s.index.free[n] + g for n, g in reach.items()])
-        # victims of projects the step's bound counts nothing from: a candidate set of
-        # theirs alone is refused unless the free GPUs alone suffice, so a node opens sets
-        # only once it holds another victim (``live``: such victims per node)
-        barren = step.barren(job, k) if step.bounded and free < k * job.gpus else None
-        if barren is not None and not all(barren(jobs[c.key].queue) for c in recorded):
-            barren = None  # every set holds the recorded victims
-        live: Counter[str] = Counter()
+        # what the step's bound counts at most from each side of the victims on a node
+        # (``side_bound``): a node's set is skipped while even all of it falls short
+        need = k * job.gpus
+        bound = step.side_bound(job, k, self.holders) if step.bounded and free < need else None
+        sides_on: dict[str, dict[str, float]] = defaultdict(dict)
+        given = dict(bound(jobs[c.key].queue) for c in recorded) if bound is not None else {}
         while not budget.exhausted and (chunk := queue.pop()) is not None:
             gpus = jobs[chunk.key].gpus
             for n in chunk.nodes:
@@ -261,18 +259,19 @@ class Search:
                     reach[n] += gpus
                     reached += gpus
                     best = max(best, s.index.free[n] + reach[n])
-            if barren is not None:
-                if not barren(jobs[chunk.key].queue):
-                    live.update(chunk.nodes)
-                elif not any(live[n] for n in chunk.nodes):
-                    potential.add_quietly(chunk)
-                    continue
-            if best < job.gpus or room[0] + reached < k * job.gpus:
-                potential.add_quietly(chunk)
+            potential.add(chunk)
+            if bound is not None:
+                side, most = bound(jobs[chunk.key].queue)
+                for n in chunk.nodes:
+                    sides_on[n][side] = most
+            if best < job.gpus or room[0] + reached < need:
                 continue
-            for ids in potential.add(chunk):
-                if tuple(ids) not in tried:
-                    tried.add(tuple(ids))
+            for node in sorted(set(chunk.nodes)):
+                if bound is not None and free + sum({**given, **sides_on[node]}.values()) < need:
+                    continue  # most_taken would refuse this set
+                ids = tuple(potential.on(node))
+                if ids not in tried:
+                    tried.add(ids)
                     victims = recorded + [potential.chunks[i] for i in ids]
                     if (trial := attempt(victims)) is not None:
                         return trial
