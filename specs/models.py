@@ -9,7 +9,9 @@ are resolved by properties, so the models stay a faithful image of what the user
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
@@ -297,15 +299,21 @@ class WorkloadSpec(SpecModel):
     def effective_min_replicas(self) -> int:
         return self.min_replicas if self.min_replicas is not None else self.replicas
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """What this version of the workload is: a hash of every field that differs from its
         default. Jobs carry it, so a resubmission of the same spec is recognised whichever
         plan made it, and an edited spec is told from a running one. Fields at their default
         are left out, so a field added in a later version does not make every running job
-        look edited (and writing a default out changes nothing)."""
+        look edited (and writing a default out changes nothing). Worked out once per spec
+        (it is frozen; a copy with changes works it out again)."""
         body = self.model_dump_json(by_alias=True, exclude_defaults=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("digest", None)  # its fields may differ: no cached digest
+        return copied
 
 
 # --------------------------------------------------------------------------- documents

@@ -32,3 +32,12 @@ def test_every_edit_changes_it() -> None:
     for edit in edits:
         seen.add(digest(**{**base, **edit}))
     assert len(seen) == len(edits) + 1
+
+
+def test_a_copy_with_edits_has_its_own_digest() -> None:
+    """The digest is worked out once per spec; a copy with changes works it out again."""
+    spec = WorkloadSpec.model_validate({"project": "p", "gpus": 2})
+    first = spec.digest
+    edited = spec.model_copy(update={"gpus": 4})
+    assert edited.digest == digest(gpus=4) != first
+    assert spec.model_copy().digest == spec.digest == first
