@@ -115,6 +115,35 @@ def test_next_cycle_consolidation_is_folded_into_the_first_plan() -> None:
     assert plan(d, snap, now=NOW).actions == []
 
 
+def test_the_virtual_world_is_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds after the first run on a copy of the observed state: planning leaves the
+    snapshot it was given as it was."""
+    d = desired(
+        [
+            cluster(),
+            project("p", gpus=8),
+            workload("a", "p", gpus=1),
+            workload("b", "p", gpus=2, replicas=3, minReplicas=1),
+        ]
+    )
+    snap = Snapshot(
+        now=NOW, clusters=[ClusterState(name="sim", nodes=nodes_from_spec(d.clusters["sim"]))]
+    )
+    before = snap.model_dump_json()
+    rounds = 0
+    apply = converge_module._apply
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal rounds
+        rounds += 1
+        return apply(*args, **kwargs)
+
+    monkeypatch.setattr(converge_module, "_apply", counted)
+    assert plan(d, snap, now=NOW).actions
+    assert rounds >= 1  # a virtual world was made and changed
+    assert snap.model_dump_json() == before
+
+
 def test_shrunk_in_one_round_and_evicted_in_the_next_is_a_preempt() -> None:
     # found by the property test: round 1 shrank an elastic job, round 2 evicted it; the
     # net plan showed only the shrink, and the submit that needed its GPUs did not fit
