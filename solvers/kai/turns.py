@@ -53,21 +53,22 @@ def queue_key(session: Session, qid: str, request: int) -> QueueKey:
 
 class StaticRuns:
     """The runs of every subtree as the step's session stands (no simulated job inside,
-    allocations as committed), each run with its key at the subtree's root. Valid until
-    the session or the lanes change (``generation``)."""
+    allocations as committed), each run with its key at the subtree's root. A commit
+    changes the allocations and lanes of its projects only: ``forget`` drops what was
+    worked out along their chains, the rest stays."""
 
     def __init__(self, session: Session, index: WaitingIndex) -> None:
         self.s = session
         self.index = index
         self._runs: dict[str, list[tuple[int, QueueKey]]] = {}
         self._keyed: dict[str, list[tuple[tuple[QueueKey, ...], int, Atom]]] = {}
-        self.generation = -1
 
-    def refresh(self, generation: int) -> None:
-        if generation != self.generation:
-            self._runs.clear()
-            self._keyed.clear()
-            self.generation = generation
+    def forget(self, projects: Iterable[str]) -> None:
+        """The allocations or waiting jobs of ``projects`` changed."""
+        for qid in projects:
+            for q in self.s.chain(qid):
+                self._runs.pop(q.id, None)
+                self._keyed.pop(q.id, None)
 
     def keyed(self, qid: str) -> list[tuple[tuple[QueueKey, ...], int, Atom]]:
         """The subtree's runs as its parent merges them: (key,), record, atom."""

@@ -138,7 +138,6 @@ class Search:
         self._index: WaitingIndex | None = None  # built by the first simulation
         self._static: StaticRuns | None = None
         self.holders = Holders(self.s, step.min_runtime_protects)
-        self.generation = 0  # commits so far: what the cached runs were computed for
 
     @property
     def index(self) -> WaitingIndex:
@@ -164,7 +163,9 @@ class Search:
             self.holders.update(key)
         if self._index is not None:
             self._index.remove(k for k in touched if k in ledger.touched or k in ledger.lost)
-        self.generation += 1
+        if self._static is not None:  # allocations and lanes changed in these projects only
+            jobs = self.s.problem.jobs
+            self._static.forget({jobs[k].queue for k in touched})
 
     # ------------------------------------------------------------------ the search
 
@@ -294,7 +295,6 @@ class Search:
         again in normal allocation order (the other waiting jobs only take their turn).
         Returns the applied trial if ``job`` was placed, else undoes everything."""
         s, jobs = self.s, self.s.problem.jobs
-        self.static.refresh(self.generation)
         trial = Statement(s)
         trial.victims = list(victims)
         removed: dict[str, list[str]] = defaultdict(list)

@@ -16,7 +16,7 @@ skips, on random busy problems.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -26,6 +26,7 @@ from solvers.kai.candidates import Holders
 from solvers.kai.disruption import Ledger
 from solvers.kai.preempt import Preempt, preempt
 from solvers.kai.reclaim import Reclaim, reclaim
+from solvers.kai.turns import StaticRuns
 from solvers.problem import JobRequest, PoolKey, Problem
 from solvers.session import Session
 from tests.solvers.kai.test_turns import _problem
@@ -148,15 +149,26 @@ def test_reclaim_skips_only_what_its_rules_would_refuse(monkeypatch: pytest.Monk
 
 def test_commits_recompute_only_the_order_they_change(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a commit, only the queues of the placed job and its victims are ordered
-    afresh; forgetting the whole order gives the same answers."""
-    forget = Allocator.forget
+    afresh, and only their subtrees' turns in simulations; forgetting everything gives
+    the same answers."""
+    forget, forget_runs = Allocator.forget, StaticRuns.forget
+    kept = 0
+
+    def forget_all_runs(self: StaticRuns, projects: Iterable[str]) -> None:
+        nonlocal kept
+        forget_runs(self, projects)
+        kept += len(self._runs)
+        forget_runs(self, list(self.s.problem.queues))
+
     changed = 0
     for seed in range(150):
         problem = _busy(seed)
         for step in (reclaim, preempt):
             monkeypatch.setattr(Allocator, "forget", lambda self, qid=None: forget(self))
+            monkeypatch.setattr(StaticRuns, "forget", forget_all_runs)
             whole = _disrupted(problem, step)
             monkeypatch.setattr(Allocator, "forget", forget)
+            monkeypatch.setattr(StaticRuns, "forget", forget_runs)
             assert _disrupted(problem, step) == whole, f"seed {seed}, {step.__name__}"
             changed += bool(whole[1])
-    assert changed > 20, changed
+    assert changed > 20 and kept > 20, (changed, kept)

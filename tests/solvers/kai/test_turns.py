@@ -13,7 +13,7 @@ import heapq
 import random
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solvers.kai.allocate import Allocator, HeapEntry, next_chunk
@@ -143,17 +143,23 @@ def _runs(
     return out
 
 
+@settings(max_examples=400)  # commits between simulations: a stale subtree is rare
 @given(st.integers(0, 10**9), st.integers(0, 10**9))
 def test_runs_give_the_allocate_loops_order(seed: int, pick: int) -> None:
     problem = _problem(seed)
+    jobs = problem.jobs
     rng = random.Random(pick)
-    waiting = {k for k, j in problem.jobs.items() if not j.running}
+    waiting = {k for k, j in jobs.items() if not j.running}
     s = Session.open(problem)
     index = WaitingIndex(s, waiting)
     static = StaticRuns(s, index)
-    static.refresh(0)
-    for _ in range(4):  # several simulations share one index and its static runs
-        todo = set(rng.sample(sorted(waiting), rng.randint(1, min(6, len(waiting)))))
+    committed: set[str] = set()  # projects a commit changed: their runs must be new
+    for _ in range(6):  # several simulations share one index and its static runs
+        # jobs of other projects, so the changed ones are merged as untouched subtrees
+        pool = sorted(k for k in waiting if jobs[k].queue not in committed) or sorted(waiting)
+        if not pool:
+            break
+        todo = set(rng.sample(pool, rng.randint(1, min(6, len(pool)))))
         placed = {k for k in todo if rng.random() < 0.6}
         before = dict(s.alloc)
         expected = _replay(s, waiting, todo, placed)
@@ -163,3 +169,10 @@ def test_runs_give_the_allocate_loops_order(seed: int, pick: int) -> None:
         s.alloc.clear()
         s.alloc.update(before)
         assert got == expected
+        if placed and rng.random() < 0.7:  # a commit: the job runs, and waits no more
+            key = min(placed)
+            s.charge(jobs[key], next_chunk(jobs[key], 0) * jobs[key].gpus)
+            waiting.discard(key)
+            index.remove([key])
+            static.forget([jobs[key].queue])
+            committed.add(jobs[key].queue)
