@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from solvers import reasons
 from solvers.kai.allocate import Allocator, next_chunk
@@ -25,6 +26,19 @@ from solvers.policy import Deadline
 from solvers.problem import JobRequest, PoolKey
 from solvers.session import Grant, Session, Statement
 from specs.actions import Reason
+
+
+class SideBound(Protocol):
+    """A bounded step's bound per victim side, for one waiting job (``side_bound``)."""
+
+    def side(self, qid: str) -> str:
+        """The side a victim project belongs to (where its chain parts from the job's)."""
+        ...
+
+    def cap(self, qid: str, inside: Mapping[str, float]) -> float:
+        """At most what ``most_taken`` counts from the side of project ``qid`` for any set
+        holding at most ``inside`` GPUs under each queue of the job's own chain."""
+        ...
 
 
 @dataclass
@@ -113,12 +127,10 @@ class Disruption:
         is skipped: whatever is moved needs as many free GPUs elsewhere."""
         return math.inf
 
-    def side_bound(
-        self, job: JobRequest, count: int, holders: Holders
-    ) -> Callable[[str], tuple[str, float]] | None:
-        """For a bounded step: per victim project, its side and at most what ``most_taken``
-        counts from that side for ``count`` replicas of ``job``, whichever of its victims
-        a candidate set holds (None: not known)."""
+    def side_bound(self, job: JobRequest, count: int, holders: Holders) -> SideBound | None:
+        """For a bounded step: what ``most_taken`` counts at most from each side of the
+        victims (for ``count`` replicas of ``job``), whichever of them a set holds; None:
+        not known."""
         return None
 
     def most_freed(self, job: JobRequest, pools: set[PoolKey], holders: Holders) -> float:

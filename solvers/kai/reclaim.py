@@ -29,7 +29,7 @@ from typing import Any
 
 from solvers import reasons
 from solvers.kai.candidates import Holders
-from solvers.kai.disruption import Disruption, Ledger
+from solvers.kai.disruption import Disruption, Ledger, SideBound
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, Queue
 from solvers.session import Session, Statement
@@ -230,24 +230,10 @@ class Reclaim(Disruption):
             return max(0.0, self.base_alloc[theirs.id] - ratio * fair)
         return math.inf
 
-    def side_bound(
-        self, job: JobRequest, count: int, holders: Holders
-    ) -> Callable[[str], tuple[str, float]] | None:
-        """Per victim project: its side (where the chains part) and that side's cap in
-        ``most_taken`` with the largest piece any candidate under it holds, an upper bound
-        for every candidate set: it depends on the sides a set holds, not on its victims."""
+    def side_bound(self, job: JobRequest, count: int, holders: Holders) -> SideBound | None:
         if self.s.per_type:
             return None
-        req, known = count * job.gpus, {}
-
-        def bound(qid: str) -> tuple[str, float]:
-            if qid not in known:
-                mine, theirs = self.sides(job.queue, qid)
-                piece = holders.largest_under(theirs)
-                known[qid] = (theirs.id, self._side_cap(mine, theirs, req, piece, 0.0))
-            return known[qid]
-
-        return bound
+        return _SideCaps(self, job, count * job.gpus, holders)
 
     def _still_owed(
         self, mine: Queue, theirs: Queue, gpu_type: str, left: float, req: float
@@ -314,6 +300,27 @@ class Reclaim(Disruption):
             s.allocatable_share(theirs),
             job.key,
         )
+
+
+class _SideCaps:
+    """``most_taken``'s cap per victim side for one waiting job, whichever victims of the
+    side a set holds: its largest piece is at most the largest any candidate under the
+    side holds, and what the set holds under the reclaimer's own chain at most ``inside``
+    (the cap only grows with both)."""
+
+    def __init__(self, step: Reclaim, job: JobRequest, req: float, holders: Holders) -> None:
+        self.step, self.job, self.req, self.holders = step, job, req, holders
+        self._pieces: dict[str, float] = {}
+
+    def side(self, qid: str) -> str:
+        return self.step.sides(self.job.queue, qid)[1].id
+
+    def cap(self, qid: str, inside: Mapping[str, float]) -> float:
+        mine, theirs = self.step.sides(self.job.queue, qid)
+        piece = self._pieces.get(theirs.id)
+        if piece is None:
+            piece = self._pieces[theirs.id] = self.holders.largest_under(theirs)
+        return self.step._side_cap(mine, theirs, self.req, piece, inside.get(mine.id, 0.0))
 
 
 def _ratio(allocated: float, fair: float) -> float:

@@ -23,7 +23,8 @@ and the waiting ones are indexed once per step and kept up to date as the step c
 (not collected again for every waiting job), the simulation's order is computed from a
 few runs per queue (not by popping every waiting job), and a candidate set, or a whole
 search, is skipped when the GPUs it could ever free cannot hold the job (the step's
-``most_taken``; solvers/kai/reclaim.py). Simulations run on the live session and are
+``most_taken``; solvers/kai/reclaim.py), a node's set without even being built when the
+sides of the victims there could not give enough (:class:`NodeBound`). Simulations run on the live session and are
 undone through a :class:`~solvers.session.Statement`'s log (KAI's statement: apply,
 then roll back), so a failed attempt costs what it changed, not a copy of the cluster.
 The loop over waiting jobs that calls :meth:`Search.solve`, and what a step records,
@@ -46,7 +47,7 @@ from solvers.problem import JobRequest
 from solvers.session import Chunk, Session, Statement
 
 if TYPE_CHECKING:
-    from solvers.kai.disruption import Disruption
+    from solvers.kai.disruption import Disruption, SideBound
 
 Accept = Callable[[JobRequest, int, Statement], bool]  # a step's verdict on a simulated outcome
 
@@ -126,6 +127,52 @@ class Potential:
         """The candidate set on ``node`` (as :func:`scenarios`): every victim with a
         replica there, whole."""
         return sorted(i for key in self.on_node[node] for i in self.of_job[key])
+
+
+class NodeBound:
+    """What a bounded step's rules let the candidate set on each node give at most, kept up
+    as victims accumulate (the step's :class:`~solvers.kai.disruption.SideBound`): a node
+    whose set falls short even so is not tried. A node's set holds the recorded victims
+    and every victim with a replica there (whole), so the sides of those bound it, given
+    what they hold under the waiting job's own chain."""
+
+    def __init__(
+        self, session: Session, job: JobRequest, bound: SideBound, recorded: list[Chunk]
+    ) -> None:
+        self.s = session
+        self.bound = bound
+        self.mine = {q.id for q in session.chain(job.queue)}
+        # GPUs under each queue of the job's chain: of the recorded victims, and of the
+        # victims with a replica on each node
+        self.inside: Counter[str] = Counter()
+        self.inside_on: dict[str, Counter[str]] = defaultdict(Counter)
+        self.sides_on: dict[str, dict[str, str]] = defaultdict(dict)  # node -> side -> project
+        self.recorded: dict[str, str] = {}
+        jobs = session.problem.jobs
+        for c in recorded:
+            victim = jobs[c.key]
+            self.recorded[bound.side(victim.queue)] = victim.queue
+            for q in self._under_mine(victim.queue):
+                self.inside[q] += len(c.nodes) * victim.gpus
+
+    def _under_mine(self, qid: str) -> list[str]:
+        return [q.id for q in self.s.chain(qid) if q.id in self.mine]
+
+    def add(self, chunk: Chunk) -> None:
+        victim = self.s.problem.jobs[chunk.key]
+        side = self.bound.side(victim.queue)
+        for n in chunk.nodes:
+            self.sides_on[n][side] = victim.queue
+        if under := self._under_mine(victim.queue):
+            gpus = len(chunk.nodes) * victim.gpus
+            for n in set(self.s.tasks[chunk.key]):  # every set holding the victim, whole
+                for q in under:
+                    self.inside_on[n][q] += gpus
+
+    def most(self, node: str) -> float:
+        sides = {**self.recorded, **self.sides_on[node]}
+        inside = self.inside + self.inside_on[node] if node in self.inside_on else self.inside
+        return sum(self.bound.cap(qid, inside) for qid in sides.values())
 
 
 class Search:
@@ -247,12 +294,9 @@ class Search:
                     reach[n] += jobs[c.key].gpus
                     reached += jobs[c.key].gpus
         best = max([room[1]] + [s.index.free[n] + g for n, g in reach.items()])
-        # what the step's bound counts at most from each side of the victims on a node
-        # (``side_bound``): a node's set is skipped while even all of it falls short
         need = k * job.gpus
         bound = step.side_bound(job, k, self.holders) if step.bounded and free < need else None
-        sides_on: dict[str, dict[str, float]] = defaultdict(dict)
-        given = dict(bound(jobs[c.key].queue) for c in recorded) if bound is not None else {}
+        gives = NodeBound(s, job, bound, recorded) if bound is not None else None
         while not budget.exhausted and (chunk := queue.pop()) is not None:
             gpus = jobs[chunk.key].gpus
             for n in chunk.nodes:
@@ -261,14 +305,12 @@ class Search:
                     reached += gpus
                     best = max(best, s.index.free[n] + reach[n])
             potential.add(chunk)
-            if bound is not None:
-                side, most = bound(jobs[chunk.key].queue)
-                for n in chunk.nodes:
-                    sides_on[n][side] = most
+            if gives is not None:
+                gives.add(chunk)
             if best < job.gpus or room[0] + reached < need:
                 continue
             for node in sorted(set(chunk.nodes)):
-                if bound is not None and free + sum({**given, **sides_on[node]}.values()) < need:
+                if gives is not None and free + gives.most(node) < need:
                     continue  # most_taken would refuse this set
                 ids = tuple(potential.on(node))
                 if ids not in tried:

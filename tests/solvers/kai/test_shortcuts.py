@@ -16,6 +16,7 @@ skips, on random busy problems.
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -172,3 +173,47 @@ def test_commits_recompute_only_the_order_they_change(monkeypatch: pytest.Monkey
             assert _disrupted(problem, step) == whole, f"seed {seed}, {step.__name__}"
             changed += bool(whole[1])
     assert changed > 20 and kept > 20, (changed, kept)
+
+
+def test_the_side_bound_is_above_most_taken_for_every_set() -> None:
+    """Reclaim's bound per side (``Reclaim.side_bound``), summed over the sides a set of
+    victims holds and given what the set holds under the waiting job's own chain, is never
+    below what ``most_taken`` lets that set give: skipping a node's set on it is safe."""
+    checked = inside_counted = 0
+    for seed in range(150):
+        problem = _busy(seed)
+        rng = random.Random(seed)
+        s = Session.open(problem)
+        allocate(s)
+        step = Reclaim(s, Ledger())
+        step.base_alloc = defaultdict(float, s.alloc)
+        step.base_alloc_t = defaultdict(float, s.alloc_t)
+        holders = Holders(s, shields=True)
+        candidates = sorted(k for k in s.tasks if k in holders)
+        waiting = sorted(k for k, j in problem.jobs.items() if not s.tasks.get(k))
+        for key in waiting[:8]:
+            job = problem.jobs[key]
+            count = job.min_replicas
+            bound = step.side_bound(job, count, holders)
+            assert bound is not None
+            mine = {q.id for q in s.chain(job.queue)}
+            others = [k for k in candidates if problem.jobs[k].queue != job.queue]
+            for _ in range(20):
+                chosen = rng.sample(others, min(len(others), rng.randint(1, 4)))
+                held: dict[str, float] = defaultdict(float)
+                largest: dict[str, float] = defaultdict(float)
+                inside: dict[str, float] = defaultdict(float)
+                for k in chosen:
+                    victim = problem.jobs[k]
+                    gpus = len(s.tasks[k]) * victim.gpus
+                    held[victim.queue] += gpus
+                    largest[victim.queue] = max(largest[victim.queue], gpus)
+                    for q in s.chain(victim.queue):
+                        if q.id in mine:
+                            inside[q.id] += gpus
+                sides = {bound.side(q): q for q in held}
+                most = sum(bound.cap(q, inside) for q in sides.values())
+                assert step.most_taken(job, count, held, largest) <= most + 1e-9, (seed, key)
+                checked += 1
+                inside_counted += any(inside[step.sides(job.queue, q)[0].id] for q in held)
+    assert checked > 1000 and inside_counted > 50, (checked, inside_counted)
