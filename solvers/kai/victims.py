@@ -148,31 +148,49 @@ class NodeBound:
         self.inside_on: dict[str, Counter[str]] = defaultdict(Counter)
         self.sides_on: dict[str, dict[str, str]] = defaultdict(dict)  # node -> side -> project
         self.recorded: dict[str, str] = {}
+        self._facts: dict[str, tuple[str, list[str]]] = {}  # project -> (side, chain above)
+        self._bare: dict[str, float] = {}  # project -> its side's cap with nothing inside
         jobs = session.problem.jobs
         for c in recorded:
             victim = jobs[c.key]
-            self.recorded[bound.side(victim.queue)] = victim.queue
-            for q in self._under_mine(victim.queue):
+            side, under = self._of(victim.queue)
+            self.recorded[side] = victim.queue
+            for q in under:
                 self.inside[q] += len(c.nodes) * victim.gpus
 
-    def _under_mine(self, qid: str) -> list[str]:
-        return [q.id for q in self.s.chain(qid) if q.id in self.mine]
+    def _of(self, qid: str) -> tuple[str, list[str]]:
+        """A victim project's side, and the queues of the job's chain above it."""
+        facts = self._facts.get(qid)
+        if facts is None:
+            under = [q.id for q in self.s.chain(qid) if q.id in self.mine]
+            facts = self._facts[qid] = (self.bound.side(qid), under)
+        return facts
 
     def add(self, chunk: Chunk) -> None:
         victim = self.s.problem.jobs[chunk.key]
-        side = self.bound.side(victim.queue)
+        side, under = self._of(victim.queue)
         for n in chunk.nodes:
             self.sides_on[n][side] = victim.queue
-        if under := self._under_mine(victim.queue):
+        if under:
             gpus = len(chunk.nodes) * victim.gpus
             for n in set(self.s.tasks[chunk.key]):  # every set holding the victim, whole
                 for q in under:
                     self.inside_on[n][q] += gpus
 
     def most(self, node: str) -> float:
-        sides = {**self.recorded, **self.sides_on[node]}
-        inside = self.inside + self.inside_on[node] if node in self.inside_on else self.inside
-        return sum(self.bound.cap(qid, inside) for qid in sides.values())
+        projects = self.sides_on[node].values()
+        if self.recorded:
+            projects = {**self.recorded, **self.sides_on[node]}.values()
+        if self.inside or node in self.inside_on:
+            inside = self.inside + self.inside_on[node]
+            return sum(self.bound.cap(qid, inside) for qid in projects)
+        total = 0.0
+        for qid in projects:
+            cap = self._bare.get(qid)
+            if cap is None:
+                cap = self._bare[qid] = self.bound.cap(qid, {})
+            total += cap
+        return total
 
 
 class Search:
