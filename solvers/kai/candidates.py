@@ -135,6 +135,7 @@ class VictimQueue:
         self._entry: dict[str, tuple[QueueKey, str] | None] = {}
         self._pools_of: dict[str, list[PoolKey]] = {}  # a project's pools holding candidates
         self._queue: dict[str, tuple[Queue, float, float, int]] = {}  # what its key needs
+        self._taken: dict[str, float] = {}  # per project: popped + its next candidate's GPUs
         jobs = session.problem.jobs
         for c in recorded:
             left = self.left.setdefault(c.key, list(session.tasks.get(c.key, [])))
@@ -191,19 +192,18 @@ class VictimQueue:
     def _tasks(self, key: str) -> list[str]:
         return self.left[key] if key in self.left else self.s.tasks[key]
 
-    def _subtree(self, qid: str) -> tuple[QueueKey, str] | None:
-        """(the subtree's key at its parent, the project whose candidate it offers next),
-        computed once and then kept up to date along the chain of each pop."""
-        if qid in self._entry:
-            return self._entry[qid]
-        q = self.s.problem.queues[qid]
+    def _subtree(self, q: Queue) -> None:
+        """Work out the turn of every subtree below ``q``, then its own (the first pop);
+        later pops keep them up to date along the popped project's chain."""
         if q.kind != "project":
+            queues = self.s.problem.queues
             for child in q.children:
-                self._subtree(child)
-        return self._compute(qid)
+                self._subtree(queues[child])
+        self._compute(q)
 
-    def _compute(self, qid: str) -> tuple[QueueKey, str] | None:
-        q = self.s.problem.queues[qid]
+    def _compute(self, q: Queue) -> None:
+        """(the subtree's key at its parent, the project whose candidate it offers next)."""
+        qid = q.id
         leaf: str | None = None
         if q.kind == "project":
             if self._open(qid) and self._head(qid) is not None:
@@ -216,26 +216,35 @@ class VictimQueue:
                 if found is not None and (best is None or best[0] < found[0]):
                     best = found
             leaf = best[1] if best is not None else None
-        entry = (self._victim_key(qid, leaf), leaf) if leaf is not None else None
-        self._entry[qid] = entry
-        return entry
+        self._entry[qid] = (self._victim_key(qid, leaf), leaf) if leaf is not None else None
 
     def _victim_key(self, qid: str, leaf: str) -> QueueKey:
-        s = self.s
-        head = self._head(leaf)
-        assert head is not None
-        job = s.problem.jobs[head[1]]
-        taken = self.popped[leaf] + len(self._tasks(head[1])) * job.gpus
-        if qid not in self._queue:  # fixed while the search runs (the session is at rest)
-            q = s.problem.queues[qid]
-            self._queue[qid] = (q, s.alloc[qid], s.allocatable_share(q), s.problem.order[qid])
-        q, allocated, share, rank = self._queue[qid]
+        taken = self._taken.get(leaf)
+        if taken is None:  # what the project gave so far and its next candidate holds
+            head = self._head(leaf)
+            assert head is not None
+            job = self.s.problem.jobs[head[1]]
+            taken = self._taken[leaf] = self.popped[leaf] + len(self._tasks(head[1])) * job.gpus
+        facts = self._queue.get(qid)
+        if facts is None:  # fixed while the search runs (the session is at rest)
+            s, q = self.s, self.s.problem.queues[qid]
+            facts = self._queue[qid] = (
+                q,
+                s.alloc[qid],
+                s.allocatable_share(q),
+                s.problem.order[qid],
+            )
+        q, allocated, share, rank = facts
         return victim_queue_order(q, allocated=allocated, taken=taken, share=share, rank=rank)
 
     def pop(self) -> Chunk | None:
+        entries, queues = self._entry, self.s.problem.queues
+        if not entries:
+            for top in self.s.problem.top:
+                self._subtree(queues[top])
         best: tuple[QueueKey, str] | None = None
         for top in self.s.problem.top:
-            found = self._subtree(top)
+            found = entries[top]
             if found is not None and (best is None or best[0] < found[0]):
                 best = found
         if best is None:
@@ -249,6 +258,7 @@ class VictimQueue:
         else:
             del self._next[leaf, self.s.pool[key]]
         self._heads.pop(leaf, None)
+        self._taken.pop(leaf, None)
         job = self.s.problem.jobs[key]
         tasks = list(self._tasks(key))
         self.popped[leaf] += len(tasks) * job.gpus
@@ -260,5 +270,5 @@ class VictimQueue:
             self.left[key] = []
             chunk = Chunk(key, tuple(tasks))
         for q in self.s.chain(leaf):  # the subtrees above it change their turn
-            self._compute(q.id)
+            self._compute(q)
         return chunk
