@@ -117,7 +117,7 @@ class VictimQueue:
         session: Session,
         holders: Holders,
         pools: set[PoolKey],
-        allowed: tuple[Callable[[str], bool], Callable[[str], bool]],
+        allowed: tuple[Callable[[str], bool], Callable[[str], bool] | None],
         recorded: list[Chunk],
     ) -> None:
         self.s = session
@@ -147,7 +147,8 @@ class VictimQueue:
                 heapq.heappush(self.extra[job.queue], (VictimOrder(job, len(tasks)), key))
 
     def _may(self, key: str) -> bool:
-        return self.s.pool.get(key) in self.pools and self.job_ok(key)
+        job_ok = self.job_ok
+        return self.s.pool.get(key) in self.pools and (job_ok is None or job_ok(key))
 
     def _open(self, qid: str) -> bool:
         return self.project_ok(qid)
@@ -181,9 +182,9 @@ class VictimQueue:
         if reading is None:
             entries = self.holders.lists.get(at)
             reading = self._reading[at] = iter(entries if entries is not None else ())
-        found = None
+        found, left, job_ok = None, self.left, self.job_ok
         for entry in reading:
-            if entry[1] not in self.left and self.job_ok(entry[1]):
+            if entry[1] not in left and (job_ok is None or job_ok(entry[1])):
                 found = entry
                 break
         self._next[at] = found

@@ -15,9 +15,7 @@ a moved job keeps its place in the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from solvers.kai.disruption import Disruption, Ledger
+from solvers.kai.disruption import Disruption, Ledger, VictimFilter
 from solvers.policy import Deadline
 from solvers.problem import JobRequest
 from solvers.session import Session, Statement
@@ -39,7 +37,7 @@ class Consolidate(Disruption):
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
         return True  # any preemptible running job, of any project
 
-    def victim_filter(self, job: JobRequest) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+    def victim_filter(self, job: JobRequest) -> VictimFilter:
         return (lambda qid: True), (lambda key: key != job.key)
 
     def accept(self, job: JobRequest, k: int, trial: Statement) -> bool:

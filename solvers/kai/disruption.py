@@ -27,6 +27,9 @@ from solvers.problem import JobRequest, PoolKey
 from solvers.session import Grant, Session, Statement
 from specs.actions import Reason
 
+# (may the job take from this project, may it take this running job of one: None = any)
+VictimFilter = tuple[Callable[[str], bool], Callable[[str], bool] | None]
+
 
 class SideBound(Protocol):
     """A bounded step's bound per victim side, for one waiting job (``side_bound``)."""
@@ -106,10 +109,11 @@ class Disruption:
         """The verdict on a simulated outcome with ``k`` of the job's replicas placed."""
         return True
 
-    def victim_filter(self, job: JobRequest) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+    def victim_filter(self, job: JobRequest) -> VictimFilter:
         """Whether ``job`` may take from a project at all, and a running job (by name) of a
         project it may take from, for one search: ``may_evict`` and not the job itself.
-        Steps whose rules look at projects only say so per project, once."""
+        Steps whose rules look at projects only say so per project, once (and give no job
+        test, None, where every job of such a project may go)."""
         jobs = self.s.problem.jobs
         return (lambda qid: True), (lambda key: key != job.key and self.may_evict(job, jobs[key]))
 

@@ -13,11 +13,9 @@ inference 125); quota decides *between* projects, which is reclaim's business. S
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from solvers import reasons
 from solvers.kai.candidates import Holders
-from solvers.kai.disruption import Disruption, Ledger
+from solvers.kai.disruption import Disruption, Ledger, VictimFilter
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, PoolKey
 from solvers.session import Session
@@ -36,7 +34,7 @@ class Preempt(Disruption):
     def victim_queues(self, job: JobRequest) -> list[str]:
         return [job.queue]
 
-    def victim_filter(self, job: JobRequest) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+    def victim_filter(self, job: JobRequest) -> VictimFilter:
         jobs = self.s.problem.jobs
         return (lambda qid: qid == job.queue), (
             lambda key: jobs[key].priority < job.priority and key != job.key

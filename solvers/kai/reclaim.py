@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from solvers import reasons
 from solvers.kai.candidates import Holders
-from solvers.kai.disruption import Disruption, Ledger, SideBound
+from solvers.kai.disruption import Disruption, Ledger, SideBound, VictimFilter
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, Queue
 from solvers.session import Session, Statement
@@ -104,9 +104,10 @@ class Reclaim(Disruption):
         pool = self.s.pool.get(job.key)
         return self.s.problem.pools[pool].gpu_type if pool else None
 
-    def victim_filter(self, job: JobRequest) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+    def victim_filter(self, job: JobRequest) -> VictimFilter:
         """``may_evict`` depends on the victim's project only, decided once per project;
-        with per-GPU-type quotas, a project owing only some types gives only those."""
+        with per-GPU-type quotas, a project owing only some types gives only those (without
+        them, every job of a project it may take from may go: no job test)."""
         queues, jobs = self.s.problem.queues, self.s.problem.jobs
         verdict: dict[str, bool] = {}
         owed: dict[str, set[str]] = {}
@@ -124,7 +125,7 @@ class Reclaim(Disruption):
             types = owed.get(jobs[key].queue)
             return not types or self._gpu_type(jobs[key]) in types
 
-        return project_ok, job_ok
+        return project_ok, (job_ok if self.s.per_type else None)
 
     def accept(self, job: JobRequest, k: int, trial: Statement) -> bool:
         s, alloc, req = self.s, self.base_alloc, k * job.gpus

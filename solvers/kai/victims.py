@@ -47,7 +47,7 @@ from solvers.problem import JobRequest
 from solvers.session import Chunk, Session, Statement
 
 if TYPE_CHECKING:
-    from solvers.kai.disruption import Disruption, SideBound
+    from solvers.kai.disruption import Disruption, SideBound, VictimFilter
 
 Accept = Callable[[JobRequest, int, Statement], bool]  # a step's verdict on a simulated outcome
 
@@ -271,7 +271,7 @@ class Search:
         k: int,
         recorded: list[Chunk],
         pools: set[tuple[str, str]],
-        allowed: tuple[Callable[[str], bool], Callable[[str], bool]],
+        allowed: VictimFilter,
         free: int,
         budget: SimulationBudget,
     ) -> Statement | None:
