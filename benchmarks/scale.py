@@ -240,8 +240,9 @@ def print_size(size: Size, cap: float, out: Any = sys.stdout) -> None:
         else ("< " + f"{end_b / end_a:.3f}x" if today else "")
     )
     mark = "> " if capped else ""
+    cell_a = f"{mark}{end_a:.2f}" if today else "-"
     print(
-        f"| **end to end** (warm load + snapshot + plan) | {mark}{end_a:.2f} | {end_b:.2f} | {ratio} |",
+        f"| **end to end** (warm load + snapshot + plan) | {cell_a} | {end_b:.2f} | {ratio} |",
         file=out,
     )
     rows: list[tuple[str, Callable[[Run], str]]] = [

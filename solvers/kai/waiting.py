@@ -94,7 +94,6 @@ class WaitingIndex:
             )
         self.lanes = {q: Lane(e) for q, e in entries.items()}
         self.members = {n for lane in self.lanes.values() for n in lane.names}
-        self.version = 0  # bumped whenever a lane changes: cached turns are stale
 
     def lane(self, queue: str) -> Lane | None:
         return self.lanes.get(queue)
@@ -113,4 +112,3 @@ class WaitingIndex:
                         if i not in lane.dead
                     ]
                     self.lanes[jobs[key].queue] = Lane(live)
-        self.version += 1
