@@ -190,17 +190,26 @@ class Allocator:
         return False
 
     def give_reasons(self) -> None:
-        """Nothing left in the order can be placed: say why each waits, in name order."""
+        """Nothing left in the order can be placed: say why each waits, in name order.
+        Nothing changes meanwhile, so jobs of one project asking the same in the same
+        pools wait for the same reason, worked out once."""
         jobs = self.s.problem.jobs
         left = sorted(k for heap in self.heaps.values() for _, k in heap)
+        known: dict[tuple[object, ...], Reason] = {}
         for key in left:
             job = jobs[key]
+            if len(self.s.tasks.get(key, [])) >= job.min_replicas:
+                continue  # running with its minimum: it does not wait
             count = self.chunk(job)
-            reason = self.check_limits(job, count * job.gpus) or self._why_unplaced(
-                job, self.s.pools_for(job), count
-            )
-            if len(self.s.tasks.get(key, [])) < job.min_replicas:
-                self.pending[key] = reason
+            pools = self.s.pools_for(job)
+            shape = (job.queue, job.preemptible, job.gpus, count, tuple(pools))
+            reason = known.get(shape)
+            if reason is None:
+                reason = self.check_limits(job, count * job.gpus) or self._why_unplaced(
+                    job, pools, count
+                )
+                known[shape] = reason
+            self.pending[key] = reason
         self.heaps.clear()
         self._cache.clear()
 
