@@ -183,9 +183,7 @@ class Allocator:
         for heap in self.heaps.values():
             for _, key in heap:
                 job, count = jobs[key], self.chunk(jobs[key])
-                if self.check_limits(job, count * job.gpus) is None and could_fit(
-                    self.s, job, count
-                ):
+                if within_limits(self.s, job, count * job.gpus) and could_fit(self.s, job, count):
                     return True
         return False
 
@@ -254,24 +252,44 @@ class Allocator:
 
 def check_limits(s: Session, job: JobRequest, gpus: int) -> Reason | None:
     """The hard caps on ``gpus`` more for ``job``: limits on every level, deserved for
-    non-preemptible work."""
+    non-preemptible work; the first one it would break, as the reason it waits."""
+    found = _binding(s, job, gpus)
+    if found is None:
+        return None
+    kind, q = found
+    if q is None:
+        return _type_quotas(s, job, gpus)
+    if kind == "limit":
+        return reasons.over_limit(q, s.alloc[q.id], gpus)
+    return reasons.non_preemptible_over_deserved(q, s.alloc_np[q.id], gpus)
+
+
+def within_limits(s: Session, job: JobRequest, gpus: int) -> bool:
+    """Whether ``check_limits`` lets ``gpus`` more for ``job`` through (no reason built)."""
+    return _binding(s, job, gpus) is None
+
+
+def _binding(s: Session, job: JobRequest, gpus: int) -> tuple[str, Queue | None] | None:
+    """The first hard cap ``gpus`` more for ``job`` would break: ("limit", queue),
+    ("deserved", queue) for non-preemptible work, or ("type", None) when per-GPU-type
+    quotas close every pool the job may use."""
     for q in s.chain(job.queue):
         if q.limit is not None and s.alloc[q.id] + gpus > q.limit:
-            return reasons.over_limit(q, s.alloc[q.id], gpus)
+            return ("limit", q)
     if not job.preemptible:
         for q in s.chain(job.queue):
             if s.alloc_np[q.id] + gpus > q.deserved:
-                return reasons.non_preemptible_over_deserved(q, s.alloc_np[q.id], gpus)
+                return ("deserved", q)
     if s.per_type:
-        return _type_quotas(s, job, gpus)
+        pools = s.pools_for(job)
+        if pools and not s.typed_pools(job, pools, gpus):
+            return ("type", None)
     return None
 
 
-def _type_quotas(s: Session, job: JobRequest, gpus: int) -> Reason | None:
-    """Per-GPU-type quotas: a reason only when they close every pool the job may use."""
+def _type_quotas(s: Session, job: JobRequest, gpus: int) -> Reason:
+    """Per-GPU-type quotas close every pool the job may use: which ones, and how."""
     pools = s.pools_for(job)
-    if not pools or s.typed_pools(job, pools, gpus):
-        return None
     bindings = []
     for gpu_type in sorted({s.problem.pools[p].gpu_type for p in pools}):
         binding = s.over_type_quota(job, gpu_type, gpus)

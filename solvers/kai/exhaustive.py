@@ -13,7 +13,7 @@ import heapq
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from solvers.kai.allocate import Allocator, HeapEntry, next_chunk
+from solvers.kai.allocate import Allocator, HeapEntry, next_chunk, within_limits
 from solvers.kai.victims import Accept, SimulationBudget, room_for, scenarios
 from solvers.order import QueueKey, VictimOrder, job_order, victim_queue_order
 from solvers.problem import JobRequest, Queue
@@ -210,7 +210,7 @@ def simulate(
             continue  # another waiting job: it only takes its turn
         todo.discard(key)
         want = jobs[key]
-        fits = order.check_limits(want, counts[key] * want.gpus) is None
+        fits = within_limits(s, want, counts[key] * want.gpus)
         nodes = trial.place(want, counts[key]) if fits else None
         if key == job.key:
             if nodes is None:

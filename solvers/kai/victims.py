@@ -38,7 +38,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from solvers.kai.allocate import check_limits, could_fit, next_chunk, pool_room
+from solvers.kai.allocate import could_fit, next_chunk, pool_room, within_limits
 from solvers.kai.candidates import Holders, VictimQueue
 from solvers.kai.turns import StaticRuns, Turns
 from solvers.kai.waiting import WaitingIndex
@@ -376,7 +376,7 @@ class Search:
         while left and (key := turns.next()) is not None:
             left.discard(key)
             want = jobs[key]
-            fits = check_limits(s, want, counts[key] * want.gpus) is None
+            fits = within_limits(s, want, counts[key] * want.gpus)
             nodes = trial.place(want, counts[key]) if fits else None
             if key == job.key:
                 if nodes is None:
