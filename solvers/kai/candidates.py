@@ -101,6 +101,11 @@ class Holders:
         return max((self.largest_under(queues[c]) for c in q.children), default=0.0)
 
 
+# a step's test of victims for one waiting job (Disruption.victim_filter): may it take
+# from this project at all, and this running job of one (None: any job of it)
+VictimFilter = tuple[Callable[[str], bool], Callable[[str], bool] | None]
+
+
 class VictimQueue:
     """Candidate victims of one search in KAI's victim order, one chunk at a time.
 
@@ -117,7 +122,7 @@ class VictimQueue:
         session: Session,
         holders: Holders,
         pools: set[PoolKey],
-        allowed: tuple[Callable[[str], bool], Callable[[str], bool] | None],
+        allowed: VictimFilter,
         recorded: list[Chunk],
     ) -> None:
         self.s = session

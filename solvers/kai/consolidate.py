@@ -15,7 +15,8 @@ a moved job keeps its place in the cluster.
 
 from __future__ import annotations
 
-from solvers.kai.disruption import Disruption, Ledger, VictimFilter
+from solvers.kai.candidates import VictimFilter
+from solvers.kai.disruption import Disruption, Ledger
 from solvers.policy import Deadline
 from solvers.problem import JobRequest
 from solvers.session import Session, Statement

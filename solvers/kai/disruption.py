@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from solvers import reasons
 from solvers.kai.allocate import Allocator, next_chunk
-from solvers.kai.candidates import Holders, protected
+from solvers.kai.candidates import Holders, VictimFilter, protected
 from solvers.kai.exhaustive import run_exhaustive
 from solvers.kai.victims import Search, SimulationBudget
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, PoolKey
 from solvers.session import Grant, Session, Statement
 from specs.actions import Reason
-
-# (may the job take from this project, may it take this running job of one: None = any)
-VictimFilter = tuple[Callable[[str], bool], Callable[[str], bool] | None]
 
 
 class SideBound(Protocol):

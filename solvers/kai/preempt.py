@@ -14,8 +14,8 @@ inference 125); quota decides *between* projects, which is reclaim's business. S
 from __future__ import annotations
 
 from solvers import reasons
-from solvers.kai.candidates import Holders
-from solvers.kai.disruption import Disruption, Ledger, VictimFilter
+from solvers.kai.candidates import Holders, VictimFilter
+from solvers.kai.disruption import Disruption, Ledger
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, PoolKey
 from solvers.session import Session

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from solvers import reasons
-from solvers.kai.candidates import Holders
-from solvers.kai.disruption import Disruption, Ledger, SideBound, VictimFilter
+from solvers.kai.candidates import Holders, VictimFilter
+from solvers.kai.disruption import Disruption, Ledger, SideBound
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, Queue
 from solvers.session import Session, Statement
@@ -220,7 +220,7 @@ class Reclaim(Disruption):
         cap = held - threshold + piece if held > threshold else 0.0
         return min(cap, self._fair_cap(mine, theirs, req, inside))
 
-    def _fair_cap(self, mine: Queue, theirs: Queue, req: float, inside: float = 0.0) -> float:
+    def _fair_cap(self, mine: Queue, theirs: Queue, req: float, inside: float) -> float:
         """What the fair-share-ratio rule lets ``theirs`` give at most: where the reclaimer's
         side would be over its fair share, only while the victim side's allocation over its
         fair share stays above the reclaimer's (no bound otherwise)."""

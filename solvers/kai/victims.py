@@ -24,9 +24,10 @@ and the waiting ones are indexed once per step and kept up to date as the step c
 few runs per queue (not by popping every waiting job), and a candidate set, or a whole
 search, is skipped when the GPUs it could ever free cannot hold the job (the step's
 ``most_taken``; solvers/kai/reclaim.py), a node's set without even being built when the
-sides of the victims there could not give enough (:class:`NodeBound`). Simulations run on the live session and are
-undone through a :class:`~solvers.session.Statement`'s log (KAI's statement: apply,
-then roll back), so a failed attempt costs what it changed, not a copy of the cluster.
+sides of the victims there could not give enough (:class:`NodeBound`). Simulations run on
+the live session and are undone through a :class:`~solvers.session.Statement`'s log
+(KAI's statement: apply, then roll back), so a failed attempt costs what it changed, not
+a copy of the cluster.
 The loop over waiting jobs that calls :meth:`Search.solve`, and what a step records,
 live in solvers/kai/disruption.py; the search as first written (no indexes), kept for
 comparison, in solvers/kai/exhaustive.py.
@@ -39,7 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from solvers.kai.allocate import could_fit, next_chunk, pool_room, within_limits
-from solvers.kai.candidates import Holders, VictimQueue
+from solvers.kai.candidates import Holders, VictimFilter, VictimQueue
 from solvers.kai.turns import StaticRuns, Turns
 from solvers.kai.waiting import WaitingIndex
 from solvers.order import JobKey, job_order
@@ -47,7 +48,7 @@ from solvers.problem import JobRequest
 from solvers.session import Chunk, Session, Statement
 
 if TYPE_CHECKING:
-    from solvers.kai.disruption import Disruption, SideBound, VictimFilter
+    from solvers.kai.disruption import Disruption, SideBound
 
 Accept = Callable[[JobRequest, int, Statement], bool]  # a step's verdict on a simulated outcome
 
