@@ -46,8 +46,14 @@ class Allocator:
         counts: dict[str, int] | None = None,
         prefer: dict[str, list[str]] | None = None,
         heaps: dict[str, list[HeapEntry]] | None = None,
+        at_rest: bool = False,
     ) -> None:
         self.s = session
+        # ``at_rest``: nothing is placed between two pops but what the caller tells through
+        # ``forget`` (the disruptive steps' order), so a run of one project's jobs comes
+        # out without the tree being walked again (``pop_next``)
+        self.at_rest = at_rest and not session.per_type
+        self._run: tuple[str, int] | None = None  # (project, GPUs asked) of the last pop
         self.prefer = prefer or {}
         # ``heaps``: jobs already in job order per project (a simulation reuses them)
         self.heaps: dict[str, list[HeapEntry]] = heaps if heaps is not None else {}
@@ -67,6 +73,7 @@ class Allocator:
 
     def _push(self, job: JobRequest, placed: int) -> None:
         heapq.heappush(self.heaps.setdefault(job.queue, []), (job_order(job, placed), job.key))
+        self._run = None
         if self._cache:
             self.forget(job.queue)
 
@@ -122,6 +129,7 @@ class Allocator:
 
     def forget(self, qid: str | None = None) -> None:
         """Drop cached order below the queues whose allocation changed (all if None)."""
+        self._run = None
         if qid is None:
             self._cache.clear()
             return
@@ -132,13 +140,32 @@ class Allocator:
 
     def pop_next(self) -> str | None:
         """Take the next job in queue order, or None when done. The order is re-evaluated
-        after every pick: the picked job's queue and its ancestors are computed afresh."""
-        key = self._best_among(self.s.problem.top)
+        after every pick: the picked job's queue and its ancestors are computed afresh.
+
+        At rest, a project's next job that asks no more than the one just taken is next:
+        its key, and its ancestors' keys with it, can only be smaller (a queue's key grows
+        with the request), and every other subtree's key stands, so the walk is skipped."""
+        key = self._next_in_run()
+        if key is None:
+            key = self._best_among(self.s.problem.top)
         if key is not None:
             queue = self.s.problem.jobs[key].queue
             heapq.heappop(self.heaps[queue])
             self.forget(queue)
+            if self.at_rest:
+                job = self.s.problem.jobs[key]
+                self._run = (queue, self.chunk(job) * job.gpus)
         return key
+
+    def _next_in_run(self) -> str | None:
+        if self._run is None:
+            return None
+        queue, request = self._run
+        heap = self.heaps.get(queue)
+        if not heap:
+            return None
+        job = self.s.problem.jobs[heap[0][1]]
+        return job.key if self.chunk(job) * job.gpus <= request else None
 
     def run(self) -> None:
         """Allocate in order. Placements only take room and add to allocations, so a job

@@ -169,7 +169,7 @@ class Disruption:
             self.admits(jobs[k], next_chunk(jobs[k], len(s.tasks.get(k, [])))) for k in waiting
         ):
             return
-        order = Allocator(s, keys=waiting)
+        order = Allocator(s, keys=waiting, at_rest=True)
         search = Search(self, waiting)
         # Jobs of one project with the same shape meet the same victims in the same order,
         # so once one of them failed, its twins are not searched again in this step (KAI's

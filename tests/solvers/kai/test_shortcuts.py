@@ -11,6 +11,9 @@ skips, on random busy problems.
   from the projects it may take from could not make room (``Reclaim.most_taken``); a
   node's candidate set is not even built while what those rules let the sides on it give
   falls short (``Reclaim.side_bound``).
+- The disruptive steps' order: between two commits nothing is placed, so a project's next
+  job that asks no more than the one just taken comes out next without the queue tree
+  being walked (``Allocator.pop_next`` at rest).
 """
 
 from __future__ import annotations
@@ -173,6 +176,41 @@ def test_commits_recompute_only_the_order_they_change(monkeypatch: pytest.Monkey
             assert _disrupted(problem, step) == whole, f"seed {seed}, {step.__name__}"
             changed += bool(whole[1])
     assert changed > 20 and kept > 20, (changed, kept)
+
+
+def test_an_order_at_rest_takes_runs_without_walking_the_tree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Popping a run of one project's jobs directly gives the order the walk gives, alone
+    and in the disruptive steps (whose commits end a run)."""
+    next_in_run = Allocator._next_in_run
+    direct = 0
+
+    def counted(self: Allocator) -> str | None:
+        nonlocal direct
+        key = next_in_run(self)
+        direct += key is not None
+        return key
+
+    def order(problem: Problem, at_rest: bool) -> list[str]:
+        s = Session.open(problem)
+        allocate(s)
+        waiting = {k for k, j in problem.jobs.items() if len(s.tasks.get(k, [])) < j.replicas}
+        popping = Allocator(s, keys=waiting, at_rest=at_rest)
+        return list(iter(popping.pop_next, None))
+
+    changed = 0
+    for seed in range(150):
+        problem = _busy(seed)
+        monkeypatch.setattr(Allocator, "_next_in_run", lambda self: None)  # always walk
+        walked = order(problem, at_rest=True)
+        steps = {step.__name__: _disrupted(problem, step) for step in (reclaim, preempt)}
+        monkeypatch.setattr(Allocator, "_next_in_run", counted)
+        assert order(problem, at_rest=False) == walked == order(problem, at_rest=True), seed
+        for step in (reclaim, preempt):
+            assert _disrupted(problem, step) == steps[step.__name__], f"seed {seed}"
+            changed += bool(steps[step.__name__][1])
+    assert direct > 1000 and changed > 20, (direct, changed)
 
 
 def test_the_side_bound_is_above_most_taken_for_every_set() -> None:
