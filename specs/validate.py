@@ -189,6 +189,7 @@ def _check_clusters(ctx: CheckContext) -> Iterator[Diagnostic]:
 
 def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
     desired = ctx.desired
+    fits: dict[tuple[object, ...], bool] = {}  # what a replica asks -> some pool holds it
     for key, workload in desired.workloads.items():
         spec = workload.spec
         found: list[Diagnostic] = []
@@ -249,9 +250,29 @@ def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
                 )
             )
         # The fit check reads the references above: only meaningful once they are sound.
-        if not found and ctx.clusters_complete:
+        if not found and ctx.clusters_complete and not _fits(ctx, workload, fits):
             found.extend(_check_fit(ctx, key, workload))
         yield from found
+
+
+def _fits(ctx: CheckContext, workload: Workload, known: dict[tuple[object, ...], bool]) -> bool:
+    """Whether some pool can hold a replica, worked out once per distinct ask (the fields
+    ``_shortfalls`` reads): thousands of workloads ask alike."""
+    spec = workload.spec
+    ask = (
+        None if spec.clusters is None else tuple(spec.clusters),
+        None if spec.gpu_types is None else tuple(spec.gpu_types),
+        spec.min_gpu_memory_gib,
+        spec.gpus,
+        spec.walltime,
+    )
+    if ask not in known:
+        known[ask] = any(
+            not _shortfalls(workload, cluster, pool)
+            for cluster in ctx.desired.clusters.values()
+            for pool in cluster.spec.node_pools
+        )
+    return known[ask]
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,30 @@ def test_workload_that_fits_no_pool_names_the_closest(repo: Path) -> None:
     )
 
 
+def test_each_workload_asking_alike_gets_its_own_fit_error(repo: Path) -> None:
+    """The fit verdict is worked out once per distinct ask; every workload still gets its
+    diagnostic, and an ask that differs only in GPU type is judged afresh."""
+    org(
+        repo,
+        workload("a", gpus=16),
+        workload("b", gpus=16),
+        workload("c", gpus=8),
+        workload("d", gpus=8, gpuTypes=["v100"]),
+        workload("e", gpus=16, walltime="1h"),
+    )
+    w = repo / "w.yaml"
+
+    def line(needle: str, occurrence: int = 1) -> int:
+        return at(w, needle, occurrence)[1]
+
+    assert sorted((d.line, d.field) for d in errors(repo)) == [
+        (line("gpus: 16", 1), "spec.gpus"),  # a
+        (line("gpus: 16", 2), "spec.gpus"),  # b, asking as a does
+        (line("gpuTypes:"), "spec.gpuTypes"),  # d, asking as c (which fits) but for v100
+        (line("gpus: 16", 3), "spec.gpus"),  # e
+    ]
+
+
 def test_fit_honours_gpu_memory(repo: Path) -> None:
     org(repo, workload(minGpuMemoryGiB=100))
     found = single(repo)
