@@ -190,6 +190,8 @@ def _check_clusters(ctx: CheckContext) -> Iterator[Diagnostic]:
 def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
     desired = ctx.desired
     fits: dict[tuple[object, ...], bool] = {}  # what a replica asks -> some pool holds it
+    pools = {p.name for c in desired.clusters.values() for p in c.spec.node_pools}
+    complete = ctx.clusters_complete
     for key, workload in desired.workloads.items():
         spec = workload.spec
         found: list[Diagnostic] = []
@@ -215,9 +217,8 @@ def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
                         f"declared clusters: {', '.join(sorted(desired.clusters)) or 'none'}",
                     )
                 )
-        pools = {p.name for c in desired.clusters.values() for p in c.spec.node_pools}
         for index, pool in enumerate(spec.node_pools or []):
-            if ctx.clusters_complete and pool not in pools:
+            if complete and pool not in pools:
                 found.append(
                     ctx.at(
                         "Workload",
@@ -228,7 +229,7 @@ def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
                     )
                 )
         for index, gpu_type in enumerate(spec.gpu_types or []):
-            if ctx.clusters_complete and gpu_type not in ctx.gpu_types:
+            if complete and gpu_type not in ctx.gpu_types:
                 found.append(
                     ctx.at(
                         "Workload",
@@ -250,7 +251,7 @@ def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
                 )
             )
         # The fit check reads the references above: only meaningful once they are sound.
-        if not found and ctx.clusters_complete and not _fits(ctx, workload, fits):
+        if not found and complete and not _fits(ctx, workload, fits):
             found.extend(_check_fit(ctx, key, workload))
         yield from found
 
