@@ -82,8 +82,8 @@ def placements(
     out = []
     for key, job in sorted(problem.jobs.items()):
         nodes = session.tasks.get(key, [])
-        replicas = [Replica(node=problem.nodes[n].name, gpus=job.gpus) for n in nodes]
         if key in drift.replaced:
+            replicas = _replicas(problem, job, nodes)
             out += _replacement(desired, problem, session, job, replicas, drift, ledger)
             continue
         if not job.running:
@@ -93,12 +93,17 @@ def placements(
                     reason = reasons.started_short(
                         reason, len(nodes), job.replicas, ledger.disrupted[key]
                     )
+                replicas = _replicas(problem, job, nodes)
                 out.append(_submit(desired, problem, session, job, replicas, reason))
             continue
         shrunk = drift.shrunk.get(key)
-        before, after = Counter(shrunk[0] if shrunk else job.placed), Counter(nodes)
+        placed = shrunk[0] if shrunk else job.placed
+        if placed == nodes:
+            continue  # most running work stays as it is: no multisets, no replicas built
+        before, after = Counter(placed), Counter(nodes)
         if before == after:
             continue
+        replicas = _replicas(problem, job, nodes)
         cluster, pool = job.cluster or "", session.pool.get(key, job.pool)
         if not nodes:
             op, reason = Op.PREEMPT, ledger.disrupted[key]
@@ -121,6 +126,10 @@ def placements(
             )
         )
     return out
+
+
+def _replicas(problem: Problem, job: JobRequest, nodes: list[str]) -> list[Replica]:
+    return [Replica(node=problem.nodes[n].name, gpus=job.gpus) for n in nodes]
 
 
 def _replacement(
