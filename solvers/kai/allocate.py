@@ -49,9 +49,9 @@ class Allocator:
         at_rest: bool = False,
     ) -> None:
         self.s = session
-        # ``at_rest``: nothing is placed between two pops but what the caller tells through
-        # ``forget`` (the disruptive steps' order), so a run of one project's jobs comes
-        # out without the tree being walked again (``pop_next``)
+        # ``at_rest``: nothing is placed between two pops but what ``run`` places itself or
+        # the caller tells through ``forget`` (the disruptive steps' order), so a run of
+        # one project's jobs comes out without the tree being walked again (``pop_next``)
         self.at_rest = at_rest and not session.per_type
         self._run: tuple[str, int] | None = None  # (project, GPUs asked) of the last pop
         self.prefer = prefer or {}
@@ -190,6 +190,7 @@ class Allocator:
                 else:
                     reason = self._why_unplaced(job, self.s.pools_for(job), count)
             if reason is None:
+                self._run = None  # placed: the keys along its chain grew
                 misses, check_at = 0, _FIRST_CHECK
                 if len(self.s.tasks[key]) < job.replicas:
                     self._push(job, len(self.s.tasks[key]))
@@ -329,7 +330,7 @@ def allocate(session: Session, prefer: dict[str, list[str]] | None = None) -> Al
     """Run the allocate step on ``session`` (mutating it); the result holds grants and reasons.
 
     ``prefer`` maps a job to nodes it should return to when they have room (see ``place``)."""
-    allocator = Allocator(session, prefer=prefer)
+    allocator = Allocator(session, prefer=prefer, at_rest=True)
     allocator.run()
     return allocator
 

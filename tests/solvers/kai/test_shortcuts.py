@@ -11,9 +11,9 @@ skips, on random busy problems.
   from the projects it may take from could not make room (``Reclaim.most_taken``); a
   node's candidate set is not even built while what those rules let the sides on it give
   falls short (``Reclaim.side_bound``).
-- The disruptive steps' order: between two commits nothing is placed, so a project's next
-  job that asks no more than the one just taken comes out next without the queue tree
-  being walked (``Allocator.pop_next`` at rest).
+- The order at rest: between two placements (the allocate loop's own, or a disruptive
+  step's commits) a project's next job that asks no more than the one just taken comes
+  out next without the queue tree being walked (``Allocator.pop_next``).
 """
 
 from __future__ import annotations
@@ -181,8 +181,9 @@ def test_commits_recompute_only_the_order_they_change(monkeypatch: pytest.Monkey
 def test_an_order_at_rest_takes_runs_without_walking_the_tree(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Popping a run of one project's jobs directly gives the order the walk gives, alone
-    and in the disruptive steps (whose commits end a run)."""
+    """Popping a run of one project's jobs directly gives the order the walk gives, alone,
+    in the allocate loop (whose placements end a run) and in the disruptive steps (whose
+    commits do)."""
     next_in_run = Allocator._next_in_run
     direct = 0
 
@@ -204,9 +205,11 @@ def test_an_order_at_rest_takes_runs_without_walking_the_tree(
         problem = _busy(seed)
         monkeypatch.setattr(Allocator, "_next_in_run", lambda self: None)  # always walk
         walked = order(problem, at_rest=True)
+        allocated = _answer(problem)
         steps = {step.__name__: _disrupted(problem, step) for step in (reclaim, preempt)}
         monkeypatch.setattr(Allocator, "_next_in_run", counted)
         assert order(problem, at_rest=False) == walked == order(problem, at_rest=True), seed
+        assert _answer(problem) == allocated, f"seed {seed}"
         for step in (reclaim, preempt):
             assert _disrupted(problem, step) == steps[step.__name__], f"seed {seed}"
             changed += bool(steps[step.__name__][1])
