@@ -110,11 +110,13 @@ class VictimQueue:
     """Candidate victims of one search in KAI's victim order, one chunk at a time.
 
     Queues come in reverse queue order, each with its allocation reduced by the victims
-    already taken from it plus its next candidate; inside a queue, reverse job order. A
-    gang victim comes whole; an elastic one gives one replica above its minimum at a time
-    and comes back with the rest. ``allowed`` says whether the waiting job may take from a
-    project at all, and a running job of one it may; ``recorded`` victims (taken for the gang's earlier tasks) are
-    offered only with what they have left.
+    already taken from it plus its next candidate (a department's by those of the project
+    that leads it: KAI too compares a queue by its best leaf's victims); inside a queue,
+    reverse job order. A gang victim comes whole; an elastic one gives one replica above
+    its minimum at a time and comes back with the rest. ``allowed`` says whether the
+    waiting job may take from a project at all, and a running job of one it may;
+    ``recorded`` victims (taken for the gang's earlier tasks) are offered only with what
+    they have left.
     """
 
     def __init__(
