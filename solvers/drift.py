@@ -77,7 +77,8 @@ def reconcile_drift(
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
-    for key in sorted(problem.jobs):
+    # only running work can have drifted: waiting work is built from the specs as they are
+    for key in sorted(k for k, r in problem.jobs.items() if r.job_id is not None):
         req = problem.jobs[key]
         job = running.get((req.cluster or "", req.job_id or ""))
         if job is None or req.fan_out or key not in specs:
