@@ -41,21 +41,32 @@ def move_sequence(actions: list[Action], observed: Snapshot) -> dict[str, int]:
     """Position of each moved workload: after the preemptions and shrinks, one move at a
     time, each when it fits. (A cycle, which the search does not produce, keeps the order
     the moves were given in.)"""
+    # only the nodes moves go to are ever checked for room, and only the jobs the actions
+    # name are looked up: a plan of thousands of running jobs needs no ledger of them all
+    moved = [a for a in actions if a.op == Op.MOVE]
+    if not moved:
+        return {}
+    targets = {(a.cluster, r.node) for a in moved for r in a.replicas or [] if r.node is not None}
+    named = {(a.cluster, a.job) for a in actions if a.job}
     capacity: dict[NodeRef, int] = {}
     used: Counter[NodeRef] = Counter()
     held: dict[tuple[str, str], Counter[NodeRef]] = {}  # (cluster, job) -> GPUs per node
     for c in observed.clusters:
         for n in c.nodes:
-            capacity[c.name, n.name] = n.gpus
+            if (c.name, n.name) in targets:
+                capacity[c.name, n.name] = n.gpus
         for j in c.jobs:
             if not j.state.holds_gpus:
                 continue
-            gpus: Counter[NodeRef] = Counter()
             for r in j.replicas:
-                if r.node is not None:
-                    gpus[c.name, r.node] += r.gpus
-            held[c.name, j.id] = gpus
-            used.update(gpus)
+                if r.node is not None and (c.name, r.node) in targets:
+                    used[c.name, r.node] += r.gpus
+            if (c.name, j.id) in named:
+                gpus: Counter[NodeRef] = Counter()
+                for r in j.replicas:
+                    if r.node is not None:
+                        gpus[c.name, r.node] += r.gpus
+                held[c.name, j.id] = gpus
     moves: list[tuple[str, Counter[NodeRef], Counter[NodeRef]]] = []
     for a in actions:
         before = held.get((a.cluster, a.job or ""))

@@ -28,9 +28,13 @@ def _reference(actions: list[Action], observed: Snapshot) -> dict[str, int]:
     for j in observed.clusters[0].jobs:
         held[j.id] = Counter({r.node or "": r.gpus for r in j.replicas})
         used.update(held[j.id])
+    for a in actions:
+        if a.op == Op.PREEMPT:
+            used.subtract(held[a.job or ""])
     moves = [
         (a.workload, held[a.job or ""], Counter({r.node or "": r.gpus for r in a.replicas or []}))
         for a in actions
+        if a.op == Op.MOVE
     ]
 
     def fits(after: Counter[str], before: Counter[str]) -> bool:
@@ -50,8 +54,9 @@ def _reference(actions: list[Action], observed: Snapshot) -> dict[str, int]:
 
 @st.composite
 def shuffles(draw: st.DrawFn) -> tuple[list[Action], Snapshot]:
-    """Single-replica jobs on 2-GPU nodes, each moved to another node; the moves may wait
-    on each other, in chains and cycles."""
+    """Single-replica jobs on 2-GPU nodes, each moved to another node, preempted, or left
+    where it is; the moves may wait on each other, in chains and cycles, and on the room
+    the preemptions leave."""
     n_nodes = draw(st.integers(2, 6))
     nodes = [Node(name=f"n{i}", pool="p", gpus=2) for i in range(n_nodes)]
     free = {n.name: 2 for n in nodes}
@@ -62,6 +67,13 @@ def shuffles(draw: st.DrawFn) -> tuple[list[Action], Snapshot]:
             continue
         free[home] -= 1
         jobs.append(Job(id=str(i), workload=f"p/w{i}", replicas=[Replica(node=home, gpus=1)]))
+        fate = draw(st.sampled_from(["move", "move", "preempt", "stay"]))
+        if fate == "preempt":
+            actions.append(
+                Action(op=Op.PREEMPT, workload=f"p/w{i}", cluster="c", job=str(i), reason=WHY)
+            )
+        if fate != "move":
+            continue
         dest = draw(st.sampled_from([n.name for n in nodes if n.name != home]))
         actions.append(
             Action(
