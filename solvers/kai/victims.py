@@ -150,7 +150,9 @@ class NodeBound:
         self.sides_on: dict[str, dict[str, str]] = defaultdict(dict)  # node -> side -> project
         self.recorded: dict[str, str] = {}
         self._facts: dict[str, tuple[str, list[str]]] = {}  # project -> (side, chain above)
-        self._bare: dict[str, float] = {}  # project -> its side's cap with nothing inside
+        self.chain = sorted(self.mine)
+        # (project, GPUs held under each queue of the chain) -> its side's cap
+        self._caps: dict[tuple[str, tuple[int, ...]], float] = {}
         jobs = session.problem.jobs
         for c in recorded:
             victim = jobs[c.key]
@@ -182,14 +184,18 @@ class NodeBound:
         projects = self.sides_on[node].values()
         if self.recorded:
             projects = {**self.recorded, **self.sides_on[node]}.values()
-        if self.inside or node in self.inside_on:
-            inside = self.inside + self.inside_on[node]
-            return sum(self.bound.cap(qid, inside) for qid in projects)
+        on = self.inside_on.get(node)
+        # a side's cap depends on what the set holds under the job's chain only: worked out
+        # once per project and such holding, as sets on many nodes hold alike
+        held: tuple[int, ...] = ()
+        if self.inside or on:
+            held = tuple(self.inside[q] + (on[q] if on else 0) for q in self.chain)
         total = 0.0
         for qid in projects:
-            cap = self._bare.get(qid)
+            cap = self._caps.get((qid, held))
             if cap is None:
-                cap = self._bare[qid] = self.bound.cap(qid, {})
+                inside = dict(zip(self.chain, held, strict=False))  # held: () when nothing
+                cap = self._caps[qid, held] = self.bound.cap(qid, inside)
             total += cap
         return total
 

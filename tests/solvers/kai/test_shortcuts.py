@@ -10,7 +10,8 @@ skips, on random busy problems.
 - Reclaim: a search, or a candidate set, is skipped when what reclaim's rules let it take
   from the projects it may take from could not make room (``Reclaim.most_taken``); a
   node's candidate set is not even built while what those rules let the sides on it give
-  falls short (``Reclaim.side_bound``).
+  falls short (``Reclaim.side_bound``), each side's cap remembered per project and what
+  the set holds under the job's chain (``NodeBound.most``).
 - The order at rest: between two placements (the allocate loop's own, or a disruptive
   step's commits) a project's next job that asks no more than the one just taken comes
   out next without the queue tree being walked (``Allocator.pop_next``).
@@ -19,7 +20,7 @@ skips, on random busy problems.
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -31,6 +32,7 @@ from solvers.kai.disruption import Ledger
 from solvers.kai.preempt import Preempt, preempt
 from solvers.kai.reclaim import Reclaim, reclaim
 from solvers.kai.turns import StaticRuns
+from solvers.kai.victims import NodeBound
 from solvers.problem import JobRequest, PoolKey, Problem
 from solvers.session import Session
 from tests.solvers.kai.test_turns import _problem
@@ -258,3 +260,28 @@ def test_the_side_bound_is_above_most_taken_for_every_set() -> None:
                 checked += 1
                 inside_counted += any(inside[step.sides(job.queue, q)[0].id] for q in held)
     assert checked > 1000 and inside_counted > 50, (checked, inside_counted)
+
+
+def test_a_nodes_bound_remembers_each_cap_by_what_it_depends_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``NodeBound.most`` remembers a side's cap per project and GPUs held under the job's
+    chain; every answer equals the sum worked out afresh from the node's victims, and the
+    searches hold victims under their own chain often enough to tell."""
+    most = NodeBound.most
+    calls = inside = 0
+
+    def checked(self: NodeBound, node: str) -> float:
+        nonlocal calls, inside
+        found = most(self, node)
+        projects = {**self.recorded, **self.sides_on[node]}.values()
+        held = self.inside + self.inside_on.get(node, Counter())
+        assert found == sum(self.bound.cap(qid, held) for qid in projects), node
+        calls += 1
+        inside += bool(held)
+        return found
+
+    monkeypatch.setattr(NodeBound, "most", checked)
+    for seed in range(150):
+        _disrupted(_busy(seed), reclaim)
+    assert calls > 2000 and inside > 1000, (calls, inside)
