@@ -326,7 +326,8 @@ def _shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[_S
 
 
 def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnostic]:
-    """A workload no pool could ever hold, with the closest (then biggest) pool and why not."""
+    """The error for a workload no pool can ever hold (``_fits`` said so), naming the
+    closest (then biggest) pool and why not."""
     candidates = [
         (
             len(reasons),
@@ -340,8 +341,6 @@ def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnost
         for pool in cluster.spec.node_pools
         for reasons in [_shortfalls(workload, cluster, pool)]
     ]
-    if any(not c[-1] for c in candidates):
-        return []
     spec = workload.spec
     need = f"one replica needs {spec.gpus} GPU{'s' if spec.gpus != 1 else ''} on one node"
     if not candidates:
