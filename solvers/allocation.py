@@ -62,7 +62,10 @@ def allocate_best(
         deadline.cut("cp-sat", "not run: the time limit ran out")
         return kai
     cp_session = open_session()
-    result = solve(problem, cp_session, policy, greedy=greedy.grants, deadline=deadline)
+    # the LP bound is read below only when CP-SAT proved nothing: skipped otherwise
+    result = solve(
+        problem, cp_session, policy, greedy=greedy.grants, bound_if_optimal=False, deadline=deadline
+    )
     report = result.report
     greedy_score = score(problem, cp_session, greedy.grants)
     # the bound: CP-SAT's proven optimum when it has one, else the LP relaxation's

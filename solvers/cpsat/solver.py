@@ -87,6 +87,7 @@ def solve(
     *,
     greedy: Mapping[str, Grant] | None = None,
     with_bound: bool = True,
+    bound_if_optimal: bool = True,
     deadline: Deadline | None = None,
 ) -> CpsatResult:
     """Place pending work with CP-SAT; running jobs stay where they are.
@@ -94,7 +95,9 @@ def solve(
     ``session`` supplies the fair shares only (it may already be mutated by the greedy).
     ``greedy``, when given, is scored in the same units for the report. The search gets
     ``policy.cpsat_time_limit`` seconds, fewer if the plan's ``deadline`` is nearer; a
-    stage stopped by the time limit is recorded there as cut short.
+    stage stopped by the time limit is recorded there as cut short. The LP relaxation
+    bounds each tier (``with_bound``); a caller that reads the bound only when some stage
+    was not proven optimal says so (not ``bound_if_optimal``) and skips it otherwise.
     """
     deadline = deadline or Deadline()
     started = time.perf_counter()
@@ -120,11 +123,6 @@ def solve(
     # 4. quality
     lows = tuple(t.lo for t in m.tiers)
     achieved = list(answer.key())
-    lp_started = time.perf_counter()
-    bounds = lp_tier_bounds(m, achieved) if with_bound else [float(t.hi) for t in m.tiers]
-    lp_seconds = time.perf_counter() - lp_started
-    objective = _combined(answer, weights, lows)
-    bound = _combined_bound(m.tiers, achieved, bounds, weights)
     statuses = {s.status for s in stages}
     if not stages:  # no tier had any choice: placing nothing is optimal
         status = "OPTIMAL"
@@ -132,6 +130,14 @@ def solve(
         status = "UNKNOWN"
     else:
         status = "OPTIMAL" if statuses == {"OPTIMAL"} else "FEASIBLE"
+    lp_started = time.perf_counter()
+    if with_bound and (bound_if_optimal or status != "OPTIMAL"):
+        bounds = lp_tier_bounds(m, achieved)
+    else:
+        bounds = [float(t.hi) for t in m.tiers]
+    lp_seconds = time.perf_counter() - lp_started
+    objective = _combined(answer, weights, lows)
+    bound = _combined_bound(m.tiers, achieved, bounds, weights)
     report = SolveReport(
         status=status,
         objective=float(objective),

@@ -325,8 +325,8 @@ def test_elastic_jobs_start_at_min_and_grow() -> None:
     assert score(p, Session.open(p), greedy) <= result.score
 
 
-def test_report_objective_matches_score_and_bound_holds() -> None:
-    p = problem(
+def _mixed_problem() -> Problem:
+    return problem(
         [pool("a", 8), pool("b", 4, cost=2.0)],
         [node(f"a-{i}", "a", capacity=8, used=i) for i in range(4)]
         + [node(f"b-{i}", "b", used=1) for i in range(3)],
@@ -344,13 +344,35 @@ def test_report_objective_matches_score_and_bound_holds() -> None:
             for i in range(12)
         ],
     )
-    _, result = run_both(p)
+
+
+def test_report_objective_matches_score_and_bound_holds() -> None:
+    _, result = run_both(_mixed_problem())
     report = result.report
     assert tuple(t.value for t in report.tiers) == result.score.key()
     assert all(t.bound >= t.value - 1e-6 for t in report.tiers)
     assert report.bound >= report.objective
     assert 0 <= report.gap <= 1
     assert report.wall_seconds > 0 and report.model_size["classes"] > 0
+
+
+def test_the_lp_bound_is_skipped_only_where_every_stage_is_proven() -> None:
+    # allocate_best reads the bound only when CP-SAT proved nothing: the LP is skipped
+    # for a proven answer (the answer itself unchanged) and worked out for any other
+    p = _mixed_problem()
+    greedy, with_lp = run_both(p)
+    quick = solve(p, Session.open(p), TEST_POLICY, greedy=greedy, bound_if_optimal=False)
+    assert with_lp.report.status == quick.report.status == "OPTIMAL"
+    assert quick.grants == with_lp.grants and quick.score == with_lp.score
+    assert quick.report.objective == with_lp.report.objective
+    skipped = [t.bound for t in quick.report.tiers]
+    assert skipped != [t.bound for t in with_lp.report.tiers]  # the tiers' ceilings only
+    assert all(s >= t.bound for s, t in zip(skipped, with_lp.report.tiers, strict=True))
+    unproven = Policy(cpsat_time_limit=0)
+    stopped = solve(p, Session.open(p), unproven, greedy=greedy, bound_if_optimal=False)
+    assert stopped.report.status != "OPTIMAL"
+    with_lp = solve(p, Session.open(p), unproven, greedy=greedy)
+    assert [t.bound for t in stopped.report.tiers] == [t.bound for t in with_lp.report.tiers]
 
 
 def test_patterns_are_every_multiset_that_fits() -> None:
