@@ -101,6 +101,7 @@ def plan(
     forecasts: Mapping[str, Estimate] | None = None,
     clock: Callable[[], float] | None = None,
     cache: ProblemCache | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Plan:
     """The plan: KAI cycles (steps 1-11 in :func:`cycle`) run to a fixed point on a virtual
     copy of the world (controlplane/converge.py), shown as the net actions.
@@ -111,8 +112,9 @@ def plan(
     ``policy.time_limit`` bound the whole plan: when it runs out, the plan reached so far
     is returned and its solver report lists the steps cut short. ``cache`` keeps what the
     problem takes from the specs between plans of one process (``cp watch``); the rounds of
-    one plan share it anyway."""
-    deadline = Deadline(policy.time_limit, clock)
+    one plan share it anyway. ``progress`` hears where a long plan stands (round and step);
+    it changes nothing in the plan."""
+    deadline = Deadline(policy.time_limit, clock, progress)
     # a cluster that did not answer: what may run there is held as it is (unreachable.py)
     holds = unreachable.held(desired, observed)
     wanted, world0 = unreachable.stand_in(desired, observed, holds)
@@ -195,6 +197,7 @@ def cycle(
     ``digest``: the observed snapshot's, when the caller has it already. Step 11 runs when
     the round's plan is asked for (``Round.finish``)."""
     deadline = deadline or Deadline()
+    deadline.at("reading the problem")
     # 1. the problem (segments finished or not), with site policy: budgets, retry backoff;
     #    fan-out workloads waiting for a start leave KAI's allocation
     problem = planning_problem(desired, observed, now, cache)
@@ -204,6 +207,7 @@ def cycle(
     drift = reconcile_drift(problem, observed, specs, now, held)
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
+    deadline.at("allocating")
     chosen = allocate_best(
         problem,
         lambda: Session.open(problem, fs.usage, policy.k, fs.k),
@@ -225,6 +229,7 @@ def cycle(
             retry_twins=policy.retry_twins,
         )
     # 7. allocate what GPUs are left (KAI's next cycle, in this plan)
+    deadline.at("allocating what is left")
     again = allocate(session, prefer=ledger.lost) if ledger.grants or ledger.lost else None
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
     # 8. actions

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from adapters.base import Adapter
 from controlplane import collector
-from controlplane.activity import busy
+from controlplane.activity import busy, note
 from controlplane.apply import ApplyReport, OnOutcome, holding_lease, run_plan
 from controlplane.basespecs import BaseSpecs
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
@@ -318,7 +318,7 @@ def _plan(
     forecasts = gather(loaded.desired, snap, adapters, when) if adapters is not None else None
     commit = git_commit(spec_dir)
     started = time.perf_counter()
-    with collector.planning(), busy(f"planning {len(loaded.desired.workloads)} workloads"):
+    with collector.planning(), busy(f"planning {len(loaded.desired.workloads):,} workloads"):
         plan = make_plan(
             loaded.desired,
             snap,
@@ -328,6 +328,7 @@ def _plan(
             policy=policy,
             clock=time.monotonic,
             cache=_PROBLEMS,
+            progress=note,  # the round and step, beside the spinner's words
         )
     wall = round(time.perf_counter() - started, 4)
     solver = plan.solver.model_copy(update={"wall_seconds": wall})

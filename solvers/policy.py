@@ -4,7 +4,9 @@ the plan's time budget.
 The core reads no clock of its own: a :class:`Deadline` is given the caller's clock, and
 steps ask it between units of work whether time is up. A plan that finishes within its
 limit never depends on the clock, so it is the same on every run; one that does not
-says which steps were cut short (``Deadline.cut_short``), and is the best reached.
+says which steps were cut short (``Deadline.cut_short``), and is the best reached. The
+steps also tell it where they stand (:meth:`Deadline.at`), for a caller that shows a long
+plan's progress; that changes nothing in the plan.
 """
 
 from __future__ import annotations
@@ -40,11 +42,23 @@ class Deadline:
     """A plan's wall-clock budget, read through the caller's ``clock`` (seconds, monotonic).
     Without a clock there is no limit. ``cut_short`` lists what stopped early, and why."""
 
-    def __init__(self, seconds: float | None = None, clock: Callable[[], float] | None = None):
+    def __init__(
+        self,
+        seconds: float | None = None,
+        clock: Callable[[], float] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ):
         self.clock = clock
         self.end = clock() + seconds if clock is not None and seconds is not None else None
         self.cut_short: list[str] = []
         self.round = 1  # the reconciler's cycle (controlplane/converge.py), for the record
+        self.progress = progress  # told where the plan stands (``at``), if given
+
+    def at(self, step: str) -> None:
+        """The plan is at ``step`` of the current round: the caller's ``progress`` hears
+        so ("round 2, reclaim: 400 of 1,795 waiting jobs")."""
+        if self.progress is not None:
+            self.progress(f"round {self.round}, {step}")
 
     @property
     def expired(self) -> bool:

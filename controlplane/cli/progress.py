@@ -4,7 +4,8 @@ The steps announce themselves through controlplane/activity.py; this is the repo
 command line installs. Nothing is drawn when stderr is not a terminal (pipes, CI logs,
 tests stay clean), nor for steps that finish within the delay (most plans), so quick
 commands never flicker. Steps may nest (observing inside applying): one spinner shows
-the innermost step's words.
+the innermost step's words, and what it last noted of where it stands (a long plan's
+round and step).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Spinner:
         self.console = console
         self.delay = DELAY if delay is None else delay
         self.steps: list[str] = []
+        self.detail = ""  # the innermost step's latest note
         self.status: Status | None = None
         self.timer: threading.Timer | None = None
         self.lock = threading.Lock()
@@ -37,8 +39,9 @@ class Spinner:
             return
         with self.lock:
             self.steps.append(what)
+            self.detail = ""
             if self.status is not None:
-                self.status.update(f"{what} …")
+                self.status.update(self._words())
             elif self.timer is None:
                 self.timer = threading.Timer(self.delay, self._show)
                 self.timer.daemon = True
@@ -48,16 +51,30 @@ class Spinner:
         finally:
             with self.lock:
                 self.steps.pop()
+                self.detail = ""
                 if self.steps and self.status is not None:
-                    self.status.update(f"{self.steps[-1]} …")
+                    self.status.update(self._words())
                 elif not self.steps:
                     self._hide()
+
+    def note(self, detail: str) -> None:
+        """Where the innermost step stands, shown after its words."""
+        with self.lock:
+            if not self.steps:
+                return
+            self.detail = detail
+            if self.status is not None:
+                self.status.update(self._words())
+
+    def _words(self) -> str:  # with the lock held
+        what = self.steps[-1]
+        return f"{what} ({self.detail}) …" if self.detail else f"{what} …"
 
     def _show(self) -> None:
         with self.lock:
             self.timer = None
             if self.steps and self.status is None:
-                self.status = self.console.status(f"{self.steps[-1]} …", spinner="dots")
+                self.status = self.console.status(self._words(), spinner="dots")
                 self.status.start()
 
     def _hide(self) -> None:  # with the lock held

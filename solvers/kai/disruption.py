@@ -27,6 +27,8 @@ from solvers.problem import JobRequest, PoolKey
 from solvers.session import Grant, Session, Statement
 from specs.actions import Reason
 
+PROGRESS_EVERY = 250  # waiting jobs between two progress notes of a step
+
 
 class SideBound(Protocol):
     """A bounded step's bound per victim side, for one waiting job (``side_bound``)."""
@@ -145,6 +147,7 @@ class Disruption:
     # ---------------------------------------------------------------- the loop
 
     def run(self) -> None:
+        self.deadline.at(self.name)
         if self.deadline.expired:  # an earlier step used up the time
             self.deadline.cut(self.name, "not run: the time limit ran out")
             return
@@ -177,7 +180,12 @@ class Disruption:
         # round of the plan, tries them again.
         failed: set[tuple[object, ...]] = set()
         again: set[str] = set()  # placed by this step and asking for more
+        taken = 0  # waiting jobs taken from the order so far, for the progress told
         while (key := order.pop_next()) is not None:
+            taken += 1
+            if taken % PROGRESS_EVERY == 0:
+                seen = min(taken, len(waiting))  # an elastic job may come back for more
+                self.deadline.at(f"{self.name}: {seen:,} of {len(waiting):,} waiting jobs")
             job = jobs[key]
             count = self.count = order.chunk(job)
             if (key in self.ledger.touched and key not in again) or not self.admits(job, count):

@@ -82,10 +82,20 @@ def test_the_commands_announce_their_slow_steps(
     console, buffer = _terminal()
     monkeypatch.setattr(app, "err", console)
     monkeypatch.setattr(progress, "DELAY", 0.0)
+    noted: list[str] = []
+    told = Spinner.note
+
+    def note(self: Spinner, detail: str) -> None:
+        noted.append(detail)
+        told(self, detail)
+
+    monkeypatch.setattr(Spinner, "note", note)
     res = cp(capsys, "apply", quickstart, "--auto-approve")
+    assert "round 1, allocating" in noted  # what is drawn depends on the spinner's refresh
     assert res.code == 0
     shown = buffer.getvalue()
     assert "observing cluster sim" in shown and "planning 12 workloads" in shown
+    assert "planning 12 workloads (round " in shown, "the plan tells its round and step"
     assert "submit nlp/llm-finetune on sim" in shown
     assert "\x1b" not in res.out, "stdout untouched"
 
@@ -97,3 +107,23 @@ def test_stderr_stays_clean_when_it_is_not_a_terminal(
     res = cp(capsys, "plan", quickstart, "--json")
     assert res.code == 0
     assert "planning" not in res.err and "\x1b" not in res.err
+
+
+def test_a_step_shows_where_it_stands() -> None:
+    console, buffer = _terminal()
+    spinner = Spinner(console, delay=0.0)
+    spinner.note("round 1, reclaim")  # no step yet: nothing to add it to
+    with spinner("planning 3 workloads"):
+        time.sleep(0.2)
+        spinner.note("round 1, reclaim: 250 of 330 waiting jobs")
+        time.sleep(0.2)
+        with spinner("asking cluster sim"):  # a new step starts without the note
+            time.sleep(0.2)
+            assert spinner.detail == ""
+    shown = buffer.getvalue()
+    assert "planning 3 workloads (round 1, reclaim: 250 of 330 waiting jobs)" in shown
+    assert spinner.status is None
+
+
+def test_a_note_without_a_reporter_does_nothing() -> None:
+    activity.note("round 1, allocating")
