@@ -7,20 +7,46 @@ the plan has changes.
 
 Layout: :mod:`~controlplane.cli.passthrough` (hand plain ``cp a b`` to coreutils, decided
 before anything heavy is imported: keep this module's imports to the standard library's
-``sys`` and that one), :mod:`~controlplane.cli.app` (the typer app, shared options, error
-handling), :mod:`~controlplane.cli.commands` (thin command bodies over
-controlplane/workflow.py), :mod:`~controlplane.cli.views` (human and JSON output).
+``sys``, ``os``, ``atexit`` and ``contextlib``, and that one), :mod:`~controlplane.cli.app` (the typer app,
+shared options, error handling), :mod:`~controlplane.cli.commands` (thin command bodies
+over controlplane/workflow.py), :mod:`~controlplane.cli.views` (human and JSON output).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import sys
 
 from controlplane.cli.passthrough import hand_off, is_ours, typo
 
+_finished: list[int] = []  # the exit code of a command that returned
+
 
 def main() -> None:
-    sys.exit(run(sys.argv[1:], sys.argv[0]))
+    # registered first, so it runs after every exit function registered later
+    atexit.register(_end_without_teardown)
+    code = run(sys.argv[1:], sys.argv[0])
+    _finished.append(code)
+    sys.exit(code)
+
+
+def _end_without_teardown() -> None:
+    """End a finished command once every other exit function has run, without tearing
+    the interpreter down: freeing what a large plan built, object by object, is only
+    waiting (0.4 s after a 1,000-node plan, 1.6 s after a 10,000-node one). Everything the
+    command writes is written and closed by then. An exception on its way out (no code
+    recorded) ends as Python ends it, and so does a process measured for coverage: exit
+    functions registered before the command started would not run (coverage's, from a
+    ``.pth`` file, would be one)."""
+    if not _finished or "coverage" in sys.modules:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        # a closed pipe (`cp plan | head`): nothing left to keep
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(_finished[0])
 
 
 def run(args: list[str], argv0: str = "cp") -> int:
