@@ -88,8 +88,8 @@ def measure(
     with tempfile.TemporaryDirectory() as tmp:
         specs, observed = write_org(org, Path(tmp))
         cache = Path(tmp) / "cache"
-        _, size.load_cold = _timed(lambda: load_specs(specs, cache_dir=cache))
-        loaded, size.load_warm = _timed(lambda: load_specs(specs, cache_dir=cache))
+        _, size.load_cold = _timed(lambda: _load(specs, cache))
+        loaded, size.load_warm = _timed(lambda: _load(specs, cache))
         snap, size.snapshot = _timed(lambda: workflow.read_snapshot(observed))
         for search in searches:
             runs = [
@@ -102,6 +102,13 @@ def measure(
                 _memory(run, specs, cache, observed, search, cap)
             size.runs[search] = run
     return size
+
+
+def _load(specs: Path, cache: Path) -> Any:
+    """The specs loaded as cp does (controlplane/workflow.py ``load``): the collector
+    paused while they are built, then what was built set aside."""
+    with collector.building():
+        return load_specs(specs, cache_dir=cache)
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -167,7 +174,7 @@ def _memory_child(specs: Path, cache: Path, observed: Path, search: str, cap: fl
     """Load, read, plan and render once, then print the peak RSS and the peaks per stage."""
     tracemalloc.start()
     peaks: dict[str, float] = {}
-    loaded = load_specs(specs, cache_dir=cache)
+    loaded = _load(specs, cache)
     peaks["load specs"] = tracemalloc.get_traced_memory()[1] / 2**20
     snap = workflow.read_snapshot(observed)
     with _PeakWatch(peaks).active(), collector.planning():

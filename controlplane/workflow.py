@@ -73,7 +73,8 @@ def load(spec_dir: Path) -> LoadResult:
     """Load and validate the specs of ``spec_dir`` (raises SpecError with every problem)."""
     if not spec_dir.is_dir():
         raise ControlPlaneError(f"{spec_dir} is not a directory of specs")
-    return load_specs(spec_dir, cache_dir=spec_dir / ".cp" / "cache")
+    with collector.building():
+        return load_specs(spec_dir, cache_dir=spec_dir / ".cp" / "cache")
 
 
 def open_store(spec_dir: Path, db: str | None, *, init: bool = False) -> Store:
@@ -131,9 +132,10 @@ def read_snapshot(path: Path) -> Snapshot:
     """A snapshot file (JSON or YAML), or a StateFileError saying what is wrong with it."""
     try:
         text = path.read_text()
-        if path.suffix in (".yaml", ".yml"):
-            return Snapshot.model_validate(yaml.safe_load(text))
-        return Snapshot.model_validate_json(text)
+        with collector.building():
+            if path.suffix in (".yaml", ".yml"):
+                return Snapshot.model_validate(yaml.safe_load(text))
+            return Snapshot.model_validate_json(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError, ValueError) as exc:
         raise StateFileError(
             f"{path} is not a snapshot ({_first_problem(exc)}); write one with `cp observe`"
