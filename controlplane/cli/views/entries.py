@@ -8,7 +8,8 @@ Laid out here rather than as a rich table: a plan lists thousands of entries, an
 table measures every cell of every row (5 s for 8,000 entries). Plain ASCII, the usual
 case, is wrapped by offsets and turned into segments straight from the text's style
 spans; rich's own wrap and render (exact for wide characters, far slower) serve the
-rest. The output is the same either way.
+rest. Where no style is drawn at all (output to a file, a pipe or a CI log), the lines
+are joined as plain text without segments. The output is the same either way.
 """
 
 from __future__ import annotations
@@ -32,8 +33,12 @@ def print_entries(console: Console, rows: list[tuple[Text, Text, Text]]) -> None
         return
     indent = max(m.cell_len for m, _, _ in rows) + 1
     width = max(console.width - indent, TEXT_MIN_WIDTH)
-    pad = Segment(" " * indent)
     styles = _Styles(console)
+    if console.color_system is None:  # no style is drawn: the text alone, laid out alike
+        text = _plain_entries(console, styles, rows, indent, width)
+        console.print(Segments([Segment(text)]), soft_wrap=True, highlight=False)
+        return
+    pad = Segment(" " * indent)
     out: list[Segment] = []
     for n, (marker, what, why) in enumerate(rows):
         if n:
@@ -49,6 +54,33 @@ def print_entries(console: Console, rows: list[tuple[Text, Text, Text]]) -> None
             out += line
     out.append(Segment.line())
     console.print(Segments(out), soft_wrap=True, highlight=False)
+
+
+def _plain_entries(
+    console: Console, styles: _Styles, rows: list[tuple[Text, Text, Text]], indent: int, width: int
+) -> str:
+    """The entries as ``print_entries`` lays them out, as plain text."""
+    pad = "\n" + " " * indent
+    parts: list[str] = []
+    for n, (marker, what, why) in enumerate(rows):
+        if n:
+            parts.append("\n")
+        parts += (marker.plain, " " * (indent - marker.cell_len))
+        parts.append(pad.join(_plain_lines(console, styles, what, width)))
+        for line in _plain_lines(console, styles, why, width):
+            parts += (pad, line)
+    parts.append("\n")
+    return "".join(parts)
+
+
+def _plain_lines(console: Console, styles: _Styles, text: Text, width: int) -> list[str]:
+    """``_lines`` as plain text."""
+    plain = text.plain
+    if not plain.isascii() or "\n" in plain:
+        return ["".join(s.text for s in line) for line in _lines(console, styles, text, width)]
+    if len(plain) <= width:
+        return [plain]
+    return [plain[a:b].rstrip() for a, b in _breaks(plain, width)]
 
 
 class _Styles:

@@ -91,3 +91,29 @@ def test_entries_print_as_rich_would(
     _by_rich(consoles[1], entries)
     fast, slow = (c.file.getvalue() for c in consoles)  # type: ignore[attr-defined]
     assert fast == slow
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.text(alphabet="ab  é日本\n", max_size=60), st.text(alphabet="cd  ü語\n", max_size=90)
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    width=st.integers(30, 90),
+)
+def test_entries_without_styles_drawn_are_the_same_text(
+    rows: list[tuple[str, str]], width: int
+) -> None:
+    # where no style is drawn the entries are joined as plain text; wide characters and
+    # line breaks go through rich's own wrap there too: the text of the styled output
+    entries = [(Text("  ~"), Text(what), Text(why)) for what, why in rows]
+    plain, drawn = (
+        Console(file=io.StringIO(), width=width, force_terminal=colour, color_system=system)
+        for colour, system in ((False, None), (True, "truecolor"))
+    )
+    print_entries(plain, entries)
+    print_entries(drawn, entries)  # no style in these entries: no escape codes either
+    assert plain.file.getvalue() == drawn.file.getvalue()  # type: ignore[attr-defined]
