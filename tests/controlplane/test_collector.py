@@ -42,3 +42,35 @@ def test_the_collector_stays_off_if_it_was_and_on_after_an_error(unfrozen: None)
     with pytest.raises(ValueError), collector.building():
         raise ValueError("a spec that does not load")
     assert gc.isenabled()
+
+
+def test_a_plans_views_are_made_with_the_collector_paused() -> None:
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from adapters.simulator import nodes_from_spec
+    from controlplane.cli.views.markdown import plan_markdown
+    from controlplane.cli.views.plan import print_plan
+    from controlplane.reconcile import plan
+    from specs.loader import load_specs
+    from specs.snapshot import ClusterState, Snapshot
+    from tests.builders import NOW
+
+    collecting: set[bool] = set()
+
+    class Watching(io.StringIO):
+        """A terminal that notes whether the collector ran while it was written to."""
+
+        def write(self, text: str) -> int:
+            collecting.add(gc.isenabled())
+            return super().write(text)
+
+    desired = load_specs(Path(__file__).resolve().parents[2] / "examples" / "quickstart").desired
+    nodes = [ClusterState(name=n, nodes=nodes_from_spec(c)) for n, c in desired.clusters.items()]
+    made = plan(desired, Snapshot(now=NOW, clusters=nodes), now=NOW)
+    print_plan(Console(file=Watching(), width=80), made)
+    assert collecting == {False}
+    assert gc.isenabled(), "and on again afterwards"
+    assert plan_markdown(made) and gc.isenabled()

@@ -7,10 +7,12 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from controlplane import collector
 from controlplane.cli.views.entries import print_entries
 from controlplane.store import ActionRow, PlanRow
 
 
+@collector.paused()  # a large view: short-lived objects by the million
 def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> None:
     """Two lines per action (when, op, workload, job, outcome; its reason underneath),
     wrapped to the terminal with the workload's name whole."""

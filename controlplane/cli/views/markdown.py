@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from controlplane import collector
 from controlplane.cli.views.plan import cut_short, placement, short_commit, summary
 from controlplane.cli.views.policy import policy_sections
 from controlplane.cli.views.policy import summary as policy_summary
@@ -126,6 +127,7 @@ def _quota_row(label: str, q: QueueStatus) -> str:
     )
 
 
+@collector.paused()  # a large plan's view: short-lived objects by the million
 def plan_markdown(
     plan: Plan,
     warnings: Sequence[Diagnostic] = (),

@@ -7,6 +7,7 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
+from controlplane import collector
 from controlplane.cli.views.entries import print_entries
 from controlplane.cli.views.policy import print_policy
 from controlplane.cli.views.quota import print_quota
@@ -50,6 +51,7 @@ def cut_short(plan: Plan) -> str:
     return "Cut short (the plan is what was reached): " + "; ".join(plan.solver.cut_short) + "."
 
 
+@collector.paused()  # a large plan's view: short-lived objects by the million
 def print_plan(console: Console, plan: Plan) -> None:
     console.print(
         Text.assemble(
