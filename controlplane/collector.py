@@ -22,6 +22,10 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from specs.collecting import paused
+
+__all__ = ["building", "paused", "planning"]
+
 # young objects before a collection; collections of the middle and oldest generations
 PLANNING_THRESHOLDS = (50_000, 50, 1_000)
 
@@ -47,17 +51,3 @@ def building() -> Iterator[None]:
             yield
         finally:
             gc.freeze()
-
-
-@contextmanager
-def paused() -> Iterator[None]:
-    """No collection for a while: a plan's views make a million short-lived objects for a
-    large plan, freed as they go, and each collection would walk everything alive (the
-    4,000-node plan's text 1.1 -> 0.6 s)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -19,12 +19,10 @@ re-composing only the files concerned.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from pydantic import ValidationError
 from yaml.nodes import Node
 
 from specs import cache
+from specs.collecting import paused
 from specs.desired import DesiredState, SourceRef
 from specs.diagnostics import (
     Diagnostic,
@@ -295,30 +294,14 @@ def _undecodable(path: str, content: bytes, err: UnicodeDecodeError) -> Diagnost
     return Diagnostic(path, line, column, "not UTF-8 text; save the file as UTF-8")
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while loading.
-
-    A load allocates a few hundred thousand short, acyclic objects (nodes, dicts, models);
-    each allocation burst triggers collections that rescan everything still alive, which
-    measured as costly as the parse itself on a warm load. Nothing here creates cycles
-    worth collecting, and the previous state is restored.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def load_specs(root: Path, *, cache_dir: Path | None = None) -> LoadResult:
     """Load and validate every spec under ``root``; raise SpecError listing every error.
 
-    With ``cache_dir``, valid files are remembered by content hash and not re-read.
+    With ``cache_dir``, valid files are remembered by content hash and not re-read. The
+    collector is paused meanwhile (specs/collecting.py): a load's few hundred thousand
+    objects, none of them cyclic garbage, made collections cost as much as the parse.
     """
-    with _collector_paused():
+    with paused():
         return _load(Path(root), cache_dir)
 
 

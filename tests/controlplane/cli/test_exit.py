@@ -6,12 +6,9 @@ ran still run. Run as the real entry point, in a process of its own."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,13 +36,6 @@ def _cp(marker: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
-
-
-@pytest.fixture
-def quickstart(tmp_path: Path) -> Path:
-    dst = tmp_path / "quickstart"
-    shutil.copytree(ROOT / "examples" / "quickstart", dst, ignore=shutil.ignore_patterns(".cp"))
-    return dst
 
 
 def test_a_finished_command_prints_everything_and_keeps_its_code(

@@ -5,7 +5,6 @@ and column), so scripts never have to scrape human output or guess from silence.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,6 @@ from tests.builders.cli import cp
 
 ROOT = Path(__file__).resolve().parents[3]
 Capsys = pytest.CaptureFixture[str]
-
-
-@pytest.fixture
-def quickstart(tmp_path: Path) -> Path:
-    dst = tmp_path / "quickstart"
-    shutil.copytree(ROOT / "examples" / "quickstart", dst, ignore=shutil.ignore_patterns(".cp"))
-    return dst
 
 
 def document(capsys: Capsys, *args: str | Path, code: int = 0) -> Any:

@@ -4,7 +4,6 @@ pipes, CI logs and quick commands stay clean."""
 from __future__ import annotations
 
 import io
-import shutil
 import time
 from pathlib import Path
 
@@ -64,13 +63,6 @@ def test_nested_steps_show_the_innermost() -> None:
 def test_without_a_reporter_busy_does_nothing() -> None:
     with activity.busy("planning"):
         pass
-
-
-@pytest.fixture
-def quickstart(tmp_path: Path) -> Path:
-    dst = tmp_path / "quickstart"
-    shutil.copytree(ROOT / "examples" / "quickstart", dst, ignore=shutil.ignore_patterns(".cp"))
-    return dst
 
 
 def test_the_commands_announce_their_slow_steps(
