@@ -27,14 +27,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, AdapterError
 from controlplane.activity import busy
 from controlplane.errors import LeaseHeldError, StalePlanError
 from controlplane.plan import Plan
-from controlplane.store import Store
-from controlplane.store.history import RESUMABLE
 from specs.actions import Action, Op
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import Store
 
 LEASE_SECONDS = 300.0  # a crashed holder's lease lapses after this; a live one renews it
 
@@ -135,6 +137,8 @@ def run_plan(
     clusters' digest right now (None: the plan was made a moment ago, under this lease);
     ``stop`` is asked before each action (a signal to stop: the plan is left interrupted,
     resumable)."""
+    from controlplane.store.history import RESUMABLE  # loaded with the store given
+
     status = store.plan_status(plan.id)
     done = {r.seq for r in store.actions(plan.id) if r.status == "done"} if status else set()
     resumed = status in RESUMABLE or bool(done)

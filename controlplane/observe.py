@@ -22,16 +22,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters import make_adapter
 from adapters.base import Accounting, Adapter, AdapterError, LocalStateError
 from controlplane import placeholders
 from controlplane.activity import busy
-from controlplane.store import Store
 from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
 from specs.desired import DesiredState
 from specs.snapshot import ClusterState, Job, JobRun, JobState, QueueEntry, Snapshot
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import Store
 
 # the first observation of a cluster reads its accounting this far back: the month's
 # budget and most of a fairshare half-life

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import ValidationError
@@ -42,12 +43,14 @@ from controlplane.impact import applied_diff, base_diff
 from controlplane.observe import adapters_for, observe
 from controlplane.plan import Plan, PolicyDiff
 from controlplane.reconcile import plan as make_plan
-from controlplane.store import Store, default_url
 from solvers.policy import DEFAULT_POLICY, Policy
 from solvers.problem import ProblemCache
 from specs.desired import DesiredState
 from specs.loader import LoadResult, load_specs
 from specs.snapshot import Snapshot, observed_digest
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import Store
 
 Clock = Callable[[], datetime]
 Approve = Callable[[Plan, Snapshot], bool]  # shown a plan and its observation: go ahead?
@@ -80,6 +83,8 @@ def load(spec_dir: Path) -> LoadResult:
 def open_store(spec_dir: Path, db: str | None, *, init: bool = False) -> Store:
     """The store of ``spec_dir``: ``--db`` when given, else SQLite under its ``.cp/`` (the
     one folder the control plane creates itself)."""
+    from controlplane.store import Store, default_url  # sqlalchemy, only once a store is opened
+
     if db:
         return Store(db, init=init)
     return Store(default_url(spec_dir), init=init, create_dir=True)

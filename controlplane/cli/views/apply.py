@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from controlplane.apply import ActionOutcome, ApplyReport
-from controlplane.store import ActionRow
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import ActionRow
 
 
 def outcome_line(console: Console, o: ActionOutcome) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -16,9 +16,11 @@ from controlplane.cli.views.quota import print_quota_chain
 from controlplane.eviction import Exposure, describe_protection
 from controlplane.inventory import WorkloadRow
 from controlplane.plan import QueueStatus
-from controlplane.store import ActionRow, PlanRow
 from specs.actions import Action, Pending
 from specs.durations import format_duration
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import ActionRow, PlanRow
 
 Chain = list[tuple[str, str, QueueStatus]]
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
 from controlplane import collector
 from controlplane.cli.views.entries import print_entries
-from controlplane.store import ActionRow, PlanRow
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import ActionRow, PlanRow
 
 
 @collector.paused()  # a large view: short-lived objects by the million

@@ -55,3 +55,20 @@ def test_a_finished_command_prints_everything_and_keeps_its_code(
     broken = _cp(tmp_path / "bad", "validate", tmp_path / "missing")
     assert broken.returncode == 1 and broken.stderr
     assert (tmp_path / "bad").read_text() == "ran"
+
+
+def test_commands_that_open_no_store_and_solve_nothing_load_neither(quickstart: Path) -> None:
+    # the store's sqlalchemy and CP-SAT's OR-Tools (with pandas and numpy) are half of a
+    # command's start: `cp validate` and `cp --help` need neither
+    code = (
+        "import sys\n"
+        "from controlplane.cli import run\n"
+        "for args in (['validate', sys.argv[1]], ['--help']):\n"
+        "    assert run(args, 'cp') == 0\n"
+        "print(sorted(m for m in ('sqlalchemy', 'ortools', 'pandas') if m in sys.modules))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(quickstart)], capture_output=True, text=True, check=False
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "[]"
