@@ -9,7 +9,9 @@ inside it in victim order (lowest priority, then youngest; an elastic job's repl
 above ``minReplicas`` one at a time before its core gang).
 
 Never a victim: non-preemptible work (it stays, and the queue stays above its limit until
-it ends) and work still inside its project's ``minRuntime`` (taken back once it is over).
+it ends) and the core gang of work still inside its project's ``minRuntime`` (taken back
+once it is over); an elastic job inside it may still lose its replicas above
+``minReplicas``, as reclaim and preempt may take them (solvers/kai/candidates.py).
 Departments are brought down before their projects, so a project's own cut counts what
 its department's cut already took.
 """
@@ -59,13 +61,13 @@ def _victims(s: Session, q: Queue) -> list[tuple[JobRequest, int]]:
     out: list[tuple[tuple[float, int, VictimOrder, int], JobRequest, int]] = []
     for key, nodes in s.tasks.items():
         job = s.problem.jobs[key]
-        if job.queue not in inside or not nodes or not job.preemptible or protected(s, job):
+        if job.queue not in inside or not nodes or not job.preemptible:
             continue
         rank = VictimOrder(job, len(nodes))
         for i in range(max(0, len(nodes) - job.min_replicas)):  # elastic replicas, one by one
             out.append(((-over[job.queue], 0, rank, i), job, 1))
         core = min(len(nodes), job.min_replicas)
-        if core:
+        if core and not protected(s, job):  # minRuntime shields the core gang only
             out.append(((-over[job.queue], 1, rank, 0), job, core))
     out.sort(key=lambda t: t[0])
     return [(job, n) for _, job, n in out]

@@ -452,6 +452,34 @@ def test_min_runtime_lets_a_young_elastic_job_shrink_to_its_minimum_only() -> No
     assert plan(state, snap, now=NOW).empty  # would take it below its minimum
 
 
+def test_a_lowered_limit_may_shrink_a_young_elastic_job_to_its_minimum() -> None:
+    # found by test_every_eviction_in_a_plan_is_needed: the limit left the young elastic
+    # job alone and cut an older, higher-priority one, which the next round grew back on
+    # another node by preempting the young one after all (a move nobody needed). A young
+    # elastic job loses replicas above its minimum to a limit as it does to reclaim and
+    # preempt; its core gang stays shielded.
+    docs = [
+        proj("p0"),
+        proj("p2", limit=7, minRuntime="30m"),
+        job("w0", "p2", gpus=2, replicas=3, minReplicas=1),
+        job("w1", "p0", priority=40),
+        job("w2", "p2", replicas=2, minReplicas=1, priority=40),
+    ]
+    running = [("p2/w0", ["n0", "n1", "n2"]), ("p0/w1", ["n2"]), ("p2/w2", ["n2", "n2"])]
+    state, snap = world(
+        {"n0": 2, "n1": 2, "n2": 8, "n3": 2},
+        docs,
+        running=running,
+        started={"p2/w0": 300, "p0/w1": 5, "p2/w2": 5},
+    )
+    assert ops(plan(state, snap, now=NOW)) == {"p2/w2": (Op.RESIZE, ["n2"])}
+    young_gang = [proj("p2", limit=1, minRuntime="30m"), job("w2", "p2", replicas=2, minReplicas=2)]
+    state, snap = world(
+        {"n2": 8}, young_gang, running=[("p2/w2", ["n2", "n2"])], started={"p2/w2": 5}
+    )
+    assert plan(state, snap, now=NOW).empty  # a young gang's core stays until minRuntime
+
+
 # ------------------------------------------------------------------------ consolidation
 
 
