@@ -17,12 +17,14 @@ from typing import Any
 import controlplane.converge as converge_module
 import controlplane.reconcile as reconcile_module
 import solvers.allocation as allocation_module
+import solvers.cpsat as cpsat_module
 
 # (module, name, stage): the calls a plan makes, in the order the table shows them
 HOOKS: list[tuple[Any, str, str]] = [
     (reconcile_module, "planning_problem", "build problem"),
     (allocation_module, "allocate", "allocate (KAI greedy)"),
-    (allocation_module, "solve", "allocate (CP-SAT)"),
+    # allocate_best imports CP-SAT when it first runs, so its solve is wrapped where it lives
+    (cpsat_module, "solve", "allocate (CP-SAT)"),
     (reconcile_module, "consolidate", "consolidate"),
     (reconcile_module, "reclaim", "reclaim"),
     (reconcile_module, "preempt", "preempt"),
