@@ -386,7 +386,8 @@ spec: {project: chem, command: !Ref [x]}
 
 
 def test_self_merging_and_very_deep_documents_are_diagnosed(repo: Path) -> None:
-    deep = "[" * 1500 + "]" * 1500
+    # deeper than the pure-Python composer can recurse, within what libyaml reads
+    deep = "[" * 900 + "]" * 900
     write(
         repo,
         "w.yaml",
@@ -401,6 +402,21 @@ spec: {{project: chem, command: {deep}, gpus: 1, gpus: 2}}
     assert "an alias refers to a node that contains it" in messages
     assert "nested deeper than 100 levels" in messages
     assert any(m.startswith("duplicate key 'gpus'") for m in messages)
+
+
+def test_a_document_nested_beyond_libyaml_s_limit_is_an_error_at_its_line(repo: Path) -> None:
+    """libyaml (PyYAML >= 6.0.4 bundles it so) refuses to nest deeper than 1,000 levels:
+    a syntax error at the document's line; older builds read it and the loader's own
+    depth check names the same line."""
+    deep = "[" * 1500 + "]" * 1500
+    write(
+        repo,
+        "w.yaml",
+        f"apiVersion: controlplane/v1\nkind: Workload\nmetadata: {{name: x}}\nspec: {{project: chem, command: {deep}}}\n",
+    )
+    found = [d for d in errors(repo) if d.path.endswith("w.yaml")]
+    assert found and all(d.line == 4 for d in found), [str(d) for d in found]
+    assert any("nest" in d.message for d in found), [str(d) for d in found]
 
 
 def test_not_utf8(repo: Path) -> None:
