@@ -207,11 +207,19 @@ class Allocator:
     def _any_placeable(self) -> bool:
         """Whether any job left in the order could still be placed: within its limits, and
         room for it."""
-        jobs = self.s.problem.jobs
+        s, jobs = self.s, self.s.problem.jobs
+        # nothing changes meanwhile: jobs of one project asking the same in the same pools
+        # get the same answer, worked out once (per-GPU-type quotas look at more)
+        seen: set[tuple[object, ...]] = set()
         for heap in self.heaps.values():
             for _, key in heap:
                 job, count = jobs[key], self.chunk(jobs[key])
-                if within_limits(self.s, job, count * job.gpus) and could_fit(self.s, job, count):
+                if not s.per_type:
+                    shape = (job.queue, job.preemptible, job.gpus, count, tuple(s.pools_for(job)))
+                    if shape in seen:
+                        continue
+                    seen.add(shape)
+                if within_limits(s, job, count * job.gpus) and could_fit(s, job, count):
                     return True
         return False
 

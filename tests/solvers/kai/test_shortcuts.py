@@ -12,6 +12,8 @@ skips, on random busy problems.
   node's candidate set is not even built while what those rules let the sides on it give
   falls short (``Reclaim.side_bound``), each side's cap remembered per project and what
   the set holds under the job's chain (``NodeBound.most``).
+- Whether any job left could be placed (``Allocator._any_placeable``) is asked once per
+  shape: jobs of one project asking the same in the same pools get the same answer.
 - The order at rest: between two placements (the allocate loop's own, or a disruptive
   step's commits) a project's next job that asks no more than the one just taken comes
   out next without the queue tree being walked (``Allocator.pop_next``).
@@ -33,7 +35,7 @@ from solvers.kai.preempt import Preempt, preempt
 from solvers.kai.reclaim import Reclaim, reclaim
 from solvers.kai.turns import StaticRuns
 from solvers.kai.victims import NodeBound
-from solvers.problem import JobRequest, PoolKey, Problem
+from solvers.problem import JobRequest, NodeInfo, PoolInfo, PoolKey, Problem
 from solvers.session import Session
 from tests.solvers.kai.test_turns import _problem
 
@@ -77,6 +79,56 @@ def test_early_reasons_match_walking_the_whole_order(monkeypatch: pytest.MonkeyP
         compared += 1
     assert compared == 150
     assert taken["mid-walk"] > 20, taken  # the shortcut was really taken
+
+
+def _two_pools(seed: int) -> Problem:
+    """A busy problem with a second, smaller pool: pending jobs may use either or both."""
+    problem = _busy(seed)
+    rng = random.Random(seed)
+    (first,) = problem.pools
+    second = (first[0], "small")
+    problem.pools[second] = PoolInfo(second, "u", 40.0, 4, None, None, 1.0, None)
+    for i in range(8):
+        node = NodeInfo(f"m{i}", first[0], second, 4, rng.choice([0, 2, 3, 4, 4]), True)
+        problem.nodes[f"{first[0]}/m{i}"] = node
+    for job in problem.jobs.values():
+        if not job.running:
+            job.pools = rng.choice([[first], [second], sorted([first, second])])
+    return problem
+
+
+def test_whether_any_job_fits_is_asked_once_per_shape() -> None:
+    """Checked after every pick of the allocate loop against asking every job left."""
+    asked = answered_no = 0
+    for seed in range(120):
+        s = Session.open(_two_pools(seed))
+        order = Allocator(s, at_rest=True)
+        while True:
+            every = any(
+                allocate_module.within_limits(
+                    s, s.problem.jobs[k], order.chunk(s.problem.jobs[k]) * s.problem.jobs[k].gpus
+                )
+                and allocate_module.could_fit(s, s.problem.jobs[k], order.chunk(s.problem.jobs[k]))
+                for heap in order.heaps.values()
+                for _, k in heap
+            )
+            assert order._any_placeable() == every, f"seed {seed}"
+            asked += 1
+            answered_no += not every
+            key = order.pop_next()
+            if key is None:
+                break
+            job = s.problem.jobs[key]
+            count = order.chunk(job)
+            if (
+                order.check_limits(job, count * job.gpus) is None
+                and order._place(job, count) is None
+            ):
+                order.forget(job.queue)
+                if len(s.tasks[key]) < job.replicas:
+                    order.requeue(job)
+    assert answered_no > 50, answered_no  # full clusters were met, not only free ones
+    assert asked > 1000, asked
 
 
 def _disrupted(
