@@ -412,7 +412,12 @@ def test_a_document_nested_beyond_libyaml_s_limit_is_an_error_at_its_line(repo: 
     write(
         repo,
         "w.yaml",
-        f"apiVersion: controlplane/v1\nkind: Workload\nmetadata: {{name: x}}\nspec: {{project: chem, command: {deep}}}\n",
+        f"""\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {{name: x}}
+spec: {{project: chem, command: {deep}}}
+""",
     )
     found = [d for d in errors(repo) if d.path.endswith("w.yaml")]
     assert found and all(d.line == 4 for d in found), [str(d) for d in found]
