@@ -78,3 +78,25 @@ def test_observe_records_and_plan_does_not(applied: Path, capsys: Capsys) -> Non
     assert "nlp/unmerged" not in queued()
     assert cp(capsys, "observe", applied, "--now", "2026-11-22T12:00:00").code == 0
     assert "nlp/unmerged" in queued()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["plan", "{specs}"],
+        ["status", "{specs}"],
+        ["explain", "nlp/llm-finetune", "--dir", "{specs}"],
+        ["cost", "nlp/llm-finetune", "--dir", "{specs}"],
+        ["cost", "nlp/llm-finetune", "--dir", "{specs}", "--no-forecast"],
+    ],
+    ids=" ".join,
+)
+def test_the_read_only_commands_change_nothing_days_ahead(
+    applied: Path, command: list[str]
+) -> None:
+    """Two days on, the running jobs would have finished: a command that only reads must
+    not let the simulator get there (cost did: its adapters were not read-only)."""
+    before = state_of(applied)
+    args = [a.format(specs=applied) for a in command]
+    assert run([*args, "--json", "--now", "2026-11-24T12:00:00"], "controlplane") == 0
+    assert state_of(applied) == before

@@ -242,7 +242,9 @@ def cost(
         when, adapters = (workflow.resolve_now(now) if now is not None else snap.now), None
     else:
         when = workflow.resolve_now(now)
-        adapters = adapters_for(loaded.desired, spec_dir / ".cp", workflow.clock(now))
+        adapters = adapters_for(
+            loaded.desired, spec_dir / ".cp", workflow.clock(now), read_only=True
+        )
         snap = observe(
             loaded.desired, adapters, when, workflow.open_store(spec_dir, db), record=False
         )
