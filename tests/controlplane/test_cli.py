@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -341,3 +342,22 @@ def test_cost_says_when_site_policy_holds_a_workload_back(
     assert res.json()["blocked"]["code"] == "over-budget"
     human = cp(capsys, "cost", "p/w", "--dir", tmp_path, "--observed", snap)
     assert "A plan submits none of these now: over-budget" in human.out
+
+
+def test_the_saved_plan_s_hint_applies_it_from_anywhere(
+    quickstart: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plan file holds no specs: the hint names the spec directory too."""
+    planned = cp(capsys, "plan", quickstart, "--out", quickstart / "p.json")
+    assert planned.code == 0
+    hint = " ".join(planned.out.split()).split("; run ")[1].removesuffix(" to carry it out.")
+    assert hint.startswith("cp apply ") and "--dir" in hint
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    applied = cp(capsys, *shlex.split(hint)[1:], "--auto-approve")
+    assert applied.code == 0, applied.err
+    assert cp(capsys, "plan", quickstart, "--json").json()["actions"] == []

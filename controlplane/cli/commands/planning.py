@@ -4,11 +4,13 @@ cost (explain has a module of its own)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from controlplane import workflow
 from controlplane.basespecs import base_specs
@@ -179,7 +181,10 @@ def plan_cmd(
     else:
         plan_view.print_plan(out, plan)
         if out_file:
-            out.print(f"Saved to {out_file}; run [bold]cp apply {out_file}[/] to carry it out.")
+            apply_it = f"cp apply {shlex.quote(str(out_file))}"
+            if spec_dir.resolve() != Path.cwd().resolve():  # the plan file holds no specs
+                apply_it += f" --dir {shlex.quote(str(spec_dir))}"
+            out.print(f"Saved to {out_file}; run [bold]{escape(apply_it)}[/] to carry it out.")
     if detailed_exitcode and not plan.empty:
         raise typer.Exit(2)
 
