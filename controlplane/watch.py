@@ -144,12 +144,20 @@ class Watcher:
         except (ControlPlaneError, AdapterError) as exc:
             return Cycle(f"{head} {exc}", failed=True)
         summary = _summary(plan)
+        # a cluster that did not answer was not reconciled: the cycle says so and fails
+        # (the loop backs off, --once exits 1); the clusters that answered were planned
+        down = "".join(
+            f"; unreachable: {name} ({error})" for name, error in sorted(plan.unreachable.items())
+        )
         if report is None:
             blocked, self._blocked = self._blocked, None
             if blocked:
-                return Cycle(f"{head} plan {plan.id}: {summary}; NOT applied: {blocked}")
+                return Cycle(
+                    f"{head} plan {plan.id}: {summary}; NOT applied: {blocked}{down}",
+                    failed=bool(down),
+                )
             verb = "nothing to apply" if plan.empty else "not applied (no --auto-approve)"
-            return Cycle(f"{head} plan {plan.id}: {summary}; {verb}")
+            return Cycle(f"{head} plan {plan.id}: {summary}; {verb}{down}", failed=bool(down))
         done = sum(o.status == "done" for o in report.outcomes)
         state = (
             "stopped on request"
@@ -157,8 +165,9 @@ class Watcher:
             else ("applied" if report.ok else "apply stopped")
         )
         return Cycle(
-            f"{head} plan {plan.id}: {summary}; {state}: {done} done, {len(report.failed)} failed",
-            failed=not report.ok,
+            f"{head} plan {plan.id}: {summary}; {state}: {done} done, "
+            f"{len(report.failed)} failed{down}",
+            failed=not report.ok or bool(down),
         )
 
     def _guard(self, plan: Plan, observed: Snapshot) -> bool:

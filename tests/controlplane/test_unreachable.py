@@ -9,6 +9,7 @@ and a plan made while ``far`` was down is stale once it answers.
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -27,6 +28,7 @@ from specs.actions import Action, Op, ReasonCode
 from specs.desired import DesiredState
 from specs.snapshot import ClusterState, Snapshot, observed_digest
 from tests.builders import NOW, cluster, desired, pool, project, workload
+from tests.builders.cli import CP, write_specs
 
 
 class Flaky:
@@ -192,8 +194,8 @@ def test_unreachable_is_in_the_digest_and_left_out_of_json_when_reachable() -> N
     assert '"reachable":false' in down.model_dump_json(by_alias=True)
 
 
-def test_an_api_server_that_refuses_connections_is_unreachable(tmp_path: Path) -> None:
-    """The real Kubernetes adapter against a port nobody listens on: the plan goes on."""
+def refused_kubeconfig(tmp_path: Path) -> dict[str, str]:
+    """A Kubernetes cluster's settings whose API server refuses connections."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free once closed: connections are refused
@@ -210,7 +212,12 @@ def test_an_api_server_that_refuses_connections_is_unreachable(tmp_path: Path) -
             }
         )
     )
-    k8s = {"kubeconfig": str(kubeconfig), "image": "busybox"}
+    return {"kubeconfig": str(kubeconfig), "image": "busybox"}
+
+
+def test_an_api_server_that_refuses_connections_is_unreachable(tmp_path: Path) -> None:
+    """The real Kubernetes adapter against a port nobody listens on: the plan goes on."""
+    k8s = refused_kubeconfig(tmp_path)
     specs = desired(
         [
             cluster("k", adapter="kubernetes", pools=[pool(nodes=0)], kubernetes=k8s),
@@ -234,3 +241,29 @@ def test_an_api_server_that_refuses_connections_is_unreachable(tmp_path: Path) -
     assert [(p.workload, p.reason.code) for p in planned.pending] == [
         ("p/w", ReasonCode.CLUSTER_UNREACHABLE)
     ]
+
+
+def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: Path) -> None:
+    """Every cluster down: the plan has no actions, yet nothing was checked. The text must
+    not say the clusters match the specs, and a watch cycle names the cluster and fails
+    (so `--once` exits 1 for cron and CI, and the loop backs off)."""
+    k8s = refused_kubeconfig(tmp_path)
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster("k", adapter="kubernetes", pools=[pool(nodes=1)], kubernetes=k8s),
+            project("p"),
+            workload("w", "p", clusters=["k"]),
+        ],
+    )
+    planned = subprocess.run([CP, "plan", str(specs)], capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    assert "unreachable" in planned.stdout and "match the specs" not in planned.stdout
+    watched = subprocess.run(
+        [CP, "watch", str(specs), "--once", "--quiet", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert watched.returncode == 1, watched.stdout + watched.stderr
+    assert "unreachable: k (" in watched.stdout, watched.stdout

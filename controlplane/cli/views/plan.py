@@ -87,6 +87,8 @@ def print_plan(console: Console, plan: Plan) -> None:
                 )
             )
         print_entries(console, rows)
+    elif plan.unreachable:  # nothing was checked there: no claim that they match
+        console.print("[green]No changes[/] on the clusters that answered.")
     else:
         console.print("[green]No changes.[/] The clusters match the specs.")
     if plan.policy is not None:
