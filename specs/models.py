@@ -42,10 +42,13 @@ DEFAULT_PRIORITY = {"training": 50, "interactive": 100, "inference": 125}
 
 
 class SpecModel(BaseModel):
-    """Base of every spec object: camelCase keys, unknown keys rejected, immutable."""
+    """Base of every spec object: camelCase keys, unknown keys rejected, immutable, and no
+    value converted to another type (``gpus: "2"``, ``priority: true`` and
+    ``preemptible: "yes"`` are errors, not 2, 1 and true)."""
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,

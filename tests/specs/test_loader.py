@@ -624,3 +624,32 @@ def test_checkpoint_signals_are_named_from_a_closed_list(repo: Path) -> None:
     loaded = load_specs(repo)
     checkpoint = loaded.desired.workloads["chem/md-run"].spec.checkpoint
     assert checkpoint is not None and checkpoint.signal == "USR2"
+
+
+def test_values_of_another_type_are_not_converted(repo: Path) -> None:
+    """YAML says what type a value is: a quoted number, a yes/no string or a boolean
+    priority is a mistake to report, never a value to guess (lax parsing read
+    ``priority: true`` as 1 and ``preemptible: "yes"`` as true)."""
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: typed}
+spec:
+  project: chem
+  gpus: "2"
+  replicas: 1.0
+  priority: true
+  preemptible: "yes"
+""",
+    )
+    found = {d.field: (d.line, d.message) for d in errors(repo)}
+    assert found == {
+        "spec.gpus": (6, "expected a whole number, got '2'"),
+        "spec.replicas": (7, "expected a whole number, got 1.0"),
+        "spec.priority": (8, "expected a whole number, got True"),
+        "spec.preemptible": (9, "expected true or false, got 'yes'"),
+    }
+
