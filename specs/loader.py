@@ -348,6 +348,18 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
             for w in specs.warnings
         )
 
+    if not placed and not errors and not broken:  # a wrong directory, most likely
+        warnings.append(
+            Diagnostic(
+                _display(root),
+                1,
+                1,
+                "no spec documents here (YAML files of apiVersion controlplane/v1): "
+                "nothing to plan; is this the spec directory?",
+                severity="warning",
+            )
+        )
+
     # 2. Assemble; duplicates are only visible here, while both documents are at hand.
     desired, entries = _assemble(placed, digest.hexdigest())
     errors.extend(find_duplicates(entries))

@@ -653,3 +653,12 @@ spec:
         "spec.preemptible": (9, "expected true or false, got 'yes'"),
     }
 
+
+def test_a_directory_without_specs_is_warned_about(tmp_path: Path) -> None:
+    (tmp_path / "notes.yaml").write_text("just: a file of another tool\n")
+    loaded = load_specs(tmp_path)
+    assert (
+        "warning",
+        "no spec documents here (YAML files of apiVersion controlplane/v1)",
+    ) in [(d.severity, d.message.split(":")[0]) for d in loaded.warnings]
+    assert not loaded.desired.clusters and not loaded.desired.workloads
