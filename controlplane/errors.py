@@ -3,6 +3,7 @@
     ControlPlaneError
     ├── StalePlanError       the clusters moved on since the plan was made: plan again
     ├── PlanNotFoundError    no plan file or stored plan by that name
+    ├── WorkloadNotFoundError no workload by that name in the specs
     ├── ApplyError           some actions failed; what ran is recorded, a rerun resumes
     ├── LeaseHeldError       another reconciler is applying right now
     ├── StoreError           the store's database cannot be used as it is (one line: which
@@ -24,6 +25,10 @@ class StalePlanError(ControlPlaneError):
 
 
 class PlanNotFoundError(ControlPlaneError):
+    pass
+
+
+class WorkloadNotFoundError(ControlPlaneError):
     pass
 
 

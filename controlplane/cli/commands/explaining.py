@@ -11,7 +11,7 @@ from controlplane import inventory, workflow
 from controlplane.cli.app import DbOpt, JsonOpt, NowOpt, app, examples, load, out, write_json
 from controlplane.cli.views.clusters import describe_job, jobs_json
 from controlplane.cli.views.explain import explain_json, print_explain
-from controlplane.errors import PlanNotFoundError
+from controlplane.errors import WorkloadNotFoundError
 from controlplane.eviction import exposure
 from specs.diagnostics import name_hint
 
@@ -37,7 +37,9 @@ def explain(
     desired = loaded.desired
     if workload not in desired.workloads:
         hint = name_hint(workload, desired.workloads)
-        raise PlanNotFoundError(f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)")
+        raise WorkloadNotFoundError(
+            f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
+        )
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
     plan = found.plan
     if found.store is not None:

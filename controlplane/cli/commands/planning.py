@@ -39,7 +39,7 @@ from controlplane.cli.views.problems import diagnostic_json
 from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.costs import candidate_table
-from controlplane.errors import PlanNotFoundError
+from controlplane.errors import WorkloadNotFoundError
 from controlplane.observe import adapters_for, observe
 from solvers.policy import Policy
 
@@ -241,7 +241,7 @@ def cost(
     which ones a plan submits (any workload: for one without fanOut, what it would choose)."""
     loaded = load(spec_dir)
     if workload not in loaded.desired.workloads:
-        raise PlanNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")
+        raise WorkloadNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")
     if observed is not None:
         snap = workflow.read_snapshot(observed)
         when, adapters = (workflow.resolve_now(now) if now is not None else snap.now), None

@@ -112,8 +112,12 @@ def test_other_errors_are_a_document(quickstart: Path, tmp_path: Path, capsys: C
         document(capsys, "plan", tmp_path / "nowhere", "--json", code=1), "control-plane"
     )
     _error(document(capsys, "show", "nosuchplan", "--dir", q, "--json", code=1), "plan-not-found")
-    _error(document(capsys, "explain", "nlp/ghost", "--dir", q, "--json", code=1), "plan-not-found")
-    _error(document(capsys, "cost", "nlp/ghost", "--dir", q, "--json", code=1), "plan-not-found")
+    _error(
+        document(capsys, "explain", "nlp/ghost", "--dir", q, "--json", code=1), "workload-not-found"
+    )
+    _error(
+        document(capsys, "cost", "nlp/ghost", "--dir", q, "--json", code=1), "workload-not-found"
+    )
     _error(document(capsys, "status", q, "--db", "not a url", "--json", code=1), "store")
     _error(document(capsys, "observe", tmp_path / "nowhere", "--json", code=1), "control-plane")
     _error(document(capsys, "store", "init", q, "--db", "nope", "--json", code=1), "store")
