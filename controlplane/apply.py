@@ -56,6 +56,7 @@ class ApplyReport:
     outcomes: list[ActionOutcome] = field(default_factory=list)
     resumed: bool = False
     stopped: bool = False  # asked to stop before the end: the plan is interrupted
+    already_applied: bool = False  # applied to the end before: nothing was run again
 
     @property
     def failed(self) -> list[ActionOutcome]:
@@ -143,7 +144,7 @@ def run_plan(
     done = {r.seq for r in store.actions(plan.id) if r.status == "done"} if status else set()
     resumed = status in RESUMABLE or bool(done)
     if status == "applied":
-        return ApplyReport(plan.id, resumed=True)
+        return ApplyReport(plan.id, already_applied=True)
     if not resumed and observed_digest is not None and observed_digest != plan.observed_digest:
         raise StalePlanError(
             f"plan {plan.id} was made against another state of the clusters "

@@ -361,3 +361,20 @@ def test_the_saved_plan_s_hint_applies_it_from_anywhere(
     applied = cp(capsys, *shlex.split(hint)[1:], "--auto-approve")
     assert applied.code == 0, applied.err
     assert cp(capsys, "plan", quickstart, "--json").json()["actions"] == []
+
+
+def test_a_plan_applied_twice_says_it_was_applied_already(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not "resumed an interrupted apply": nothing was interrupted, nothing runs again."""
+    assert cp(capsys, "plan", quickstart, "--out", quickstart / "p.json").code == 0
+    first = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--auto-approve")
+    assert first.code == 0 and "Apply complete" in first.out
+    again = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--auto-approve")
+    assert again.code == 0 and "applied already" in again.out and "resumed" not in again.out
+    doc = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--json").json()
+    assert doc["alreadyApplied"] and not doc["resumed"] and doc["actions"] == [] and doc["ok"]
+    # a filter that matches nothing says so; a limit below one is a usage error
+    none = cp(capsys, "history", quickstart, "--workload", "nlp/nope")
+    assert none.code == 0 and "No applied actions for nlp/nope." in none.out
+    assert cp(capsys, "history", quickstart, "--limit", "0").code == 2

@@ -27,7 +27,7 @@ from controlplane.errors import PlanNotFoundError
 def history(
     spec_dir: DirArg = Path("."),
     workload: Annotated[str | None, typer.Option(help="only this project/name")] = None,
-    limit: Annotated[int, typer.Option(help="newest N")] = 50,
+    limit: Annotated[int, typer.Option(help="newest N", min=1)] = 50,
     verify: Annotated[
         bool,
         typer.Option(
@@ -72,7 +72,8 @@ def history(
     if as_json:
         sys.stdout.write(json.dumps(history_json(rows), indent=2) + "\n")
     elif not rows:
-        out.print("No actions applied yet.")
+        # a workload may have left the specs and still have a past: no spec check here
+        out.print(f"No applied actions for {workload}." if workload else "No actions applied yet.")
     else:
         print_history(out, rows)
 

@@ -22,6 +22,12 @@ def outcome_line(console: Console, o: ActionOutcome) -> None:
 
 
 def verdict(console: Console, report: ApplyReport) -> None:
+    if report.already_applied:
+        console.print(
+            f"Nothing to do: plan {report.plan_id} was applied already "
+            f"(`cp show {report.plan_id}` lists what it did)."
+        )
+        return
     done = sum(o.status == "done" for o in report.outcomes)
     head = "[green]Apply complete[/]" if report.ok else "[red]Apply stopped[/]"
     console.print(
@@ -40,6 +46,7 @@ def apply_json(
         return {
             "plan": plan_id,
             "resumed": False,
+            "alreadyApplied": False,
             "ok": not declined,
             "actions": [],
             "message": "apply cancelled: nothing was done"
@@ -49,6 +56,7 @@ def apply_json(
     return {
         "plan": plan_id,
         "resumed": report.resumed,
+        "alreadyApplied": report.already_applied,
         "ok": report.ok,
         "actions": [
             {
