@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 from controlplane import inventory, workflow
-from controlplane.cli.app import DbOpt, JsonOpt, NowOpt, app, examples, load, out, write_json
+from controlplane.cli.app import (
+    DbOpt,
+    JsonOpt,
+    NowOpt,
+    ObservedOpt,
+    app,
+    examples,
+    load,
+    out,
+    write_json,
+)
 from controlplane.cli.views.clusters import describe_job, jobs_json
 from controlplane.cli.views.explain import explain_json, print_explain
 from controlplane.errors import WorkloadNotFoundError
@@ -25,7 +35,7 @@ from specs.diagnostics import name_hint
 def explain(
     workload: Annotated[str, typer.Argument(help="PROJECT/NAME")],
     spec_dir: Annotated[Path, typer.Option("--dir", help="spec directory")] = Path("."),
-    observed: Annotated[Path | None, typer.Option()] = None,
+    observed: ObservedOpt = None,
     as_json: JsonOpt = False,
     now: NowOpt = None,
     db: DbOpt = None,

@@ -192,7 +192,7 @@ def plan_cmd(
 @app.command(epilog=examples("cp status examples/quickstart", "cp status . --json"))
 def status(
     spec_dir: DirArg = Path("."),
-    observed: Annotated[Path | None, typer.Option()] = None,
+    observed: ObservedOpt = None,
     as_json: JsonOpt = False,
     now: NowOpt = None,
     db: DbOpt = None,

@@ -78,3 +78,25 @@ def test_the_readme_documents_every_command_with_an_example() -> None:
         command = f"cp {' '.join(path)}"
         assert any(row.startswith(f"| `{command}") for row in rows), f"{command}: no table row"
         assert any(line.startswith(f"{command} ") for line in block), f"{command}: no example"
+
+
+def test_every_option_says_what_it_does() -> None:
+    """`cp status --help` listed --observed with no words at all."""
+    import click
+    import typer
+
+    from controlplane.cli.app import app
+
+    root = typer.main.get_command(app)
+    silent = []
+    for path in COMMAND_PATHS:
+        command: click.Command = root
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        silent += [
+            f"cp {' '.join(path)} {param.opts[0]}"
+            for param in command.params
+            if isinstance(param, click.Option) and not param.hidden and not param.help
+        ]
+    assert silent == []
