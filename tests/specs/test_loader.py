@@ -385,19 +385,20 @@ spec: {project: chem, command: !Ref [x]}
     assert any("refers to a node that contains it" in m for m in found.values())
 
 
-def test_self_merging_and_very_deep_documents_are_diagnosed(repo: Path) -> None:
-    # deeper than the pure-Python composer can recurse, within what libyaml reads
-    deep = "[" * 900 + "]" * 900
-    write(
-        repo,
-        "w.yaml",
-        f"""\
+def _deep(depth: int, metadata: str = "name: x", more: str = "") -> str:
+    """A workload whose command nests ``depth`` flow sequences, on line 4."""
+    deep = "[" * depth + "]" * depth
+    return f"""\
 apiVersion: controlplane/v1
 kind: Workload
-metadata: {{name: x, labels: &x {{<<: *x, a: b}}}}
-spec: {{project: chem, command: {deep}, gpus: 1, gpus: 2}}
-""",
-    )
+metadata: {{{metadata}}}
+spec: {{project: chem, command: {deep}{more}}}
+"""
+
+
+def test_self_merging_and_very_deep_documents_are_diagnosed(repo: Path) -> None:
+    # deeper than the pure-Python composer can recurse, within what libyaml reads
+    write(repo, "w.yaml", _deep(900, "name: x, labels: &x {<<: *x, a: b}", ", gpus: 1, gpus: 2"))
     messages = [d.message for d in errors(repo)]
     assert "an alias refers to a node that contains it" in messages
     assert "nested deeper than 100 levels" in messages
@@ -408,17 +409,7 @@ def test_a_document_nested_beyond_libyaml_s_limit_is_an_error_at_its_line(repo: 
     """libyaml (PyYAML >= 6.0.4 bundles it so) refuses to nest deeper than 1,000 levels:
     a syntax error at the document's line; older builds read it and the loader's own
     depth check names the same line."""
-    deep = "[" * 1500 + "]" * 1500
-    write(
-        repo,
-        "w.yaml",
-        f"""\
-apiVersion: controlplane/v1
-kind: Workload
-metadata: {{name: x}}
-spec: {{project: chem, command: {deep}}}
-""",
-    )
+    write(repo, "w.yaml", _deep(1500))
     found = [d for d in errors(repo) if d.path.endswith("w.yaml")]
     assert found and all(d.line == 4 for d in found), [str(d) for d in found]
     assert any("nest" in d.message for d in found), [str(d) for d in found]
