@@ -52,10 +52,14 @@ def pending_reasons(
         shape = (tuple(job.pools), job.gpus, job.min_replicas)
         if shape not in capacity:
             capacity[shape] = _no_capacity(job, blocks)
+        over_np = _np_over_deserved(problem, base, job, need, new_np, np_room)
+        if over_np is not None and any(  # never fits in deserved: no limit is the reason
+            need > problem.queues[q].deserved for q in chain(problem, job.queue)
+        ):
+            out[key] = over_np
+            continue
         out[key] = (
-            _over_limit(problem, base, job, need, new, limit_room)
-            or _np_over_deserved(problem, base, job, need, new_np, np_room)
-            or capacity[shape]
+            _over_limit(problem, base, job, need, new, limit_room) or over_np or capacity[shape]
         )
     return out
 

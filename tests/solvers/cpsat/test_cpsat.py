@@ -271,6 +271,24 @@ def test_nonpreemptible_work_stays_within_deserved_on_every_level() -> None:
     assert "department d" in result.pending["x/np-two"].message
 
 
+def test_both_engines_say_non_preemptible_work_above_deserved_waits_for_that() -> None:
+    """x deserves 8, may hold 12 and runs 8: a 12-GPU service is over the limit today, but
+    it waits because 12 non-preemptible GPUs never fit in 8 (not because of the limit)."""
+    p = problem(
+        [pool("a", 8)],
+        [node(f"a-{i}", "a", capacity=8) for i in range(3)],
+        [project("x", deserved=8, limit=12)],
+        [
+            job("train", "x", gpus=8, placed=("a-0",)),
+            job("serve", "x", gpus=4, replicas=3, priority=125, preemptible=False),
+        ],
+    )
+    greedy = allocate(Session.open(p))
+    result = solve(p, Session.open(p), TEST_POLICY, greedy=greedy.grants)
+    for engine in (greedy.pending, result.pending):
+        assert engine["x/serve"].code == ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED
+
+
 def test_limits_hold_on_every_level() -> None:
     p = problem(
         [pool("a", 8)],
