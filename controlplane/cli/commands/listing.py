@@ -108,7 +108,7 @@ def get(
     rows: list[Any]
     if what == "workloads":
         rows = [r for r in inventory.workloads(desired, snap, plan) if _of(project, r.project)]
-        rows = _with_state(rows, state, inventory.STATES, lambda r: r.state)
+        rows = _with_state(rows, state and state.lower(), inventory.STATES, lambda r: r.state)
     elif what == "jobs":
         rows = [r for r in inventory.jobs(snap) if _owned(project, r.workload)]
         states = tuple(s.value for s in JobState)
@@ -119,7 +119,7 @@ def get(
             theirs = {j.id for j in inventory.jobs(snap) if _owned(project, j.workload)}
             rows = [r for r in rows if theirs & set(r.jobs)]
         states = ("idle", "mixed", "allocated", "down", "drain")
-        rows = _with_state(rows, state, states, lambda r: r.state)
+        rows = _with_state(rows, state and state.lower(), states, lambda r: r.state)
     else:
         if state is not None:
             raise typer.BadParameter("applies to workloads, jobs and nodes", param_hint="--state")

@@ -112,6 +112,9 @@ def test_filters(world: tuple[Path, Path], capsys: Capsys) -> None:
         "13",
     ]
     assert [n["name"] for n in items(capsys, world, "nodes", "--state", "down")] == ["v100-08"]
+    # states are matched whatever their case, as for jobs (PENDING, pending)
+    assert [n["name"] for n in items(capsys, world, "nodes", "--state", "DOWN")] == ["v100-08"]
+    assert [w["name"] for w in items(capsys, world, "wl", "--state", "Running")] == ["chem/runner"]
     assert [n["name"] for n in items(capsys, world, "nodes", "--project", "chem")] == ["a100-01"]
     assert [d["name"] for d in items(capsys, world, "departments", "--project", "bio")] == [
         "science"
