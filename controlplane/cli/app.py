@@ -30,7 +30,7 @@ from controlplane.cli import completion
 from controlplane.cli.progress import Spinner
 from controlplane.cli.views import problems
 from controlplane.errors import ControlPlaneError
-from specs.diagnostics import SpecError
+from specs.diagnostics import SpecError, sort_diagnostics
 from specs.loader import LoadResult
 
 app = typer.Typer(
@@ -174,6 +174,7 @@ def _root(
 
 
 HELP_OPTIONS = ["-h", "--help"]
+WARNINGS_BESIDE_ERRORS = 20  # spec warnings printed with errors; --json has every one
 
 
 def _tidy_help(command: click.Command) -> None:
@@ -220,8 +221,17 @@ def invoke(args: list[str], argv0: str) -> int:
     except SpecError as exc:
         if as_json:
             write_json(problems.error_json(exc))
-        for d in exc.diagnostics:
+        # the warnings too, as --json lists them, but not so many that the errors drown
+        shown = 0
+        for d in sort_diagnostics([*exc.diagnostics, *exc.warnings]):
+            if d.severity == "warning":
+                shown += 1
+                if shown > WARNINGS_BESIDE_ERRORS:
+                    continue
             err.print(str(d), highlight=False, soft_wrap=True, markup=False)
+        if shown > WARNINGS_BESIDE_ERRORS:
+            left = shown - WARNINGS_BESIDE_ERRORS
+            err.print(f"… and {left:,} more warnings (--json lists them all)", highlight=False)
         err.print(f"[red]{problems.spec_error_summary(exc)}[/]", highlight=False)
         code = 1
     except (ControlPlaneError, AdapterError) as exc:

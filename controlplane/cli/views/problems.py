@@ -28,8 +28,9 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
 
 
 def spec_error_summary(exc: SpecError) -> str:
-    n = len(exc.diagnostics)
-    return f"{n} error{'s' if n != 1 else ''} in the specs; nothing was planned or applied"
+    n, w = len(exc.diagnostics), len(exc.warnings)
+    also = f" (and {w:,} warning{'s' if w != 1 else ''})" if w else ""
+    return f"{n:,} error{'s' if n != 1 else ''} in the specs{also}; nothing was planned or applied"
 
 
 def error_json(exc: BaseException, *, kind: str | None = None) -> dict[str, Any]:

@@ -52,3 +52,24 @@ def test_a_sealed_plan_file_does_not_carry_them(specs: Path, capsys: Capsys) -> 
     assert res.json()["warnings"]
     assert '"warnings"' not in (specs / "p.json").read_text()
     assert cp(capsys, "apply", specs / "p.json", "--dir", specs, "--json").code == 0
+
+
+def test_with_errors_the_warnings_are_shown_too(specs: Path, capsys: Capsys) -> None:
+    """The JSON document listed them beside the errors; the text showed errors only."""
+    (specs / "bad.yaml").write_text(dump(workload("x", "chem", gpus=1, replicas=0)))
+    for command in (["validate"], ["plan"]):
+        human = cp(capsys, *command, specs)
+        assert human.code == 1
+        assert sum(": warning: " in x for x in human.err.splitlines()) == 2, human.err
+        assert sum(": error: " in x for x in human.err.splitlines()) == 1, human.err
+        assert "1 error in the specs (and 2 warnings)" in human.err
+
+
+def test_beside_errors_at_most_twenty_warnings_are_printed(specs: Path, capsys: Capsys) -> None:
+    (specs / "other.yaml").write_text("---\n{}\n" * 30)  # 30 "not a controlplane document"
+    (specs / "bad.yaml").write_text(dump(workload("x", "chem", gpus=1, replicas=0)))
+    human = cp(capsys, "validate", specs)
+    assert human.code == 1
+    assert sum(": warning: " in x for x in human.err.splitlines()) == 20, human.err
+    assert "… and 12 more warnings (--json lists them all)" in human.err
+    assert "1 error in the specs (and 32 warnings)" in human.err
