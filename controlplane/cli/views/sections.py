@@ -32,12 +32,13 @@ class Section:
     note: str = ""  # a line under the title, before the table
     open: bool = False  # shown unfolded: what a reviewer must not miss
 
-    def head(self) -> str:
+    def head(self, table: bool = True) -> str:
+        """The title and note, then the table's head (``table``: some rows follow)."""
         align = list(self.align) or ["---"] * len(self.columns)
         return (
             f"<details{' open' if self.open else ''}><summary>{self.title}</summary>\n\n"
             + (f"{self.note}\n\n" if self.note else "")
-            + f"| {' | '.join(self.columns)} |\n|{'|'.join(align)}|\n"
+            + (f"| {' | '.join(self.columns)} |\n|{'|'.join(align)}|\n" if table else "")
         )
 
     @staticmethod
@@ -90,7 +91,7 @@ def _share(budget: int, sizes: list[list[int]]) -> list[int]:
 def _assemble(top: str, sections: Sequence[Section], counts: list[int], note: str) -> str:
     parts = [top, note]
     for s, shown in zip(sections, counts, strict=True):
-        parts.append(s.head())
+        parts.append(s.head(table=shown > 0 or not s.rows))  # no empty table over "… N more"
         parts.extend(f"{row}\n" for row in s.rows[:shown])
         parts.append(Section.tail(len(s.rows) - shown, s.noun))
     return "".join(parts)

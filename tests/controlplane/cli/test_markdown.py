@@ -124,3 +124,18 @@ def test_small_sections_stay_whole_when_a_big_one_is_cut() -> None:
     text = render("top\n\n", [big, small], max_chars=20_000)
     assert len(re.findall(r"^\| 0-\d+ \|", text, re.M)) == 5, "the small one whole"
     assert "more of section 0" not in text and "more of section 1" in text
+
+
+def test_a_section_cut_to_no_rows_shows_no_empty_table() -> None:
+    """Its title and how many rows were left out, not a table head with nothing under it."""
+    long = Section(
+        title="Spec warnings (3)",
+        columns=["where", "warning"],
+        noun="warnings",
+        rows=[f"| w{i} | {'x' * 3000} |" for i in range(3)],
+    )
+    small = _sections([3])[0]
+    text = render("top\n\n", [small, long], max_chars=2_500)
+    assert "<summary>Spec warnings (3)</summary>" in text
+    assert "… and 3 more warnings" in text and "| where | warning |" not in text
+    assert "| row | text |" in text  # the section with rows keeps its table
