@@ -55,17 +55,20 @@ class WatchOptions:
 
 @dataclass(frozen=True)
 class Cycle:
-    """One cycle's outcome: its line, and whether it failed (failures back off)."""
+    """One cycle's outcome: its line, and whether it failed (failures back off, but for
+    one that still reconciled the clusters that answered: they are not made to wait)."""
 
     line: str
     failed: bool = False
+    partial: bool = False  # failed for some clusters only: the interval stays as it is
 
 
 class Watcher:
     def __init__(self, spec_dir: Path, options: WatchOptions, log: Callable[[str], None]) -> None:
         self.spec_dir, self.options, self.log = spec_dir, options, log
         self.stopping = threading.Event()
-        self.failures = 0
+        self.failures = 0  # cycles in a row that failed and reconciled nothing
+        self.failed = False  # whether the latest cycle failed, even partly (--once)
         self.cycles = 0
         self._blocked: str | None = None  # why the prune guard held the last plan back
 
@@ -83,7 +86,8 @@ class Watcher:
             if self.stopping.is_set():
                 break
             outcome = self.cycle()
-            self.failures = self.failures + 1 if outcome.failed else 0
+            self.failed = outcome.failed
+            self.failures = self.failures + 1 if outcome.failed and not outcome.partial else 0
             delay = self.delay()
             retry = f"; retrying in {delay:g}s" if outcome.failed and not once else ""
             self.log(outcome.line + retry)
@@ -123,6 +127,8 @@ class Watcher:
         head = f"{_stamp()} cycle {self.cycles}:"
         try:
             loaded = workflow.load(self.spec_dir)
+            if not loaded.desired.clusters:  # a wrong directory, or one emptied by mistake
+                return Cycle(f"{head} no clusters in the specs; nothing planned", failed=True)
             if self.options.auto_approve:
                 plan, report = workflow.apply_specs(
                     self.spec_dir,
@@ -145,7 +151,9 @@ class Watcher:
             return Cycle(f"{head} {exc}", failed=True)
         summary = _summary(plan)
         # a cluster that did not answer was not reconciled: the cycle says so and fails
-        # (the loop backs off, --once exits 1); the clusters that answered were planned
+        # (--once exits 1); the clusters that answered were, and unless none did, the
+        # loop keeps its interval for them
+        partial = len(plan.unreachable) < len(loaded.desired.clusters)
         down = "".join(
             f"; unreachable: {name} ({error})" for name, error in sorted(plan.unreachable.items())
         )
@@ -155,9 +163,14 @@ class Watcher:
                 return Cycle(
                     f"{head} plan {plan.id}: {summary}; NOT applied: {blocked}{down}",
                     failed=bool(down),
+                    partial=partial,
                 )
             verb = "nothing to apply" if plan.empty else "not applied (no --auto-approve)"
-            return Cycle(f"{head} plan {plan.id}: {summary}; {verb}{down}", failed=bool(down))
+            return Cycle(
+                f"{head} plan {plan.id}: {summary}; {verb}{down}",
+                failed=bool(down),
+                partial=partial,
+            )
         done = sum(o.status == "done" for o in report.outcomes)
         state = (
             "stopped on request"
@@ -168,6 +181,7 @@ class Watcher:
             f"{head} plan {plan.id}: {summary}; {state}: {done} done, "
             f"{len(report.failed)} failed{down}",
             failed=not report.ok or bool(down),
+            partial=report.ok and partial,
         )
 
     def _guard(self, plan: Plan, observed: Snapshot) -> bool:

@@ -372,6 +372,7 @@ def test_a_plan_applied_twice_says_it_was_applied_already(
     assert first.code == 0 and "Apply complete" in first.out
     again = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--auto-approve")
     assert again.code == 0 and "applied already" in again.out and "resumed" not in again.out
+    assert f"--dir {quickstart}" in " ".join(again.out.split())  # the store is there
     doc = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--json").json()
     assert doc["alreadyApplied"] and not doc["resumed"] and doc["actions"] == [] and doc["ok"]
     # a filter that matches nothing says so; a limit below one is a usage error

@@ -8,6 +8,7 @@ and a plan made while ``far`` was down is stale once it answers.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -24,6 +25,7 @@ from controlplane.observe import observe
 from controlplane.placeholders import Fate, judge
 from controlplane.reconcile import plan
 from controlplane.store import Store
+from controlplane.watch import Watcher, WatchOptions
 from specs.actions import Action, Op, ReasonCode
 from specs.desired import DesiredState
 from specs.snapshot import ClusterState, Snapshot, observed_digest
@@ -259,6 +261,14 @@ def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: P
     planned = subprocess.run([CP, "plan", str(specs)], capture_output=True, text=True, timeout=120)
     assert planned.returncode == 0, planned.stderr
     assert "unreachable" in planned.stdout and "match the specs" not in planned.stdout
+    applied = subprocess.run(
+        [CP, "apply", str(specs), "--json", "--auto-approve"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    doc = json.loads(applied.stdout)
+    assert list(doc["unreachable"]) == ["k"] and "match the specs" not in doc["message"]
     watched = subprocess.run(
         [CP, "watch", str(specs), "--once", "--quiet", "0"],
         capture_output=True,
@@ -267,3 +277,27 @@ def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: P
     )
     assert watched.returncode == 1, watched.stdout + watched.stderr
     assert "unreachable: k (" in watched.stdout, watched.stdout
+
+
+def test_watch_keeps_its_interval_while_some_cluster_still_answers(tmp_path: Path) -> None:
+    """A cluster down for days must not slow the reconciling of the others to the longest
+    backoff: the cycle fails (for --once) but only a cycle that reconciled nothing backs
+    off. With no cluster left at all, nothing is planned and the cycle fails."""
+    k8s = refused_kubeconfig(tmp_path)
+    docs = [
+        cluster("k", adapter="kubernetes", pools=[pool(nodes=1)], kubernetes=k8s),
+        project("p"),
+        workload("w", "p", clusters=["k"]),
+    ]
+    lines: list[str] = []
+    for extra, backs_off in (([cluster("sim")], False), ([], True)):
+        specs = write_specs(tmp_path / f"s{len(extra)}", docs + extra)
+        watcher = Watcher(specs, WatchOptions(quiet=0, auto_approve=True), lines.append)
+        watcher.run(once=True)
+        assert watcher.failed and "unreachable: k (" in lines[-1], lines[-1]
+        assert watcher.failures == (1 if backs_off else 0), lines[-1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    watcher = Watcher(empty, WatchOptions(quiet=0), lines.append)
+    watcher.run(once=True)
+    assert watcher.failed and "no clusters in the specs" in lines[-1]

@@ -106,7 +106,7 @@ def apply(
         )
         if maybe is None:
             if as_json:
-                write_json(apply_json(plan.id, None))
+                write_json(apply_json(plan.id, None, unreachable=plan.unreachable))
             return
         report = maybe
     else:
@@ -119,9 +119,9 @@ def apply(
             err.print("[yellow]warning:[/] the specs changed since this plan was made")
         report = workflow.apply_saved(plan, spec_dir, loaded, now=now, db=db, progress=progress)
     if as_json:
-        write_json(apply_json(plan.id, report))
+        write_json(apply_json(plan.id, report, unreachable=plan.unreachable))
     else:
-        verdict(out, report)
+        verdict(out, report, spec_dir if target.is_file() else target)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -224,5 +224,5 @@ def watch(
         )
     )
     watcher.run(changes, once=once)
-    if once and watcher.failures:
+    if once and watcher.failed:
         raise typer.Exit(1)  # cron and CI see a failed cycle

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from controlplane.apply import ActionOutcome, ApplyReport
 
@@ -21,11 +25,15 @@ def outcome_line(console: Console, o: ActionOutcome) -> None:
     )
 
 
-def verdict(console: Console, report: ApplyReport) -> None:
+def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None) -> None:
     if report.already_applied:
+        show = f"cp show {report.plan_id}"
+        if spec_dir is not None and spec_dir.resolve() != Path.cwd().resolve():
+            show += f" --dir {shlex.quote(str(spec_dir))}"
         console.print(
             f"Nothing to do: plan {report.plan_id} was applied already "
-            f"(`cp show {report.plan_id}` lists what it did)."
+            f"(`{escape(show)}` lists what it did).",
+            highlight=False,
         )
         return
     done = sum(o.status == "done" for o in report.outcomes)
@@ -38,26 +46,37 @@ def verdict(console: Console, report: ApplyReport) -> None:
 
 
 def apply_json(
-    plan_id: str, report: ApplyReport | None, *, declined: bool = False
+    plan_id: str,
+    report: ApplyReport | None,
+    *,
+    declined: bool = False,
+    unreachable: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The apply as one document; ``report`` None: the plan had nothing to do, or (with
-    ``declined``) the user said no."""
+    ``declined``) the user said no. ``unreachable``: the plan's clusters that did not
+    answer (nothing was checked or done there)."""
+    down = dict(unreachable or {})
     if report is None:
+        nothing = (
+            "no changes on the clusters that answered"
+            if down
+            else ("no changes: the clusters match the specs")
+        )
         return {
             "plan": plan_id,
             "resumed": False,
             "alreadyApplied": False,
             "ok": not declined,
             "actions": [],
-            "message": "apply cancelled: nothing was done"
-            if declined
-            else "no changes: the clusters match the specs",
+            "unreachable": down,
+            "message": "apply cancelled: nothing was done" if declined else nothing,
         }
     return {
         "plan": plan_id,
         "resumed": report.resumed,
         "alreadyApplied": report.already_applied,
         "ok": report.ok,
+        "unreachable": down,
         "actions": [
             {
                 "seq": o.seq,
