@@ -89,7 +89,10 @@ def _np_over_deserved(
 ) -> Reason | None:
     if job.preemptible:
         return None
-    for qid in chain(problem, job.queue):
+    # a queue whose deserved the ask alone exceeds holds it whatever runs: named first
+    queues = chain(problem, job.queue)
+    forever = [q for q in queues if need > problem.queues[q].deserved]
+    for qid in forever + [q for q in queues if q not in forever]:
         if new_np[qid] + need > np_room[qid]:
             held = base.alloc_np.get(qid, 0) + new_np[qid]
             return reasons.non_preemptible_over_deserved(problem.queues[qid], held, need)

@@ -293,9 +293,10 @@ def check_limits(s: Session, job: JobRequest, gpus: int) -> Reason | None:
     if found is None:
         return None
     kind, q = found
-    if kind == "limit" and not job.preemptible:
+    if q is not None and not job.preemptible:
         # non-preemptible work asking more than a deserved quota never starts, whatever
-        # runs: that is the reason to give, not a limit that other work fills today
+        # runs: that queue is the reason to give, not a limit or a deserved quota that
+        # other work fills today
         forever = next((c for c in s.chain(job.queue) if gpus > c.deserved), None)
         if forever is not None:
             return reasons.non_preemptible_over_deserved(forever, s.alloc_np[forever.id], gpus)

@@ -289,6 +289,30 @@ def test_both_engines_say_non_preemptible_work_above_deserved_waits_for_that() -
         assert engine["x/serve"].code == ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED
 
 
+def test_both_engines_name_the_queue_whose_deserved_the_ask_alone_exceeds() -> None:
+    """d deserves 5, its project x 8 (limit 12); x runs 8 + 4 non-preemptible. A 6-GPU
+    service waits on d, which it exceeds alone; x, which 6 would fit, is not named."""
+    p = problem(
+        [pool("a", 8)],
+        [node(f"a-{i}", "a", capacity=8) for i in range(3)],
+        [
+            department("d", deserved=5, children=("x",)),
+            project("x", deserved=8, limit=12, department="d"),
+        ],
+        [
+            job("train", "x", gpus=8, placed=("a-0",)),
+            job("shell", "x", gpus=4, priority=100, preemptible=False, placed=("a-1",)),
+            job("serve", "x", gpus=6, priority=125, preemptible=False),
+        ],
+    )
+    greedy = allocate(Session.open(p))
+    result = solve(p, Session.open(p), TEST_POLICY, greedy=greedy.grants)
+    for engine in (greedy.pending, result.pending):
+        reason = engine["x/serve"]
+        assert reason.code == ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED
+        assert "department d" in reason.message, reason.message
+
+
 def test_limits_hold_on_every_level() -> None:
     p = problem(
         [pool("a", 8)],
