@@ -114,6 +114,7 @@ _NAME_RULE = (
     "use 1-63 lowercase letters, digits, '-', '_' or '.', "
     "starting and ending with a letter or digit"
 )
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}  # booleans in YAML 1.1, text in 1.2
 _SHAPES = {
     "model_type": "a mapping",
     "model_attributes_type": "a mapping",
@@ -215,7 +216,10 @@ def _issue(err: ErrorDetails, loc: Loc, at_key: bool, raw: object, model: type[B
         return Issue(loc, f"{_show(value)} is not one of {', '.join(options)}{hint}")
     if kind in _SHAPES or kind.endswith(("_parsing", "_type")) or kind == "int_from_float":
         expected = _SHAPES.get(kind) or _expected_from(kind)
-        return Issue(loc, f"expected {expected}, got {_show(value)}", at_key=at_key)
+        hint = ""
+        if kind == "bool_type" and isinstance(value, str) and value.lower() in _YAML11_BOOLS:
+            hint = "; YAML 1.2 reads yes, no, on and off as text: write true or false"
+        return Issue(loc, f"expected {expected}, got {_show(value)}{hint}", at_key=at_key)
     bounds = {
         "greater_than_equal": ("at least", "ge"),
         "greater_than": ("greater than", "gt"),
@@ -264,6 +268,8 @@ def _expected_from(kind: str) -> str:
 def _show(value: object) -> str:
     if value is None:
         return "nothing (null)"
+    if isinstance(value, bool):  # as the file spells it
+        return "true" if value else "false"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):

@@ -640,8 +640,12 @@ spec:
     assert found == {
         "spec.gpus": (6, "expected a whole number, got '2'"),
         "spec.replicas": (7, "expected a whole number, got 1.0"),
-        "spec.priority": (8, "expected a whole number, got True"),
-        "spec.preemptible": (9, "expected true or false, got 'yes'"),
+        "spec.priority": (8, "expected a whole number, got true"),
+        "spec.preemptible": (
+            9,
+            "expected true or false, got 'yes'; YAML 1.2 reads yes, no, on and off as text: "
+            "write true or false",
+        ),
     }
 
 
@@ -653,3 +657,23 @@ def test_a_directory_without_specs_is_warned_about(tmp_path: Path) -> None:
         "no spec documents here (YAML files of apiVersion controlplane/v1)",
     ) in [(d.severity, d.message.split(":")[0]) for d in loaded.warnings]
     assert not loaded.desired.clusters and not loaded.desired.workloads
+
+
+def test_the_cache_key_covers_every_module_a_document_is_validated_by() -> None:
+    """A cached file is trusted as valid: any module the spec models import must change
+    the key when it changes (fields.py, with every bound, was left out)."""
+    import ast
+
+    from specs import cache
+
+    root = Path(loader.__file__).parent
+    todo, seen = ["models.py"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse((root / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specs."):
+                todo.append(node.module.removeprefix("specs.") + ".py")  # type: ignore[union-attr]
+    assert seen <= set(cache._SALTED_MODULES), seen - set(cache._SALTED_MODULES)
