@@ -231,7 +231,8 @@ def invoke(args: list[str], argv0: str) -> int:
             err.print(str(d), highlight=False, soft_wrap=True, markup=False)
         if shown > WARNINGS_BESIDE_ERRORS:
             left = shown - WARNINGS_BESIDE_ERRORS
-            err.print(f"… and {left:,} more warnings (--json lists them all)", highlight=False)
+            more = f"{left:,} more warning{'s' if left != 1 else ''}"
+            err.print(f"… and {more} (--json lists them all)", highlight=False)
         err.print(f"[red]{problems.spec_error_summary(exc)}[/]", highlight=False)
         code = 1
     except (ControlPlaneError, AdapterError) as exc:
