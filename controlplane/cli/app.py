@@ -222,15 +222,10 @@ def invoke(args: list[str], argv0: str) -> int:
         if as_json:
             write_json(problems.error_json(exc))
         # the warnings too, as --json lists them, but not so many that the errors drown
-        shown = 0
-        for d in sort_diagnostics([*exc.diagnostics, *exc.warnings]):
-            if d.severity == "warning":
-                shown += 1
-                if shown > WARNINGS_BESIDE_ERRORS:
-                    continue
+        first = sort_diagnostics(exc.warnings)[:WARNINGS_BESIDE_ERRORS]
+        for d in sort_diagnostics([*exc.diagnostics, *first]):
             err.print(str(d), highlight=False, soft_wrap=True, markup=False)
-        if shown > WARNINGS_BESIDE_ERRORS:
-            left = shown - WARNINGS_BESIDE_ERRORS
+        if (left := len(exc.warnings) - len(first)) > 0:
             more = f"{left:,} more warning{'s' if left != 1 else ''}"
             err.print(f"… and {more} (--json lists them all)", highlight=False)
         err.print(f"[red]{problems.spec_error_summary(exc)}[/]", highlight=False)

@@ -52,14 +52,21 @@ def pending_reasons(
         shape = (tuple(job.pools), job.gpus, job.min_replicas)
         if shape not in capacity:
             capacity[shape] = _no_capacity(job, blocks)
-        over_np = _np_over_deserved(problem, base, job, need, new_np, np_room)
-        if over_np is not None and any(  # never fits in deserved: no limit is the reason
-            need > problem.queues[q].deserved for q in chain(problem, job.queue)
-        ):
-            out[key] = over_np
+        forever = (
+            None
+            if job.preemptible
+            else reasons.beyond_deserved(
+                (problem.queues[q] for q in chain(problem, job.queue)), need
+            )
+        )
+        if forever is not None:
+            held = base.alloc_np.get(forever.id, 0) + new_np[forever.id]
+            out[key] = reasons.non_preemptible_over_deserved(forever, held, need)
             continue
         out[key] = (
-            _over_limit(problem, base, job, need, new, limit_room) or over_np or capacity[shape]
+            _over_limit(problem, base, job, need, new, limit_room)
+            or _np_over_deserved(problem, base, job, need, new_np, np_room)
+            or capacity[shape]
         )
     return out
 
@@ -89,10 +96,7 @@ def _np_over_deserved(
 ) -> Reason | None:
     if job.preemptible:
         return None
-    # a queue whose deserved the ask alone exceeds holds it whatever runs: named first
-    queues = chain(problem, job.queue)
-    forever = [q for q in queues if need > problem.queues[q].deserved]
-    for qid in forever + [q for q in queues if q not in forever]:
+    for qid in chain(problem, job.queue):
         if new_np[qid] + need > np_room[qid]:
             held = base.alloc_np.get(qid, 0) + new_np[qid]
             return reasons.non_preemptible_over_deserved(problem.queues[qid], held, need)

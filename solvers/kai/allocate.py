@@ -294,10 +294,7 @@ def check_limits(s: Session, job: JobRequest, gpus: int) -> Reason | None:
         return None
     kind, q = found
     if q is not None and not job.preemptible:
-        # non-preemptible work asking more than a deserved quota never starts, whatever
-        # runs: that queue is the reason to give, not a limit or a deserved quota that
-        # other work fills today
-        forever = next((c for c in s.chain(job.queue) if gpus > c.deserved), None)
+        forever = reasons.beyond_deserved(s.chain(job.queue), gpus)
         if forever is not None:
             return reasons.non_preemptible_over_deserved(forever, s.alloc_np[forever.id], gpus)
     if q is None:

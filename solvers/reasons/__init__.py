@@ -36,6 +36,7 @@ from solvers.reasons.started import (
     started_short,
 )
 from solvers.reasons.waiting import (
+    beyond_deserved,
     candidates_waiting,
     cluster_unreachable,
     counted_once,
@@ -62,6 +63,7 @@ from solvers.reasons.words import (
 )
 
 __all__ = [
+    "beyond_deserved",
     "candidates_waiting",
     "change_does_not_fit",
     "change_waits_for_min_runtime",

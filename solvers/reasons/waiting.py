@@ -3,7 +3,7 @@ retries, the clusters' own queues, a cluster that did not answer."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -29,6 +29,13 @@ def over_limit(q: Queue, held: float, need: float, note: str = "") -> Reason:
             f"{gpus(q.limit)}{note}"
         ),
     )
+
+
+def beyond_deserved(chain: Iterable[Queue], need: float) -> Queue | None:
+    """The first queue of ``chain`` whose deserved quota a non-preemptible ask of ``need``
+    exceeds on its own: it never starts there whatever runs, so that queue is the reason
+    to name (both engines), not a limit or a deserved quota other work fills today."""
+    return next((q for q in chain if need > q.deserved), None)
 
 
 def non_preemptible_over_deserved(q: Queue, held_np: float, need: float, note: str = "") -> Reason:

@@ -28,6 +28,7 @@ from controlplane.cli.app import (
     write_json,
 )
 from controlplane.cli.views import plan as plan_view
+from controlplane.cli.views.apply import typed_here
 from controlplane.cli.views.clusters import (
     cluster_rows,
     print_clusters,
@@ -181,9 +182,7 @@ def plan_cmd(
     else:
         plan_view.print_plan(out, plan)
         if out_file:
-            apply_it = f"cp apply {shlex.quote(str(out_file))}"
-            if spec_dir.resolve() != Path.cwd().resolve():  # the plan file holds no specs
-                apply_it += f" --dir {shlex.quote(str(spec_dir))}"
+            apply_it = typed_here(f"cp apply {shlex.quote(str(out_file))}", spec_dir)
             out.print(f"Saved to {out_file}; run [bold]{escape(apply_it)}[/] to carry it out.")
     if detailed_exitcode and not plan.empty:
         raise typer.Exit(2)

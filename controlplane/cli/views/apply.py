@@ -25,11 +25,17 @@ def outcome_line(console: Console, o: ActionOutcome) -> None:
     )
 
 
+def typed_here(command: str, spec_dir: Path | None) -> str:
+    """``command`` as typed from the current directory: with ``--dir`` when the specs are
+    elsewhere (a plan file or a plan id says nothing of where they are)."""
+    if spec_dir is not None and spec_dir.resolve() != Path.cwd().resolve():
+        command += f" --dir {shlex.quote(str(spec_dir))}"
+    return command
+
+
 def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None) -> None:
     if report.already_applied:
-        show = f"cp show {report.plan_id}"
-        if spec_dir is not None and spec_dir.resolve() != Path.cwd().resolve():
-            show += f" --dir {shlex.quote(str(spec_dir))}"
+        show = typed_here(f"cp show {report.plan_id}", spec_dir)
         console.print(
             f"Nothing to do: plan {report.plan_id} was applied already "
             f"(`{escape(show)}` lists what it did).",
@@ -60,7 +66,7 @@ def apply_json(
         nothing = (
             "no changes on the clusters that answered"
             if down
-            else ("no changes: the clusters match the specs")
+            else "no changes: the clusters match the specs"
         )
         return {
             "plan": plan_id,
