@@ -17,6 +17,7 @@ computed once per item is cheaper than a comparison function called per pair.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -63,19 +64,29 @@ def victim_queue_order(
 ) -> QueueKey:
     """Reverse queue order for victims: a queue holding ``allocated`` GPUs of which
     ``taken`` are already (or would be) evicted. The largest key gives first."""
+    return victim_queue_keys(q, allocated=allocated, share=share, rank=rank)(taken)
+
+
+def victim_queue_keys(
+    q: Queue, *, allocated: float, share: float, rank: int
+) -> Callable[[float], QueueKey]:
+    """:func:`victim_queue_order` of one queue as a function of ``taken`` alone, for a
+    search that asks it again after every victim (the rest is fixed while it runs)."""
+    first = (0 if allocated <= q.deserved else 1, -q.priority)
     if share > 0:
-        with_victims, without = (allocated - taken) / share, allocated / share
+        without = allocated / share
+
+        def key(taken: float) -> QueueKey:
+            return (*first, 0, (allocated - taken) / share, without, share, rank)
+
     else:
-        with_victims, without = (allocated - taken) * _NO_SHARE_SCALE, allocated * _NO_SHARE_SCALE
-    return (
-        0 if allocated <= q.deserved else 1,
-        -q.priority,
-        1 if share == 0 and allocated > 0 else 0,
-        with_victims,
-        without,
-        share,
-        rank,
-    )
+        none = 1 if allocated > 0 else 0
+        without = allocated * _NO_SHARE_SCALE
+
+        def key(taken: float) -> QueueKey:
+            return (*first, none, (allocated - taken) * _NO_SHARE_SCALE, without, share, rank)
+
+    return key
 
 
 def job_order(job: JobRequest, placed: int = 0) -> JobKey:

@@ -17,10 +17,11 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from operator import itemgetter
 
 from sortedcontainers import SortedList
 
-from solvers.order import QueueKey, VictimOrder, victim_queue_order
+from solvers.order import QueueKey, VictimOrder, victim_queue_keys
 from solvers.problem import JobRequest, PoolKey, Queue
 from solvers.session import Chunk, Session
 
@@ -41,7 +42,10 @@ class Holders:
         self.shields = shields  # minRuntime shields a young gang (reclaim, preempt)
         # (project, pool) -> its candidates in victim order
         self.lists: dict[tuple[str, PoolKey], SortedList] = defaultdict(SortedList)
-        self.gpus: dict[tuple[str, PoolKey], float] = defaultdict(float)
+        # project -> all its candidates in victim order, and how many it has in each pool
+        self.everywhere: dict[str, SortedList] = defaultdict(SortedList)
+        self.in_pool: dict[str, Counter[PoolKey]] = defaultdict(Counter)
+        self.gpus: dict[PoolKey, Counter[str]] = defaultdict(Counter)  # pool -> project -> GPUs
         self.sizes: dict[str, Counter[float]] = defaultdict(Counter)  # GPUs each job holds
         # (project, pool) -> GPUs its candidates hold per job priority
         self.by_priority: dict[tuple[str, PoolKey], Counter[int]] = defaultdict(Counter)
@@ -59,7 +63,9 @@ class Holders:
         old = self._entry.pop(key, None)
         if old is not None:
             self.lists[job.queue, old[1]].remove(old[0])
-            self.gpus[job.queue, old[1]] -= old[2] * job.gpus
+            self.everywhere[job.queue].remove(old[0])
+            self.in_pool[job.queue][old[1]] -= 1
+            self.gpus[old[1]][job.queue] -= old[2] * job.gpus
             self.sizes[job.queue][old[2] * job.gpus] -= 1
             self.by_priority[job.queue, old[1]][job.priority] -= old[2] * job.gpus
         tasks = s.tasks.get(key, [])
@@ -76,9 +82,20 @@ class Holders:
         entry = (VictimOrder(job, len(tasks)), key)
         self._entry[key] = (entry, pool, len(tasks))
         self.lists[job.queue, pool].add(entry)
-        self.gpus[job.queue, pool] += len(tasks) * job.gpus
+        self.everywhere[job.queue].add(entry)
+        self.in_pool[job.queue][pool] += 1
+        self.gpus[pool][job.queue] += len(tasks) * job.gpus
         self.sizes[job.queue][len(tasks) * job.gpus] += 1
         self.by_priority[job.queue, pool][job.priority] += len(tasks) * job.gpus
+
+    def held(self, pools: set[PoolKey], project_ok: Callable[[str], bool]) -> dict[str, float]:
+        """GPUs the candidates hold in ``pools``, per project ``project_ok`` accepts."""
+        held: dict[str, float] = defaultdict(float)
+        for pool in pools:
+            for qid, gpus in self.gpus.get(pool, {}).items():
+                if gpus > 0 and project_ok(qid):
+                    held[qid] += gpus
+        return held
 
     def below(self, qid: str, pools: set[PoolKey], priority: int) -> float:
         """GPUs the project's candidates of a lower priority hold in ``pools``."""
@@ -100,6 +117,8 @@ class Holders:
         queues = self.s.problem.queues
         return max((self.largest_under(queues[c]) for c in q.children), default=0.0)
 
+
+_first = itemgetter(0)
 
 # a step's test of victims for one waiting job (Disruption.victim_filter): may it take
 # from this project at all, and this running job of one (None: any job of it)
@@ -133,15 +152,17 @@ class VictimQueue:
         self.project_ok, self.job_ok = allowed
         self.pool_list = sorted(pools)
         # where each (project, pool) list is read, its next candidate, each project's next
-        self._reading: dict[tuple[str, PoolKey], Iterator[tuple[VictimOrder, str]]] = {}
-        self._next: dict[tuple[str, PoolKey], tuple[VictimOrder, str] | None] = {}
+        self._reading: dict[tuple[str, PoolKey | None], Iterator[tuple[VictimOrder, str]]] = {}
+        self._next: dict[tuple[str, PoolKey | None], tuple[VictimOrder, str] | None] = {}
         self._heads: dict[str, tuple[VictimOrder, str] | None] = {}
         self.extra: dict[str, list[tuple[VictimOrder, str]]] = defaultdict(list)
         self.left: dict[str, list[str]] = {}  # replicas still offered, once a job is touched
         self.popped: dict[str, float] = defaultdict(float)  # GPUs handed out per project
         self._entry: dict[str, tuple[QueueKey, str] | None] = {}
-        self._pools_of: dict[str, list[PoolKey]] = {}  # a project's pools holding candidates
-        self._queue: dict[str, tuple[Queue, float, float, int]] = {}  # what its key needs
+        # the lists a project's candidates are read from: its pools holding any that the
+        # job may use, or (None) all of them at once where the job may use all those pools
+        self._pools_of: dict[str, list[PoolKey | None]] = {}
+        self._keys: dict[str, Callable[[float], QueueKey]] = {}  # its key, given what it gave
         self._taken: dict[str, float] = {}  # per project: popped + its next candidate's GPUs
         jobs = session.problem.jobs
         for c in recorded:
@@ -168,8 +189,7 @@ class VictimQueue:
         best: tuple[VictimOrder, str] | None = None
         pools = self._pools_of.get(qid)
         if pools is None:
-            lists = self.holders.lists
-            pools = self._pools_of[qid] = [p for p in self.pool_list if lists.get((qid, p))]
+            pools = self._pools_of[qid] = self._lists_of(qid)
         for pool in pools:
             entry = self._static(qid, pool)
             if entry is not None and (best is None or entry[0] < best[0]):
@@ -180,14 +200,25 @@ class VictimQueue:
         self._heads[qid] = best
         return best
 
-    def _static(self, qid: str, pool: PoolKey) -> tuple[VictimOrder, str] | None:
-        """The next candidate the waiting job may take from a (project, pool) list."""
+    def _lists_of(self, qid: str) -> list[PoolKey | None]:
+        held = [p for p, n in self.holders.in_pool.get(qid, Counter()).items() if n > 0]
+        if all(p in self.pools for p in held):
+            return [None] if held else []
+        lists = self.holders.lists
+        return [p for p in self.pool_list if lists.get((qid, p))]
+
+    def _static(self, qid: str, pool: PoolKey | None) -> tuple[VictimOrder, str] | None:
+        """The next candidate the waiting job may take from a (project, pool) list, or
+        from all the project's candidates (``pool`` None)."""
         at = (qid, pool)
         if at in self._next:
             return self._next[at]
         reading = self._reading.get(at)
         if reading is None:
-            entries = self.holders.lists.get(at)
+            holders = self.holders
+            entries = (
+                holders.everywhere.get(qid) if pool is None else holders.lists.get((qid, pool))
+            )
             reading = self._reading[at] = iter(entries if entries is not None else ())
         found, left, job_ok = None, self.left, self.job_ok
         for entry in reading:
@@ -216,14 +247,10 @@ class VictimQueue:
         if q.kind == "project":
             if self._open(qid) and self._head(qid) is not None:
                 leaf = qid
-        else:
-            best: tuple[QueueKey, str] | None = None
+        else:  # the child whose key is largest (siblings' keys never tie: rank is in them)
             entries = self._entry
-            for child in q.children:
-                found = entries[child]
-                if found is not None and (best is None or best[0] < found[0]):
-                    best = found
-            leaf = best[1] if best is not None else None
+            found = [e for e in map(entries.__getitem__, q.children) if e is not None]
+            leaf = max(found, key=_first)[1] if found else None
         self._entry[qid] = (self._victim_key(qid, leaf), leaf) if leaf is not None else None
 
     def _victim_key(self, qid: str, leaf: str) -> QueueKey:
@@ -233,17 +260,13 @@ class VictimQueue:
             assert head is not None
             job = self.s.problem.jobs[head[1]]
             taken = self._taken[leaf] = self.popped[leaf] + len(self._tasks(head[1])) * job.gpus
-        facts = self._queue.get(qid)
-        if facts is None:  # fixed while the search runs (the session is at rest)
+        key = self._keys.get(qid)
+        if key is None:  # fixed while the search runs (the session is at rest)
             s, q = self.s, self.s.problem.queues[qid]
-            facts = self._queue[qid] = (
-                q,
-                s.alloc[qid],
-                s.allocatable_share(q),
-                s.problem.order[qid],
+            key = self._keys[qid] = victim_queue_keys(
+                q, allocated=s.alloc[qid], share=s.allocatable_share(q), rank=s.problem.order[qid]
             )
-        q, allocated, share, rank = facts
-        return victim_queue_order(q, allocated=allocated, taken=taken, share=share, rank=rank)
+        return key(taken)
 
     def pop(self) -> Chunk | None:
         entries, queues = self._entry, self.s.problem.queues
@@ -264,7 +287,8 @@ class VictimQueue:
         if self.extra.get(leaf) and self.extra[leaf][0] is head:
             heapq.heappop(self.extra[leaf])
         else:
-            del self._next[leaf, self.s.pool[key]]
+            whole = self._pools_of[leaf] == [None]
+            del self._next[leaf, None if whole else self.s.pool[key]]
         self._heads.pop(leaf, None)
         self._taken.pop(leaf, None)
         job = self.s.problem.jobs[key]

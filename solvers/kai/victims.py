@@ -252,10 +252,7 @@ class Search:
         allowed = step.victim_filter(job)
         if step.bounded:
             # candidate GPUs per project the job may take from: no other can give any
-            held: dict[str, float] = defaultdict(float)
-            for (qid, pool), gpus in self.holders.gpus.items():
-                if pool in pools and gpus > 0 and allowed[0](qid):
-                    held[qid] += gpus
+            held = self.holders.held(pools, allowed[0])
             largest = {qid: self.holders.largest(qid) for qid in held}
             if free + step.most_taken(job, count, held, largest) < count * job.gpus:
                 return None  # no set of victims could ever free enough: skip the search
