@@ -21,7 +21,7 @@ from solvers import reasons
 from solvers.kai.allocate import Allocator, next_chunk
 from solvers.kai.candidates import Holders, VictimFilter, protected
 from solvers.kai.exhaustive import run_exhaustive
-from solvers.kai.victims import Search, SimulationBudget
+from solvers.kai.victims import Indexes, Search, SimulationBudget
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, PoolKey
 from solvers.session import Grant, Session, Statement
@@ -54,6 +54,8 @@ class Ledger:
     touched: set[str] = field(default_factory=set)  # placed by a step: waits no more
     # placed by a step: which step, and whom it disturbed for them
     helped: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    # the indexes the last step's search left, up to date: the next step may take them over
+    indexes: Indexes | None = None
 
 
 class Disruption:
@@ -154,6 +156,7 @@ class Disruption:
         # per-GPU-type quotas: a queue's order depends on the types a job may use, which
         # the indexed search's closed-form turn order (solvers/kai/turns.py) does not model
         if self.search == "exhaustive" or self.s.per_type:
+            self.ledger.indexes = None  # the session changes beyond what indexes were told
             run_exhaustive(self)
         else:
             self._run_indexed()
@@ -173,7 +176,8 @@ class Disruption:
         ):
             return
         order = Allocator(s, keys=waiting, at_rest=True)
-        search = Search(self, waiting)
+        search = Search(self, waiting, self.ledger.indexes)
+        self.ledger.indexes = None  # until the step is over, the indexes are its own
         # Jobs of one project with the same shape meet the same victims in the same order,
         # so once one of them failed, its twins are not searched again in this step (KAI's
         # scheduling signatures, for identical shapes only); KAI's next cycle, the next
@@ -214,6 +218,7 @@ class Disruption:
             # of the order stands
             for queue in {job.queue, *(jobs[k].queue for k in trial.before)}:
                 order.forget(queue)
+        self.ledger.indexes = search.indexes()
 
     def ask_again(self, order: Allocator, job: JobRequest, again: set[str]) -> None:
         """An elastic job the step grew by one replica takes its turn again in this step,

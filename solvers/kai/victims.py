@@ -20,7 +20,8 @@ it lives here once:
 
 What makes it cheap at thousands of nodes, without changing an answer: the running jobs
 and the waiting ones are indexed once per step and kept up to date as the step commits
-(not collected again for every waiting job), the simulation's order is computed from a
+(not collected again for every waiting job; the next step takes them over where they
+still hold), the simulation's order is computed from a
 few runs per queue (not by popping every waiting job), and a candidate set, or a whole
 search, is skipped when the GPUs it could ever free cannot hold the job (the step's
 ``most_taken``; solvers/kai/reclaim.py), a node's set without even being built when the
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from solvers.kai.allocate import could_fit, next_chunk, pool_room, within_limits
@@ -200,16 +202,40 @@ class NodeBound:
         return total
 
 
-class Search:
-    """KAI's job solver for one disruptive step, over indexes kept for the whole step."""
+@dataclass
+class Indexes:
+    """What a step's search leaves for the next step of the cycle: its candidate victims
+    (:class:`Holders`, for the victims a minRuntime ``shields`` or not) and its waiting
+    jobs in lanes (if it simulated), each kept up to date through every commit."""
 
-    def __init__(self, step: Disruption, waiting: set[str]) -> None:
+    holders: Holders
+    shields: bool
+    waiting: WaitingIndex | None
+
+
+class Search:
+    """KAI's job solver for one disruptive step, over indexes kept for the whole step.
+
+    The indexes of the cycle's previous step (``carried``) are taken over where they still
+    describe the session: nothing but the steps' commits changes it between two steps,
+    and the commits kept them up to date. Its candidates serve when a minRuntime shields
+    the same victims; its lanes when they hold exactly this step's waiting jobs."""
+
+    def __init__(self, step: Disruption, waiting: set[str], carried: Indexes | None = None) -> None:
         self.step = step
         self.s = step.s
         self.waiting = waiting
+        self.carried = carried.waiting if carried is not None else None
         self._index: WaitingIndex | None = None  # built by the first simulation
         self._static: StaticRuns | None = None
-        self.holders = Holders(self.s, step.min_runtime_protects)
+        shields = step.min_runtime_protects
+        if carried is not None and carried.shields == shields:
+            self.holders = carried.holders
+        else:
+            self.holders = Holders(self.s, shields)
+
+    def indexes(self) -> Indexes:
+        return Indexes(self.holders, self.step.min_runtime_protects, self._index)
 
     @property
     def index(self) -> WaitingIndex:
@@ -218,7 +244,12 @@ class Search:
         if self._index is None:
             ledger = self.step.ledger
             gone = ledger.touched | ledger.lost.keys()
-            self._index = WaitingIndex(self.s, (k for k in self.waiting if k not in gone))
+            members = {k for k in self.waiting if k not in gone}
+            if self.carried is not None and self.carried.members == members:
+                self._index = self.carried
+            else:
+                self._index = WaitingIndex(self.s, members)
+            self.carried = None
         return self._index
 
     @property
@@ -359,6 +390,7 @@ class Search:
         again in normal allocation order (the other waiting jobs only take their turn).
         Returns the applied trial if ``job`` was placed, else undoes everything."""
         s, jobs = self.s, self.s.problem.jobs
+        index, static = self.index, self.static  # built at rest, before any eviction
         trial = Statement(s)
         trial.victims = list(victims)
         removed: dict[str, list[str]] = defaultdict(list)
@@ -375,7 +407,7 @@ class Search:
             k: (job_order(jobs[k], len(s.tasks.get(k, []))), c * jobs[k].gpus)
             for k, c in counts.items()
         }
-        turns = Turns(s, self.index, self.static, todo)
+        turns = Turns(s, index, static, todo)
         left = set(counts)
         while left and (key := turns.next()) is not None:
             left.discard(key)

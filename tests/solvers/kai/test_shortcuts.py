@@ -14,6 +14,10 @@ skips, on random busy problems.
   the set holds under the job's chain (``NodeBound.most``).
 - Whether any job left could be placed (``Allocator._any_placeable``) is asked once per
   shape: jobs of one project asking the same in the same pools get the same answer.
+- The next step of a cycle takes over the candidate victims and the lanes of waiting
+  jobs the last one left (``Search``, ``Ledger.indexes``): they must be what a fresh
+  build from the session at rest would make, which also holds the lanes to being built
+  at rest, never inside a simulation whose evictions are applied.
 - The order at rest: between two placements (the allocate loop's own, or a disruptive
   step's commits) a project's next job that asks no more than the one just taken comes
   out next without the queue tree being walked (``Allocator.pop_next``).
@@ -35,6 +39,7 @@ from solvers.kai.preempt import Preempt, preempt
 from solvers.kai.reclaim import Reclaim, reclaim
 from solvers.kai.turns import StaticRuns
 from solvers.kai.victims import NodeBound
+from solvers.kai.waiting import WaitingIndex
 from solvers.problem import JobRequest, NodeInfo, PoolInfo, PoolKey, Problem
 from solvers.session import Session
 from tests.solvers.kai.test_turns import _problem
@@ -337,3 +342,48 @@ def test_a_nodes_bound_remembers_each_cap_by_what_it_depends_on(
     for seed in range(150):
         _disrupted(_busy(seed), reclaim)
     assert calls > 2000 and inside > 1000, (calls, inside)
+
+
+def _candidates(holders: Holders) -> dict[object, object]:
+    """What a :class:`Holders` says, without the empty entries its updates leave."""
+    return {
+        "lists": {k: [(e[0].key, e[1]) for e in v] for k, v in holders.lists.items() if v},
+        "gpus": {(p, q): g for p, c in holders.gpus.items() for q, g in c.items() if g},
+        "sizes": {(q, g): n for q, c in holders.sizes.items() for g, n in c.items() if n},
+    }
+
+
+def _lanes(index: WaitingIndex) -> dict[str, list[tuple[object, str, int]]]:
+    """Each lane's live entries, in order."""
+    return {
+        q: [
+            (lane.keys[i], lane.names[i], lane.reqs[i])
+            for i in range(len(lane.keys))
+            if i not in lane.dead
+        ]
+        for q, lane in index.lanes.items()
+        if len(lane)
+    }
+
+
+def test_the_next_step_takes_over_indexes_only_as_a_fresh_build_would_make_them() -> None:
+    """Reclaim leaves its candidates and lanes for preempt, kept up to date through its
+    commits: checked against building both afresh from the session it leaves."""
+    holders_reused = lanes_reused = 0
+    for seed in range(60):
+        s = Session.open(_busy(seed))
+        allocate(s)
+        ledger = Ledger()
+        reclaim(s, ledger)
+        carried = ledger.indexes
+        if carried is None:
+            continue
+        assert carried.shields
+        assert _candidates(carried.holders) == _candidates(Holders(s, shields=True)), seed
+        holders_reused += bool(ledger.helped)
+        step = Preempt(s, ledger)
+        waiting = step._waiting()
+        if carried.waiting is not None and carried.waiting.members == waiting:
+            assert _lanes(carried.waiting) == _lanes(WaitingIndex(s, waiting)), seed
+            lanes_reused += bool(ledger.helped)
+    assert holders_reused >= 10 and lanes_reused >= 10, (holders_reused, lanes_reused)
