@@ -26,7 +26,6 @@ waiting job. Keys of sibling queues never tie (the creation rank is their last p
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Iterator
 from operator import itemgetter
 
@@ -37,7 +36,9 @@ from solvers.session import Session
 # an item of a merged stream: ("lane", queue, end position, first simulated job or "")
 # for a run of a lane, ("static", queue, index, "") for a run of an untouched subtree
 Atom = tuple[str, str, int, str]
-Run = tuple[int, tuple[QueueKey, ...], Atom]  # (record GPUs, keys below, atom)
+Run = tuple[int, Atom]  # (record GPUs, atom)
+Keyed = tuple[QueueKey, int, Atom]  # a run as its parent merges it: (key there, record, atom)
+_key = itemgetter(0)
 
 
 def queue_key(session: Session, qid: str, request: int) -> QueueKey:
@@ -61,7 +62,7 @@ class StaticRuns:
         self.s = session
         self.index = index
         self._runs: dict[str, list[tuple[int, QueueKey]]] = {}
-        self._keyed: dict[str, list[tuple[tuple[QueueKey, ...], int, Atom]]] = {}
+        self._keyed: dict[str, list[Keyed]] = {}
 
     def forget(self, projects: Iterable[str]) -> None:
         """The allocations or waiting jobs of ``projects`` changed."""
@@ -70,11 +71,11 @@ class StaticRuns:
                 self._runs.pop(q.id, None)
                 self._keyed.pop(q.id, None)
 
-    def keyed(self, qid: str) -> list[tuple[tuple[QueueKey, ...], int, Atom]]:
-        """The subtree's runs as its parent merges them: (key,), record, atom."""
+    def keyed(self, qid: str) -> list[Keyed]:
+        """The subtree's runs as its parent merges them: key, record, atom."""
         if qid not in self._keyed:
             self._keyed[qid] = [
-                ((key,), rec, ("static", qid, i, "")) for i, (rec, key) in enumerate(self.runs(qid))
+                (key, rec, ("static", qid, i, "")) for i, (rec, key) in enumerate(self.runs(qid))
             ]
         return self._keyed[qid]
 
@@ -138,7 +139,7 @@ class Turns:
         if len(live) == 1:  # one stream left: its own job order decides
             return self._take(live[0])
         streams = [self._keyed(top) for top in self.s.problem.top if top in self.dirty]
-        for _, _, (kind, qid, mark, first) in heapq.merge(*streams, key=itemgetter(0)):
+        for _, _, (kind, qid, mark, first) in _merged(streams):
             if first:  # a lane's runs come in order: its first simulated job is this one
                 assert self.lanes[qid][0][1] == first
                 return self._take(qid)
@@ -155,30 +156,36 @@ class Turns:
             self.head[qid] = max(self.head.get(qid, 0), lane.at(key))
         return name
 
-    def _keyed(self, qid: str) -> Iterator[tuple[tuple[QueueKey, ...], int, Atom]]:
+    def _keyed(self, qid: str) -> list[Keyed]:
         """A dirty subtree's runs with their keys at its root, as its parent merges them."""
-        for rec, below, atom in self._emit(qid):
-            yield (queue_key(self.s, qid, rec), *below), rec, atom
+        s = self.s
+        keys: dict[int, QueueKey] = {}  # runs after a large record share its key
+        out: list[Keyed] = []
+        for rec, atom in self._emit(qid):
+            key = keys.get(rec)
+            if key is None:
+                key = keys[rec] = queue_key(s, qid, rec)
+            out.append((key, rec, atom))
+        return out
 
-    def _emit(self, qid: str) -> Iterator[Run]:
+    def _emit(self, qid: str) -> list[Run]:
         """The runs of a subtree holding simulated jobs, from where its streams stand, up to
         the first run with a simulated job (nothing after it can come first)."""
         q = self.s.problem.queues[qid]
         if q.kind == "project":
-            yield from self._lane_runs(qid)
-            return
-        streams: list[Iterable[tuple[tuple[QueueKey, ...], int, Atom]]] = []
+            return list(self._lane_runs(qid))
+        streams: list[list[Keyed]] = []
         for child in q.children:
             if child in self.dirty:
                 streams.append(self._keyed(child))
             else:
                 streams.append(self.static.keyed(child)[self.cut.get(child, 0) :])
+        out: list[Run] = []
         top = -1
-        for below, rec, atom in heapq.merge(*streams, key=itemgetter(0)):
+        for _, rec, atom in _merged(streams):
             top = max(top, rec)
-            yield top, below, atom
-            if atom[3]:
-                return
+            out.append((top, atom))
+        return out
 
     def _lane_runs(self, qid: str) -> Iterator[Run]:
         """A lane's runs from its head, the queue's simulated jobs in their places, up to the
@@ -197,16 +204,28 @@ class Turns:
                 _, name, req = todo[0]
                 if req > record:  # it opens a run of its own
                     if start >= 0:
-                        yield record, (), ("lane", qid, at, "")
+                        yield record, ("lane", qid, at, "")
                     record = req
-                yield record, (), ("lane", qid, at, name)
+                yield record, ("lane", qid, at, name)
                 return
             if nxt is None:
                 if start >= 0:
                     assert lane is not None
-                    yield record, (), ("lane", qid, len(lane.keys), "")
+                    yield record, ("lane", qid, len(lane.keys), "")
                 return
             assert lane is not None
             if start >= 0:
-                yield record, (), ("lane", qid, nxt, "")
+                yield record, ("lane", qid, nxt, "")
             record, start, pos = lane.reqs[nxt], nxt, nxt + 1
+
+
+def _merged(streams: list[list[Keyed]]) -> list[Keyed]:
+    """Sorted streams merged by key, up to and with the first run of a simulated job. Keys
+    of two streams never tie (sibling queues), and a stable sort keeps each stream's own
+    order: a merge of a few short lists, not a heap of generators."""
+    items = [item for stream in streams for item in stream]
+    items.sort(key=_key)
+    for i, item in enumerate(items):
+        if item[2][3]:
+            return items[: i + 1]
+    return items
