@@ -46,6 +46,8 @@ class Holders:
         self.everywhere: dict[str, SortedList] = defaultdict(SortedList)
         self.in_pool: dict[str, Counter[PoolKey]] = defaultdict(Counter)
         self.gpus: dict[PoolKey, Counter[str]] = defaultdict(Counter)  # pool -> project -> GPUs
+        self.total: Counter[str] = Counter()  # project -> GPUs, in every pool
+        self.entries: Counter[PoolKey] = Counter()  # candidates per pool
         self.sizes: dict[str, Counter[float]] = defaultdict(Counter)  # GPUs each job holds
         # (project, pool) -> GPUs its candidates hold per job priority
         self.by_priority: dict[tuple[str, PoolKey], Counter[int]] = defaultdict(Counter)
@@ -66,6 +68,8 @@ class Holders:
             self.everywhere[job.queue].remove(old[0])
             self.in_pool[job.queue][old[1]] -= 1
             self.gpus[old[1]][job.queue] -= old[2] * job.gpus
+            self.total[job.queue] -= old[2] * job.gpus
+            self.entries[old[1]] -= 1
             self.sizes[job.queue][old[2] * job.gpus] -= 1
             self.by_priority[job.queue, old[1]][job.priority] -= old[2] * job.gpus
         tasks = s.tasks.get(key, [])
@@ -85,12 +89,19 @@ class Holders:
         self.everywhere[job.queue].add(entry)
         self.in_pool[job.queue][pool] += 1
         self.gpus[pool][job.queue] += len(tasks) * job.gpus
+        self.total[job.queue] += len(tasks) * job.gpus
+        self.entries[pool] += 1
         self.sizes[job.queue][len(tasks) * job.gpus] += 1
         self.by_priority[job.queue, pool][job.priority] += len(tasks) * job.gpus
 
     def held(self, pools: set[PoolKey], project_ok: Callable[[str], bool]) -> dict[str, float]:
         """GPUs the candidates hold in ``pools``, per project ``project_ok`` accepts."""
         held: dict[str, float] = defaultdict(float)
+        if all(p in pools for p, n in self.entries.items() if n > 0):
+            for qid, gpus in self.total.items():  # every pool with candidates: sums kept
+                if gpus > 0 and project_ok(qid):
+                    held[qid] = gpus
+            return held
         for pool in pools:
             for qid, gpus in self.gpus.get(pool, {}).items():
                 if gpus > 0 and project_ok(qid):

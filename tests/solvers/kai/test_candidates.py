@@ -97,3 +97,24 @@ def test_the_indexed_victim_queue_offers_what_the_exhaustive_one_does(
         indexed = VictimQueue(s, holders, set(s.pools_for(job)), step.victim_filter(job), [])
         reference = exhaustive.VictimQueue(s, exhaustive._candidates(step, job, {}))
         assert _drain(indexed) == _drain(reference), key
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.integers(0, 10**6))
+def test_held_gpus_are_summed_over_the_pools_asked_for(seed: int) -> None:
+    """Per project (those a step may take from), the GPUs its candidates hold in the pools
+    a waiting job may use: from the per-pool sums, or the project's total where the job
+    may use every pool holding candidates."""
+    s = Session.open(_pooled(seed))
+    holders = Holders(s, shields=True)
+    rng = random.Random(seed)
+    jobs = s.problem.jobs
+    for pools in [set(POOLS), *(set(rng.sample(POOLS, rng.randint(1, 3))) for _ in range(4))]:
+        banned = {q for q in s.problem.queues if rng.random() < 0.3}
+        expected: dict[str, float] = {}
+        for key in sorted(holders._entry):
+            job = jobs[key]
+            if s.pool[key] in pools and job.queue not in banned:
+                expected[job.queue] = expected.get(job.queue, 0) + len(s.tasks[key]) * job.gpus
+        got = holders.held(pools, (set(s.problem.queues) - banned).__contains__)
+        assert dict(got) == {q: g for q, g in expected.items() if g}
