@@ -269,7 +269,14 @@ class Allocator:
         q = s.problem.queues[job.queue]
         grows = (len(s.tasks[job.key]), job.replicas) if job.running else None
         held_np = None if job.preemptible else s.alloc_np[q.id]
-        return reasons.granted(q, s.alloc[q.id], s.fair.get(q.id, 0), grows=grows, held_np=held_np)
+        return reasons.granted(
+            q,
+            s.alloc[q.id],
+            s.fair.get(q.id, 0),
+            grows=grows,
+            held_np=held_np,
+            cpu_only=job.gpus == 0,
+        )
 
     def _why_unplaced(self, job: JobRequest, pools: list[PoolKey], count: int) -> Reason:
         total = largest = 0

@@ -336,6 +336,7 @@ def why_granted(session: Session, job: JobRequest, step: str, victims: list[str]
         grows=grows,
         room=reasons.room_made(step, victims),
         held_np=None if job.preemptible else session.alloc_np[q.id],
+        cpu_only=job.gpus == 0,
     )
 
 

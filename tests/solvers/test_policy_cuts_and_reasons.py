@@ -10,8 +10,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from adapters.simulator import nodes_from_spec
 from controlplane.reconcile import plan
+from solvers.policy import Policy
 from specs.snapshot import ClusterState, Job, Replica, Snapshot
 from tests.builders import NOW, cluster, department, desired, project, workload
 
@@ -95,6 +98,38 @@ def test_non_preemptible_work_is_never_said_to_be_reclaimable() -> None:
     assert start.reason.code.value == "within-deserved"
     assert "non-preemptible work holds 4 of its deserved 8" in start.reason.message
     assert "never reclaimed or preempted" in start.reason.message
+
+
+@pytest.mark.parametrize("engine", ["kai", "best"])
+def test_work_that_asks_for_no_gpus_is_not_said_to_use_gpus(engine: str) -> None:
+    """p runs 12 GPUs, far above its deserved 4; CPU-only jobs (gpus: 0) start beside
+    them. They take no GPU and nothing of p's quota: their reasons say so, not that they
+    run above deserved on idle GPUs and may be reclaimed (both engines; one is elastic)."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=4),
+            project("q", gpus=28),
+            workload("train", "p", gpus=4, replicas=3),
+            workload("prep", "p", gpus=0),
+            workload("etl", "p", gpus=0, replicas=2, minReplicas=1),
+        ]
+    )
+    train = Job(
+        id="1",
+        workload="p/train",
+        replicas=[Replica(node=f"a100-0{i}", gpus=4) for i in (1, 2, 3)],
+        started_at=NOW - timedelta(hours=1),
+        pool="a100",
+    )
+    p = plan(d, world(d, train), now=NOW, policy=Policy(engine=engine))
+    started = {a.workload: a.reason for a in p.actions if a.op.value == "submit"}
+    assert sorted(started) == ["p/etl", "p/prep"]
+    for reason in started.values():
+        assert reason.code.value == "within-deserved", reason
+        assert reason.message == (
+            "CPU only: asks for no GPUs, so nothing counts against project p's GPU quota"
+        )
 
 
 def test_a_wait_on_min_runtime_names_it() -> None:
