@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -361,12 +362,14 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
         )
 
     # 2. Assemble; duplicates are only visible here, while both documents are at hand.
-    desired, entries = _assemble(placed, digest.hexdigest())
+    desired, entries, shadowed = _assemble(placed, digest.hexdigest())
     errors.extend(find_duplicates(entries))
 
-    # 3. Cross-document checks, pointed at the exact field.
+    # 3. Cross-document checks, pointed at the exact field; a duplicate's own errors come
+    #    now too, not once its name is fixed.
     for found in _refine(validate(desired, broken=broken), contents):
         (errors if found.severity == "error" else warnings).append(found)
+    errors.extend(_refine(_errors_of_duplicates(desired, shadowed, broken), contents))
     if errors:
         raise SpecError(errors, warnings)
     if cache_dir is not None:
@@ -374,40 +377,81 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     return LoadResult(desired=desired, warnings=sort_diagnostics(warnings))
 
 
+Doc = Cluster | Department | Project | Workload
+Placed = tuple[Doc, SourceRef]  # a document and where its name is
+
+
 def _assemble(
     placed: Iterable[tuple[str, cache.PlacedDocument]], digest: str
-) -> tuple[DesiredState, list[tuple[str, str, SourceRef]]]:
-    clusters: dict[str, Cluster] = {}
-    departments: dict[str, Department] = {}
-    projects: dict[str, Project] = {}
-    workloads: dict[str, Workload] = {}
-    sources: dict[tuple[str, str], SourceRef] = {}
+) -> tuple[DesiredState, list[tuple[str, str, SourceRef]], list[Placed]]:
+    """The desired state (the first document of each kind and name), every (kind, name,
+    where), and the later documents of a name taken already (duplicates)."""
+    desired = DesiredState(digest=digest)
     entries: list[tuple[str, str, SourceRef]] = []
+    shadowed: list[Placed] = []
     for path, item in placed:
         doc = item.document
         ref = SourceRef(path, item.line, item.column)
-        name = doc.key if isinstance(doc, Workload) else doc.metadata.name
+        name = _name(doc)
         entries.append((doc.kind, name, ref))
-        if (doc.kind, name) in sources:  # a duplicate: the first one stands, and is reported
+        if (doc.kind, name) in desired.sources:  # a duplicate: the first stands, and is reported
+            shadowed.append((doc, ref))
             continue
-        sources[(doc.kind, name)] = ref
-        if isinstance(doc, Cluster):
-            clusters[name] = doc
-        elif isinstance(doc, Department):
-            departments[name] = doc
-        elif isinstance(doc, Project):
-            projects[name] = doc
-        else:
-            workloads[name] = doc
-    desired = DesiredState(
-        clusters=clusters,
-        departments=departments,
-        projects=projects,
-        workloads=workloads,
-        sources=sources,
-        digest=digest,
-    )
-    return desired, entries
+        _put(desired, doc, ref)
+    return desired, entries, shadowed
+
+
+def _errors_of_duplicates(
+    desired: DesiredState, shadowed: list[Placed], broken: Collection[tuple[str, str]]
+) -> list[Diagnostic]:
+    """The errors of each duplicate document itself, found by validating the specs with it
+    in place of the first of its name: a pass per duplicate of a name (the first ones, then
+    the second ones...), keeping only what points into the duplicates."""
+    passes: list[list[Placed]] = []
+    seen: Counter[tuple[str, str]] = Counter()
+    for doc, ref in shadowed:
+        key = (doc.kind, _name(doc))
+        if seen[key] == len(passes):
+            passes.append([])
+        passes[seen[key]].append((doc, ref))
+        seen[key] += 1
+    found: list[Diagnostic] = []
+    for docs in passes:
+        variant = DesiredState(
+            clusters=dict(desired.clusters),
+            departments=dict(desired.departments),
+            projects=dict(desired.projects),
+            workloads=dict(desired.workloads),
+            sources=dict(desired.sources),
+            digest=desired.digest,
+        )
+        for doc, ref in docs:
+            _put(variant, doc, ref)
+        at = {(ref.path, ref.line, ref.column) for _, ref in docs}
+        found += [
+            d
+            for d in validate(variant, broken=broken)
+            if d.severity == "error" and (d.path, d.line, d.column) in at
+        ]
+    return found
+
+
+def _name(doc: Doc) -> str:
+    return doc.key if isinstance(doc, Workload) else doc.metadata.name
+
+
+def _put(desired: DesiredState, doc: Doc, ref: SourceRef) -> None:
+    """Make ``doc`` the document of its kind and name (the state is built, not shared)."""
+    name = _name(doc)
+    desired.sources[(doc.kind, name)] = ref
+    if isinstance(doc, Cluster):
+        desired.clusters[name] = doc
+    elif isinstance(doc, Department):
+        desired.departments[name] = doc
+    elif isinstance(doc, Project):
+        desired.projects[name] = doc
+    else:
+        desired.workloads[name] = doc
 
 
 def _refine(found: list[Diagnostic], contents: dict[str, bytes]) -> list[Diagnostic]:

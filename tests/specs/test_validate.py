@@ -110,6 +110,29 @@ def test_duplicate_workload_names_both_positions(repo: Path) -> None:
     )
 
 
+def test_a_duplicate_documents_own_errors_come_with_the_duplicate_error(repo: Path) -> None:
+    """Not one error now and the duplicate's own after its name is fixed: a second Cluster
+    'rivanna' with a pool of an undeclared GPU type gets both at once, and a duplicate
+    workload's unknown cluster too; the first documents stand and are not blamed."""
+    org(repo, workload("md-run"))
+    write(
+        repo,
+        "z.yaml",  # read after org.yaml and w.yaml: its documents are the duplicates
+        cluster("rivanna", pools=[pool("h", gpu_type="h200")]),
+        workload("md-run", clusters=["nowhere"]),
+    )
+    found = errors(repo)
+    more = repo / "z.yaml"
+    assert [(where(d), d.field) for d in found] == [
+        (at(more, "rivanna"), "metadata.name"),
+        (at(more, "h200"), "spec.nodePools.0.gpuType"),
+        (at(more, "md-run"), "metadata.name"),
+        (at(more, "nowhere"), "spec.clusters.0"),
+    ]
+    assert "unknown gpuType 'h200'" in found[1].message
+    assert "'nowhere'" in found[3].message
+
+
 def test_same_workload_name_in_two_projects_is_fine(repo: Path) -> None:
     org(
         repo,
