@@ -34,8 +34,8 @@ def protected(session: Session, victim: JobRequest) -> bool:
 
 
 class Holders:
-    """Running jobs that may be victims in this step, per project in victim order, and the
-    GPUs they hold per (project, pool)."""
+    """Running jobs that may be victims in this step, per project in victim order (per pool
+    and in all pools at once), and the GPUs they hold per pool and project, and in all."""
 
     def __init__(self, session: Session, shields: bool) -> None:
         self.s = session
@@ -47,7 +47,7 @@ class Holders:
         self.in_pool: dict[str, Counter[PoolKey]] = defaultdict(Counter)
         self.gpus: dict[PoolKey, Counter[str]] = defaultdict(Counter)  # pool -> project -> GPUs
         self.total: Counter[str] = Counter()  # project -> GPUs, in every pool
-        self.entries: Counter[PoolKey] = Counter()  # candidates per pool
+        self.pool_count: Counter[PoolKey] = Counter()  # candidates per pool
         self.sizes: dict[str, Counter[float]] = defaultdict(Counter)  # GPUs each job holds
         # (project, pool) -> GPUs its candidates hold per job priority
         self.by_priority: dict[tuple[str, PoolKey], Counter[int]] = defaultdict(Counter)
@@ -69,7 +69,7 @@ class Holders:
             self.in_pool[job.queue][old[1]] -= 1
             self.gpus[old[1]][job.queue] -= old[2] * job.gpus
             self.total[job.queue] -= old[2] * job.gpus
-            self.entries[old[1]] -= 1
+            self.pool_count[old[1]] -= 1
             self.sizes[job.queue][old[2] * job.gpus] -= 1
             self.by_priority[job.queue, old[1]][job.priority] -= old[2] * job.gpus
         tasks = s.tasks.get(key, [])
@@ -90,14 +90,14 @@ class Holders:
         self.in_pool[job.queue][pool] += 1
         self.gpus[pool][job.queue] += len(tasks) * job.gpus
         self.total[job.queue] += len(tasks) * job.gpus
-        self.entries[pool] += 1
+        self.pool_count[pool] += 1
         self.sizes[job.queue][len(tasks) * job.gpus] += 1
         self.by_priority[job.queue, pool][job.priority] += len(tasks) * job.gpus
 
     def held(self, pools: set[PoolKey], project_ok: Callable[[str], bool]) -> dict[str, float]:
         """GPUs the candidates hold in ``pools``, per project ``project_ok`` accepts."""
         held: dict[str, float] = defaultdict(float)
-        if all(p in pools for p, n in self.entries.items() if n > 0):
+        if all(p in pools for p, n in self.pool_count.items() if n > 0):
             for qid, gpus in self.total.items():  # every pool with candidates: sums kept
                 if gpus > 0 and project_ok(qid):
                     held[qid] = gpus
@@ -162,7 +162,8 @@ class VictimQueue:
         self.pools = pools
         self.project_ok, self.job_ok = allowed
         self.pool_list = sorted(pools)
-        # where each (project, pool) list is read, its next candidate, each project's next
+        # where each (project, pool) list (or (project, None): all its pools) is read, its
+        # next candidate, each project's next
         self._reading: dict[tuple[str, PoolKey | None], Iterator[tuple[VictimOrder, str]]] = {}
         self._next: dict[tuple[str, PoolKey | None], tuple[VictimOrder, str] | None] = {}
         self._heads: dict[str, tuple[VictimOrder, str] | None] = {}

@@ -226,7 +226,7 @@ class Search:
         self.s = step.s
         self.waiting = waiting
         self.carried = carried.waiting if carried is not None else None
-        self._index: WaitingIndex | None = None  # built by the first simulation
+        self._index: WaitingIndex | None = None  # built (or taken over) by the first simulation
         self._static: StaticRuns | None = None
         shields = step.min_runtime_protects
         if carried is not None and carried.shields == shields:
@@ -265,7 +265,9 @@ class Search:
         for key in touched:
             self.holders.update(key)
         if self._index is not None:
-            self._index.remove(k for k in touched if k in ledger.touched or k in ledger.lost)
+            gone = [k for k in touched if k in ledger.touched or k in ledger.lost]
+            self._index.remove(gone)
+            self._index.update(k for k in touched if k not in gone)
         if self._static is not None:  # allocations and lanes changed in these projects only
             jobs = self.s.problem.jobs
             self._static.forget({jobs[k].queue for k in touched})

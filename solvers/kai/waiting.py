@@ -11,8 +11,10 @@ handful of records, whichever job the run starts from. :class:`Lane` keeps one
 project's waiting jobs in job order and finds the next record after any position in
 logarithmic time; solvers/kai/turns.py merges the lanes up the queue tree.
 
-Built once per step; a job the step places, or a victim it evicts, leaves its lane
-(``kill``). Pure scratch state of one plan.
+Built at rest by a step's first simulation, or taken over from the step before it (which
+kept it up to date); a job a step places, or a victim it evicts, leaves its lane
+(``kill``), and a victim moved onto fewer nodes takes its new place (``update``). Pure
+scratch state of one plan.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ class Lane:
             pos = self.next_record(pos + 1, out[-1], set())
         return out
 
+    def live(self) -> list[tuple[JobKey, str, int]]:
+        """The entries still in the lane, in order."""
+        return [
+            (self.keys[i], self.names[i], self.reqs[i])
+            for i in range(len(self.keys))
+            if i not in self.dead
+        ]
+
     def kill(self, name: str) -> bool:
         """The job leaves the lane (placed by the step, or evicted); False if not in it."""
         pos = self.position.get(name)
@@ -87,13 +97,15 @@ class WaitingIndex:
         jobs = session.problem.jobs
         entries: dict[str, list[tuple[JobKey, str, int]]] = {}
         for key in keys:
-            job = jobs[key]
-            placed = len(session.tasks.get(key, []))
-            entries.setdefault(job.queue, []).append(
-                (job_order(job, placed), key, next_chunk(job, placed) * job.gpus)
-            )
+            entries.setdefault(jobs[key].queue, []).append(self._entry(key))
         self.lanes = {q: Lane(e) for q, e in entries.items()}
         self.members = {n for lane in self.lanes.values() for n in lane.names}
+
+    def _entry(self, key: str) -> tuple[JobKey, str, int]:
+        """A waiting job's place in its lane and the GPUs it asks next, as it holds now."""
+        job = self.s.problem.jobs[key]
+        placed = len(self.s.tasks.get(key, []))
+        return job_order(job, placed), key, next_chunk(job, placed) * job.gpus
 
     def lane(self, queue: str) -> Lane | None:
         return self.lanes.get(queue)
@@ -106,9 +118,18 @@ class WaitingIndex:
                 lane = self.lanes[jobs[key].queue]
                 lane.kill(key)
                 if len(lane.dead) * 2 > len(lane.keys):  # mostly dead: rebuild it smaller
-                    live = [
-                        (lane.keys[i], lane.names[i], lane.reqs[i])
-                        for i in range(len(lane.keys))
-                        if i not in lane.dead
-                    ]
-                    self.lanes[jobs[key].queue] = Lane(live)
+                    self.lanes[jobs[key].queue] = Lane(lane.live())
+
+    def update(self, keys: Iterable[str]) -> None:
+        """Jobs still waiting whose replicas changed (a victim moved onto fewer nodes): each
+        takes its place again, in a lane rebuilt around it."""
+        jobs = self.s.problem.jobs
+        for key in keys:
+            if key not in self.members:
+                continue
+            lane = self.lanes[jobs[key].queue]
+            at = lane.position[key]
+            entry = self._entry(key)
+            if entry != (lane.keys[at], key, lane.reqs[at]):
+                lane.kill(key)
+                self.lanes[jobs[key].queue] = Lane([*lane.live(), entry])
