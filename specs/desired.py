@@ -30,3 +30,38 @@ class DesiredState:
 
     def source(self, kind: str, name: str) -> SourceRef | None:
         return self.sources.get((kind, name))
+
+    def put(self, doc: Document, ref: SourceRef) -> None:
+        """Make ``doc`` (written at ``ref``) the document of its kind and name: while the
+        state is being assembled, before anything else reads it."""
+        name = document_name(doc)
+        self.sources[(doc.kind, name)] = ref
+        if isinstance(doc, Cluster):
+            self.clusters[name] = doc
+        elif isinstance(doc, Department):
+            self.departments[name] = doc
+        elif isinstance(doc, Project):
+            self.projects[name] = doc
+        else:
+            self.workloads[name] = doc
+
+    def with_document(self, doc: Document, ref: SourceRef) -> DesiredState:
+        """A copy in which ``doc`` stands for its kind and name instead."""
+        copy = DesiredState(
+            dict(self.clusters),
+            dict(self.departments),
+            dict(self.projects),
+            dict(self.workloads),
+            dict(self.sources),
+            self.digest,
+        )
+        copy.put(doc, ref)
+        return copy
+
+
+Document = Cluster | Department | Project | Workload
+
+
+def document_name(doc: Document) -> str:
+    """What a document is known by: its name, or ``project/name`` for a workload."""
+    return doc.key if isinstance(doc, Workload) else doc.metadata.name

@@ -22,8 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from yaml.nodes import Node
 
 from specs import cache
 from specs.collecting import paused
-from specs.desired import DesiredState, SourceRef
+from specs.desired import DesiredState, Document, SourceRef, document_name
 from specs.diagnostics import (
     Diagnostic,
     Loc,
@@ -43,7 +42,7 @@ from specs.diagnostics import (
     sort_diagnostics,
 )
 from specs.models import API_GROUP, API_VERSION, KINDS, Cluster, Department, Project, Workload
-from specs.validate import find_duplicates, validate
+from specs.validate import errors_of_duplicates, find_duplicates, validate
 from specs.yaml_nodes import (
     Builder,
     compose,
@@ -362,14 +361,14 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
         )
 
     # 2. Assemble; duplicates are only visible here, while both documents are at hand.
-    desired, entries, shadowed = _assemble(placed, digest.hexdigest())
+    desired, entries, duplicates = _assemble(placed, digest.hexdigest())
     errors.extend(find_duplicates(entries))
 
     # 3. Cross-document checks, pointed at the exact field; a duplicate's own errors come
     #    now too, not once its name is fixed.
     for found in _refine(validate(desired, broken=broken), contents):
         (errors if found.severity == "error" else warnings).append(found)
-    errors.extend(_refine(_errors_of_duplicates(desired, shadowed, broken), contents))
+    errors.extend(_refine(errors_of_duplicates(desired, duplicates, broken=broken), contents))
     if errors:
         raise SpecError(errors, warnings)
     if cache_dir is not None:
@@ -377,81 +376,24 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     return LoadResult(desired=desired, warnings=sort_diagnostics(warnings))
 
 
-Doc = Cluster | Department | Project | Workload
-Placed = tuple[Doc, SourceRef]  # a document and where its name is
-
-
 def _assemble(
     placed: Iterable[tuple[str, cache.PlacedDocument]], digest: str
-) -> tuple[DesiredState, list[tuple[str, str, SourceRef]], list[Placed]]:
+) -> tuple[DesiredState, list[tuple[str, str, SourceRef]], list[tuple[Document, SourceRef]]]:
     """The desired state (the first document of each kind and name), every (kind, name,
     where), and the later documents of a name taken already (duplicates)."""
     desired = DesiredState(digest=digest)
     entries: list[tuple[str, str, SourceRef]] = []
-    shadowed: list[Placed] = []
+    duplicates: list[tuple[Document, SourceRef]] = []
     for path, item in placed:
         doc = item.document
         ref = SourceRef(path, item.line, item.column)
-        name = _name(doc)
+        name = document_name(doc)
         entries.append((doc.kind, name, ref))
         if (doc.kind, name) in desired.sources:  # a duplicate: the first stands, and is reported
-            shadowed.append((doc, ref))
+            duplicates.append((doc, ref))
             continue
-        _put(desired, doc, ref)
-    return desired, entries, shadowed
-
-
-def _errors_of_duplicates(
-    desired: DesiredState, shadowed: list[Placed], broken: Collection[tuple[str, str]]
-) -> list[Diagnostic]:
-    """The errors of each duplicate document itself, found by validating the specs with it
-    in place of the first of its name: a pass per duplicate of a name (the first ones, then
-    the second ones...), keeping only what points into the duplicates."""
-    passes: list[list[Placed]] = []
-    seen: Counter[tuple[str, str]] = Counter()
-    for doc, ref in shadowed:
-        key = (doc.kind, _name(doc))
-        if seen[key] == len(passes):
-            passes.append([])
-        passes[seen[key]].append((doc, ref))
-        seen[key] += 1
-    found: list[Diagnostic] = []
-    for docs in passes:
-        variant = DesiredState(
-            clusters=dict(desired.clusters),
-            departments=dict(desired.departments),
-            projects=dict(desired.projects),
-            workloads=dict(desired.workloads),
-            sources=dict(desired.sources),
-            digest=desired.digest,
-        )
-        for doc, ref in docs:
-            _put(variant, doc, ref)
-        at = {(ref.path, ref.line, ref.column) for _, ref in docs}
-        found += [
-            d
-            for d in validate(variant, broken=broken)
-            if d.severity == "error" and (d.path, d.line, d.column) in at
-        ]
-    return found
-
-
-def _name(doc: Doc) -> str:
-    return doc.key if isinstance(doc, Workload) else doc.metadata.name
-
-
-def _put(desired: DesiredState, doc: Doc, ref: SourceRef) -> None:
-    """Make ``doc`` the document of its kind and name (the state is built, not shared)."""
-    name = _name(doc)
-    desired.sources[(doc.kind, name)] = ref
-    if isinstance(doc, Cluster):
-        desired.clusters[name] = doc
-    elif isinstance(doc, Department):
-        desired.departments[name] = doc
-    elif isinstance(doc, Project):
-        desired.projects[name] = doc
-    else:
-        desired.workloads[name] = doc
+        desired.put(doc, ref)
+    return desired, entries, duplicates
 
 
 def _refine(found: list[Diagnostic], contents: dict[str, bytes]) -> list[Diagnostic]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from specs.checking import CheckContext
-from specs.desired import DesiredState, SourceRef
+from specs.desired import DesiredState, Document, SourceRef
 from specs.diagnostics import Diagnostic, name_hint, sort_diagnostics
 from specs.durations import format_duration
 from specs.hierarchy import department_cycles
@@ -24,7 +25,7 @@ from specs.kubernetes import check_kubernetes
 from specs.models import Cluster, NodePool, QuotaSpec, Workload
 from specs.promises import check_capacity, check_non_preemptible_demand, check_overcommitted
 
-__all__ = ["find_duplicates", "validate"]
+__all__ = ["errors_of_duplicates", "find_duplicates", "validate"]
 
 
 def validate(
@@ -55,6 +56,30 @@ def validate(
         if d.severity == "error" or (d.path, d.line, d.column, d.field) not in erred
     ]
     return sort_diagnostics(found)
+
+
+# duplicates whose own errors are looked for: each costs a validation of the whole specs
+DUPLICATES_CHECKED = 20
+
+
+def errors_of_duplicates(
+    desired: DesiredState,
+    duplicates: Iterable[tuple[Document, SourceRef]],
+    *,
+    broken: Collection[tuple[str, str]] = (),
+) -> list[Diagnostic]:
+    """The errors of each duplicate document itself (the first ``DUPLICATES_CHECKED``), so
+    that fixing its name does not bring a second round of errors: each is validated in
+    place of the first of its name, alone, and what points into it is kept."""
+    found: list[Diagnostic] = []
+    for doc, ref in islice(duplicates, DUPLICATES_CHECKED):
+        found += [
+            d
+            for d in validate(desired.with_document(doc, ref), broken=broken)
+            if d.severity == "error"
+            and (d.path, d.line, d.column) == (ref.path, ref.line, ref.column)
+        ]
+    return found
 
 
 def find_duplicates(entries: Iterable[tuple[str, str, SourceRef]]) -> list[Diagnostic]:

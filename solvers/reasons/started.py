@@ -40,12 +40,13 @@ def granted(
     workload asks for no GPUs, so the project's quota standing is not its business."""
     if cpu_only:
         why = f"CPU only: asks for no GPUs, so nothing counts against project {q.name}'s GPU quota"
+        why += f"; {room}" if room else ""
         if grows is not None:
             return Reason(
                 code=ReasonCode.ELASTIC_EXPAND,
                 message=f"grows to {grows[0]} of {grows[1]} replicas; {why}",
             )
-        return Reason(code=ReasonCode.WITHIN_DESERVED, message=why + (f"; {room}" if room else ""))
+        return Reason(code=ReasonCode.WITHIN_DESERVED, message=why)
     if grows is not None:
         where = f"; {room}" if room else f" on idle GPUs; project {q.name} holds {gpus(held)} GPUs"
         return Reason(

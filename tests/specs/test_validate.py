@@ -133,6 +133,22 @@ def test_a_duplicate_documents_own_errors_come_with_the_duplicate_error(repo: Pa
     assert "'nowhere'" in found[3].message
 
 
+def test_duplicates_are_checked_each_on_its_own(repo: Path) -> None:
+    """A duplicate Cluster declaring only h200 does not make a duplicate workload's a100_80
+    unknown: the first Cluster stands, and each duplicate is checked alone against it."""
+    org(repo, workload("md-run"))
+    write(
+        repo,
+        "z.yaml",
+        cluster(
+            "rivanna", gpu_types={"h200": {"memoryGiB": 141}}, pools=[pool("h", gpu_type="h200")]
+        ),
+        workload("md-run", gpuTypes=["a100_80"]),
+    )
+    found = errors(repo)
+    assert [d.field for d in found] == ["metadata.name", "metadata.name"], [str(d) for d in found]
+
+
 def test_same_workload_name_in_two_projects_is_fine(repo: Path) -> None:
     org(
         repo,

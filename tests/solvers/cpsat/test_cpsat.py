@@ -289,6 +289,22 @@ def test_both_engines_say_non_preemptible_work_above_deserved_waits_for_that() -
         assert engine["x/serve"].code == ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED
 
 
+def test_both_engines_say_a_cpu_only_job_takes_no_gpu_quota() -> None:
+    """x runs 16 GPUs on a deserved 4; a job asking for no GPUs starts beside them, and
+    neither engine says it runs on idle GPUs above deserved and may be reclaimed."""
+    p = problem(
+        [pool("a", 8)],
+        [node(f"a-{i}", "a", capacity=8) for i in range(3)],
+        [project("x", deserved=4)],
+        [job("train", "x", gpus=8, replicas=2, placed=("a-0", "a-1")), job("prep", "x", gpus=0)],
+    )
+    greedy, result = run_both(p)
+    for grants in (greedy, result.grants):
+        reason = grants["x/prep"].reason
+        assert reason.code == ReasonCode.WITHIN_DESERVED
+        assert reason.message.startswith("CPU only: asks for no GPUs")
+
+
 def test_both_engines_name_the_queue_whose_deserved_the_ask_alone_exceeds() -> None:
     """d deserves 5, its project x 8 (limit 12); x runs 8 + 4 non-preemptible. A 6-GPU
     service waits on d, which it exceeds alone; x, which 6 would fit, is not named."""

@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solvers.kai import exhaustive
+from solvers.kai.allocate import allocate
 from solvers.kai.candidates import Holders, VictimQueue
 from solvers.kai.disruption import Disruption, Ledger
 from solvers.kai.preempt import Preempt
-from solvers.kai.reclaim import Reclaim
+from solvers.kai.reclaim import Reclaim, reclaim
 from solvers.problem import JobRequest, NodeInfo, PoolInfo, Problem
 from solvers.session import Chunk, Session
 from tests.solvers.kai.test_turns import _job, _problem
@@ -99,15 +100,7 @@ def test_the_indexed_victim_queue_offers_what_the_exhaustive_one_does(
         assert _drain(indexed) == _drain(reference), key
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
-@given(st.integers(0, 10**6))
-def test_held_gpus_are_summed_over_the_pools_asked_for(seed: int) -> None:
-    """Per project (those a step may take from), the GPUs its candidates hold in the pools
-    a waiting job may use: from the per-pool sums, or the project's total where the job
-    may use every pool holding candidates."""
-    s = Session.open(_pooled(seed))
-    holders = Holders(s, shields=True)
-    rng = random.Random(seed)
+def _check_held(s: Session, holders: Holders, rng: random.Random) -> None:
     jobs = s.problem.jobs
     for pools in [set(POOLS), *(set(rng.sample(POOLS, rng.randint(1, 3))) for _ in range(4))]:
         banned = {q for q in s.problem.queues if rng.random() < 0.3}
@@ -118,3 +111,20 @@ def test_held_gpus_are_summed_over_the_pools_asked_for(seed: int) -> None:
                 expected[job.queue] = expected.get(job.queue, 0) + len(s.tasks[key]) * job.gpus
         got = holders.held(pools, (set(s.problem.queues) - banned).__contains__)
         assert dict(got) == {q: g for q, g in expected.items() if g}
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.integers(0, 10**6))
+def test_held_gpus_are_summed_over_the_pools_asked_for(seed: int) -> None:
+    """Per project (those a step may take from), the GPUs its candidates hold in the pools
+    a waiting job may use: from the per-pool sums, or the project's total where the job
+    may use every pool holding candidates; built afresh, and as a reclaim's commits left
+    them."""
+    s = Session.open(_pooled(seed))
+    rng = random.Random(seed)
+    _check_held(s, Holders(s, shields=True), rng)
+    allocate(s)
+    ledger = Ledger()
+    reclaim(s, ledger)
+    if ledger.indexes is not None:
+        _check_held(s, ledger.indexes.holders, rng)
