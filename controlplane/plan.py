@@ -30,6 +30,12 @@ class QueueStatus(PlanModel):
     held: float = 0  # GPUs its running work holds now, before the plan
     weight: float | None = None  # over-quota weight (None: a plan made before it was kept)
     rank: int | None = None  # queue priority (projects and departments)
+    unreachable: float = Field(
+        default=0,
+        description="of `allocated`: GPUs of work held for clusters that did not answer (it "
+        "may be running there)",
+        exclude_if=lambda v: not v,  # left out when 0: plans sealed before it still verify
+    )
 
 
 class PolicyChange(PlanModel):

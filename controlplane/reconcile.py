@@ -140,7 +140,7 @@ def plan(
     )
     solver = done.first.solver.model_copy(update={"cut_short": list(deadline.cut_short)})
     if done.rounds == 1 or done.actions is done.first.actions:
-        return _held(done.first.model_copy(update={"solver": solver}), holds, observed)
+        return _held(done.first.model_copy(update={"solver": solver}), desired, holds, observed)
     actions = sort_actions(done.actions, observed)
     return _held(
         done.last.model_copy(
@@ -154,6 +154,7 @@ def plan(
                 "departments": _held_now(done.last.departments, done.first.departments),
             }
         ),
+        desired,
         holds,
         observed,
     )
@@ -168,8 +169,11 @@ def _held_now(
     }
 
 
-def _held(plan: Plan, holds: dict[str, list[str]], observed: Snapshot) -> Plan:
-    """The plan says which clusters did not answer and what waits for them (step 0)."""
+def _held(
+    plan: Plan, desired: DesiredState, holds: dict[str, list[str]], observed: Snapshot
+) -> Plan:
+    """The plan says which clusters did not answer, what waits for them, and how much of
+    each queue's allocation is held for them (step 0)."""
     down = unreachable.unreachable(observed)
     if not down:
         return plan
@@ -178,7 +182,23 @@ def _held(plan: Plan, holds: dict[str, list[str]], observed: Snapshot) -> Plan:
         [p for p in plan.pending if p.workload not in holds] + waits, key=lambda p: p.workload
     )
     actions = unreachable.keep_away(plan.actions, observed)
-    return plan.model_copy(update={"actions": actions, "pending": pending, "unreachable": down})
+    by_project, by_department = unreachable.held_gpus(desired, holds)
+
+    def marked(queues: dict[str, QueueStatus], held: dict[str, float]) -> dict[str, QueueStatus]:
+        return {
+            name: q.model_copy(update={"unreachable": held[name]}) if name in held else q
+            for name, q in queues.items()
+        }
+
+    return plan.model_copy(
+        update={
+            "actions": actions,
+            "pending": pending,
+            "unreachable": down,
+            "projects": marked(plan.projects, by_project),
+            "departments": marked(plan.departments, by_department),
+        }
+    )
 
 
 def cycle(

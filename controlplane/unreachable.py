@@ -115,6 +115,27 @@ def stand_in(
     return replace(desired, workloads=workloads), observed.model_copy(update={"clusters": clusters})
 
 
+def held_gpus(
+    desired: DesiredState, holds: dict[str, list[str]]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """GPUs of the held workloads (their full size, as their stand-ins hold) per project and
+    per department above it: what of each queue's allocation is held, not seen."""
+    projects: dict[str, float] = {}
+    departments: dict[str, float] = {}
+    for key in holds:
+        spec = desired.workloads[key].spec
+        size = float(spec.gpus * spec.replicas)
+        projects[spec.project] = projects.get(spec.project, 0.0) + size
+        project = desired.projects.get(spec.project)
+        dept = project.spec.department if project is not None else None
+        seen: set[str] = set()
+        while dept is not None and dept in desired.departments and dept not in seen:
+            seen.add(dept)
+            departments[dept] = departments.get(dept, 0.0) + size
+            dept = desired.departments[dept].spec.parent
+    return projects, departments
+
+
 def keep_away(actions: list[Action], observed: Snapshot) -> list[Action]:
     """No action on a cluster that did not answer (a safety net: stand-ins make none)."""
     down = unreachable(observed)

@@ -8,6 +8,7 @@ and a plan made while ``far`` was down is stale once it answers.
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import subprocess
@@ -16,13 +17,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import yaml
+from rich.console import Console
 
 from adapters import make_adapter
 from adapters.base import ActionResult, Adapter, TemporaryError
 from adapters.simulator import SimulatorAdapter
 from controlplane.apply import apply_plan
+from controlplane.cli.views.markdown import plan_markdown
+from controlplane.cli.views.plan import print_plan
 from controlplane.observe import observe
 from controlplane.placeholders import Fate, judge
+from controlplane.plan import Plan
 from controlplane.reconcile import plan
 from controlplane.store import Store
 from controlplane.watch import Watcher, WatchOptions
@@ -50,6 +55,13 @@ class Flaky:
         if self.down:
             raise TemporaryError("connection refused")
         return self.inner.execute(action, plan_id=plan_id)
+
+
+def render_text(made: Plan) -> str:
+    """The plan as `cp plan` prints it, at 100 columns, without styles."""
+    out = io.StringIO()
+    print_plan(Console(file=out, width=100), made)
+    return out.getvalue()
 
 
 def clusters() -> list[dict[str, object]]:
@@ -124,8 +136,15 @@ def test_the_cluster_that_answers_is_planned_and_the_other_is_left_alone(tmp_pat
     assert waits["p/anywhere"].code == ReasonCode.CLUSTER_UNREACHABLE
     assert "p/a100-only" not in waits
 
-    # the held workloads count as running: 4 + 4 of far, 4 + 4 on near
+    # the held workloads count as running: 4 + 4 of far, 4 + 4 on near; the plan says how
+    # much of that is held for far, in JSON and under the quota table
     assert planned.projects["p"].allocated == 16
+    assert planned.projects["p"].unreachable == 8
+    assert json.loads(planned.to_json())["projects"]["p"]["unreachable"] == 8
+    text = render_text(planned)
+    assert "allocated counts GPUs held for clusters that did not answer (they may run" in text
+    assert "there): project p 8" in text
+    assert "| 16 (8 unreachable) |" in plan_markdown(planned)
 
     # far answers again: the plan made while it was down is stale, a fresh one is whole
     far.down = False

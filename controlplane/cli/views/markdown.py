@@ -123,7 +123,8 @@ def _quota(plan: Plan) -> Section:
 def _quota_row(label: str, q: QueueStatus) -> str:
     return (
         f"| {cell(label)} | {cell(q.department or '')} | {n(q.deserved)} | {n(q.fair_share)} | "
-        f"{n(q.allocated)} | {n(q.limit)} | {n(q.pending)} |"
+        f"{n(q.allocated)}{f' ({n(q.unreachable)} unreachable)' if q.unreachable else ''} | "
+        f"{n(q.limit)} | {n(q.pending)} |"
     )
 
 

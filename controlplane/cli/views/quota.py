@@ -80,6 +80,19 @@ def print_quota(
         columns.insert(2, Column("held\nnow", "number"))
     title = "Quota (GPUs: held now, and after the plan)" if now else "Quota (GPUs, after the plan)"
     print_table(console, [Column("queue"), *columns], rows, title=title)
+    unseen = [
+        f"{kind} {name} {n(q.unreachable)}"
+        for _, kind, name, q in tree_rows(projects, departments)
+        if q.unreachable
+    ]
+    if unseen:
+        console.print(
+            Text(
+                "allocated counts GPUs held for clusters that did not answer (they may run "
+                "there): " + ", ".join(unseen),
+                style="dim",
+            )
+        )
 
 
 def print_quota_chain(
