@@ -22,6 +22,7 @@ from rich.console import Console
 from adapters import make_adapter
 from adapters.base import ActionResult, Adapter, TemporaryError
 from adapters.simulator import SimulatorAdapter
+from controlplane import unreachable
 from controlplane.apply import apply_plan
 from controlplane.cli.views.markdown import plan_markdown
 from controlplane.cli.views.plan import print_plan
@@ -34,7 +35,7 @@ from controlplane.watch import Watcher, WatchOptions
 from specs.actions import Action, Op, ReasonCode
 from specs.desired import DesiredState
 from specs.snapshot import ClusterState, Snapshot, observed_digest
-from tests.builders import NOW, cluster, desired, pool, project, workload
+from tests.builders import NOW, cluster, department, desired, pool, project, workload
 from tests.builders.cli import CP, write_specs
 
 
@@ -152,6 +153,25 @@ def test_the_cluster_that_answers_is_planned_and_the_other_is_left_alone(tmp_pat
     assert observed_digest(snap) != planned.observed_digest
     assert again.unreachable == {}
     assert (Op.CANCEL, "p/old-far", "far") in {(a.op, a.workload, a.cluster) for a in again.actions}
+
+
+def test_held_gpus_count_up_the_department_chain() -> None:
+    """Held work's full size (gpus x replicas) under its project and every department above
+    it, nested departments included; a project without a department adds to none."""
+    specs = desired(
+        [
+            *clusters(),
+            department("org", gpus=32),
+            department("lab", gpus=16, parent="org"),
+            project("p", gpus=8, department="lab"),
+            project("q", gpus=8),
+            workload("a", "p", gpus=4, replicas=2, clusters=["far"]),
+            workload("b", "p", gpus=2, clusters=["far"]),
+            workload("c", "q", gpus=1, clusters=["far"]),
+        ]
+    )
+    holds = {"p/a": ["far"], "p/b": ["far"], "q/c": ["far"]}
+    assert unreachable.held_gpus(specs, holds) == ({"p": 10, "q": 1}, {"lab": 10, "org": 10})
 
 
 def test_held_work_counts_against_limits(tmp_path: Path) -> None:
