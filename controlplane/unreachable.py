@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from controlplane.inventory import chain_of
 from solvers import reasons
 from specs.actions import Action, Pending
 from specs.desired import DesiredState
@@ -126,13 +127,8 @@ def held_gpus(
         spec = desired.workloads[key].spec
         size = float(spec.gpus * spec.replicas)
         projects[spec.project] = projects.get(spec.project, 0.0) + size
-        project = desired.projects.get(spec.project)
-        dept = project.spec.department if project is not None else None
-        seen: set[str] = set()
-        while dept is not None and dept in desired.departments and dept not in seen:
-            seen.add(dept)
+        for dept in chain_of(desired, spec.project):
             departments[dept] = departments.get(dept, 0.0) + size
-            dept = desired.departments[dept].spec.parent
     return projects, departments
 
 

@@ -225,7 +225,7 @@ class Search:
         self.step = step
         self.s = step.s
         self.waiting = waiting
-        self.carried = carried.waiting if carried is not None else None
+        self._carried_lanes = carried.waiting if carried is not None else None
         self._index: WaitingIndex | None = None  # built (or taken over) by the first simulation
         self._static: StaticRuns | None = None
         shields = step.min_runtime_protects
@@ -245,11 +245,11 @@ class Search:
             ledger = self.step.ledger
             gone = ledger.touched | ledger.lost.keys()
             members = {k for k in self.waiting if k not in gone}
-            if self.carried is not None and self.carried.members == members:
-                self._index = self.carried
+            if self._carried_lanes is not None and self._carried_lanes.members == members:
+                self._index = self._carried_lanes
             else:
                 self._index = WaitingIndex(self.s, members)
-            self.carried = None
+            self._carried_lanes = None
         return self._index
 
     @property

@@ -61,7 +61,10 @@ def print_quota(
     """The quota tree after the plan; with ``now`` (``cp status``), what each queue holds
     now beside it, so current figures are never read off the plan's outcome."""
     rows: list[list[Cell]] = []
+    unseen: list[str] = []  # queues whose allocation counts work held for a silent cluster
     for depth, kind, name, q in tree_rows(projects, departments):
+        if q.unreachable:
+            unseen.append(f"{kind} {name} {n(q.unreachable)}")
         label = Text("  " * depth + name, style="bold" if kind == "department" else "")
         if kind == "department":
             label.append(" (dept)", style="dim")
@@ -80,11 +83,6 @@ def print_quota(
         columns.insert(2, Column("held\nnow", "number"))
     title = "Quota (GPUs: held now, and after the plan)" if now else "Quota (GPUs, after the plan)"
     print_table(console, [Column("queue"), *columns], rows, title=title)
-    unseen = [
-        f"{kind} {name} {n(q.unreachable)}"
-        for _, kind, name, q in tree_rows(projects, departments)
-        if q.unreachable
-    ]
     if unseen:
         console.print(
             Text(
