@@ -34,7 +34,7 @@ from adapters.simulator.engine import SimulatedCluster
 from controlplane.plan import DISPLAY_RANK, Plan, execution_order, shrinks
 from solvers.policy import Deadline
 from specs.actions import Action, Op
-from specs.snapshot import Job, Snapshot
+from specs.snapshot import Job, Replica, Snapshot
 
 MAX_ROUNDS = 4
 VIRTUAL = "virtual-"  # id prefix of jobs that exist only in the virtual world
@@ -81,6 +81,7 @@ def converge(
             break
         if not _apply(world, latest, now):
             break  # the virtual world refused a step: keep what was reached
+        _regrow_at_home(world, observed, latest.actions)
         deadline.round = len(rounds) + 1
         latest = cycle(world)
         rounds.append(latest.actions)
@@ -105,6 +106,58 @@ def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
     except (AdapterError, KeyError):
         return False
     return True
+
+
+def _regrow_at_home(world: Snapshot, observed: Snapshot, actions: list[Action]) -> None:
+    """Put the replicas a round grew back on the nodes the job ran on before the plan,
+    where those still have room.
+
+    A replica one round takes back (a limit, a reclaim) and a later round grows again
+    lands where best fit puts it, which need not be where it ran: shown net, that is a
+    move nobody asked for. Within a round the solver puts disturbed work back home; across
+    rounds this does, and the next round checks the result like any other."""
+    grown = {(a.cluster, a.job) for a in actions if a.op == Op.RESIZE and not shrinks(a)}
+    if not grown:
+        return
+    before = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.state.holds_gpus}
+    for state in world.clusters:
+        jobs = [
+            j for j in state.jobs if (state.name, j.id) in grown and (state.name, j.id) in before
+        ]
+        if not jobs:
+            continue
+        nodes = {n.name: n for n in state.nodes}
+        used = Counter[str]()
+        for j in state.jobs:
+            if j.state.holds_gpus:
+                for r in j.replicas:
+                    used[r.node or ""] += r.gpus
+        for job in jobs:
+            home = _shape(before[(state.name, job.id)])
+            lost, new = home - _shape(job), _shape(job) - home
+            for i, r in enumerate(job.replicas):
+                here = (r.node or "", r.gpus)
+                if not new[here]:
+                    continue  # where it ran before
+                back = next(
+                    (
+                        n
+                        for (n, g), count in sorted(lost.items())
+                        if g == r.gpus
+                        and count > 0
+                        and (node := nodes.get(n)) is not None
+                        and node.schedulable
+                        and used[n] + g <= node.gpus
+                    ),
+                    None,
+                )
+                if back is None:
+                    continue
+                new[here] -= 1
+                lost[(back, r.gpus)] -= 1
+                used[here[0]] -= r.gpus
+                used[back] += r.gpus
+                job.replicas[i] = Replica(node=back, gpus=r.gpus)
 
 
 def _shape(job: Job) -> Counter[tuple[str, int]]:

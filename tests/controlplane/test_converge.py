@@ -222,12 +222,6 @@ def test_only_the_first_and_the_last_round_work_out_their_whole_plan(
     assert (done.first.id, done.last.id) == ("r1", "r4")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: a replica one round takes back and a later round regrows lands where "
-    "best fit puts it, not where it was, and the net plan shows a move nobody needs "
-    "(found by test_every_eviction_in_a_plan_is_needed; no round puts it back home)",
-)
 def test_a_replica_regrown_in_a_later_round_goes_back_where_it_was() -> None:
     """p1 is one GPU over its new limit 3. Round 1 takes back w0's replica above its
     minimum; round 2 grows w0 again by preempting the lower-priority w1. The net plan
