@@ -267,3 +267,37 @@ def test_a_replica_regrown_in_a_later_round_goes_back_where_it_was() -> None:
     )
     made = plan(d, snap, now=NOW)
     assert {(a.op, a.workload) for a in made.actions} == {(Op.PREEMPT, "p1/w1")}
+
+
+@pytest.mark.parametrize(
+    ("home_state", "others_on_home", "placed"),
+    [
+        ("idle", 0, ["n1", "n1"]),  # room at home: back there
+        ("drain", 0, ["n1", "n2"]),  # home drained: stays where it grew
+        ("idle", 7, ["n1", "n2"]),  # home full: stays where it grew
+    ],
+)
+def test_a_regrown_replica_goes_home_only_where_home_can_take_it(
+    home_state: str, others_on_home: int, placed: list[str]
+) -> None:
+    def job(*nodes: str) -> Job:
+        return Job(
+            id="7", workload="p/w", pool="p", replicas=[Replica(node=n, gpus=1) for n in nodes]
+        )
+
+    observed = _world(job("n1", "n1"))
+    world = _world(job("n1", "n2"))
+    world.clusters[0].nodes[0].state = home_state
+    if others_on_home:
+        other = Replica(node="n1", gpus=others_on_home)
+        world.clusters[0].jobs.append(Job(id="8", workload="p/x", pool="p", replicas=[other]))
+    grow = Action(
+        op=Op.RESIZE,
+        workload="p/w",
+        cluster="c",
+        job="7",
+        replicas=world.clusters[0].jobs[0].replicas,
+        reason=START,
+    )
+    converge_module._regrow_at_home(world, observed, [grow])
+    assert [r.node for r in world.clusters[0].jobs[0].replicas] == placed
