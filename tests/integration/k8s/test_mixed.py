@@ -1,8 +1,9 @@
 """examples/mixed: one spec repo, a real Slurm and a real Kubernetes, one plan, one apply.
 
-Both servers are real: a local Slurm of its own (port base CP_TEST_SLURM_PORT_BASE + 60,
-clear of the Slurm suite's) and the session's kube-apiserver. The example is used as
-written, except that every command becomes ``sleep 600`` (Slurm really runs them).
+Both servers are real: a local Slurm of its own (the Slurm suite's port base + 60, in
+the suite's slot of ports: tests/integration/slurmports.py) and the session's
+kube-apiserver. The example is used as written, except that every command becomes
+``sleep 600`` (Slurm really runs them).
 
 * one plan places work on both clusters; the project limit counts GPUs on both;
 * one apply submits Slurm jobs and creates Kubernetes objects; the next plan is empty;
@@ -27,6 +28,7 @@ from adapters.kubernetes.localcluster import LocalKubernetes
 from adapters.slurm.localcluster import LocalSlurm, LocalSlurmError
 from adapters.slurm.tags import parse_tag
 from tests.builders.cli import Result, cp
+from tests.integration import slurmports
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slurm]
 Helper = Callable[..., Any]
@@ -38,7 +40,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mixed"
 def mixed_slurm() -> Iterator[tuple[LocalSlurm, dict[str, str]]]:
     root = Path(tempfile.mkdtemp(prefix="cp-mixed-slurm-"))
     root.chmod(0o755)  # munged insists every folder above its socket is a+x
-    base = int(os.environ.get("CP_TEST_SLURM_PORT_BASE", "26817")) + 60
+    base = slurmports.plain_base() + slurmports.MIXED_OFFSET
     cluster = LocalSlurm(root / "cluster", port_base=base)
     try:
         exports = cluster.start(fresh=True)

@@ -7,7 +7,8 @@ run must never turn green by skipping the Slurm suite.
 
 Port base 26817 (override with CP_TEST_SLURM_PORT_BASE) keeps clear of a default
 Slurm (6817) and of the shared recipe's 16817, so a developer's own test cluster can
-run beside this one.
+run beside this one; a second suite running at the same time takes the next free slot
+of ports (tests/integration/slurmports.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from adapters.slurm.tags import parse_tag
 from specs.actions import Action, Op, Reason, ReasonCode, SubmitDetails
 from specs.models import Cluster
 from specs.snapshot import Replica
+from tests.integration import slurmports
 
 CLUSTER = "local"
 
@@ -40,9 +42,7 @@ def local_slurm() -> Iterator[LocalSlurm]:
     # socket is a+x
     root = Path(tempfile.mkdtemp(prefix="cp-slurm-"))
     root.chmod(0o755)
-    cluster = LocalSlurm(
-        root / "cluster", port_base=int(os.environ.get("CP_TEST_SLURM_PORT_BASE", "26817"))
-    )
+    cluster = LocalSlurm(root / "cluster", port_base=slurmports.plain_base())
     saved = os.environ.get("SLURM_CONF")
     try:
         exports = cluster.start(fresh=True)
@@ -252,12 +252,13 @@ def wait_for() -> Callable[..., Any]:
 @pytest.fixture(scope="session")
 def accounting_slurm() -> Iterator[LocalSlurm]:
     """A second local cluster, with accounting (MariaDB + slurmdbd) and a slurmctld that
-    forgets ended jobs after 2 s: only sacct knows of them then. Its own ports (base 27817,
-    or CP_TEST_SLURM_ACCT_PORT_BASE) so it runs beside the plain one."""
+    forgets ended jobs after 2 s: only sacct knows of them then. Its own ports (base 27817
+    in the suite's slot, or CP_TEST_SLURM_ACCT_PORT_BASE) so it runs beside the plain one."""
     root = Path(tempfile.mkdtemp(prefix="cp-slurm-acct-"))
     root.chmod(0o755)
-    port_base = int(os.environ.get("CP_TEST_SLURM_ACCT_PORT_BASE", "27817"))
-    cluster = LocalSlurm(root / "cluster", port_base=port_base, accounting=True, min_job_age=2)
+    cluster = LocalSlurm(
+        root / "cluster", port_base=slurmports.accounting_base(), accounting=True, min_job_age=2
+    )
     try:
         cluster.start(fresh=True)
     except LocalSlurmError as exc:
