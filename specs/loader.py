@@ -73,7 +73,8 @@ class _Read:
 
     specs: cache.FileSpecs
     errors: list[Diagnostic]
-    broken: list[tuple[str, str]]  # (kind, name) of documents that failed to validate
+    # (kind, name, line, column of metadata.name) of documents that failed to validate
+    broken: list[tuple[str, str, int, int]]
 
 
 def _read_file(path: str, key: str, text: str) -> _Read:
@@ -81,7 +82,7 @@ def _read_file(path: str, key: str, text: str) -> _Read:
     placed: list[cache.PlacedDocument] = []
     warnings: list[cache.PlacedWarning] = []
     errors: list[Diagnostic] = []
-    broken: list[tuple[str, str]] = []
+    broken: list[tuple[str, str, int, int]] = []
     for node in composed.documents:
         builder = Builder()
         value = builder.build(node)
@@ -91,7 +92,7 @@ def _read_file(path: str, key: str, text: str) -> _Read:
         warnings.extend(outcome.warnings)
         errors.extend(outcome.errors)
         if outcome.broken is not None:
-            broken.append(outcome.broken)
+            broken.append((*outcome.broken, *name_position(node)))
     if composed.syntax_error is not None:
         line, column, message = composed.syntax_error
         errors.append(Diagnostic(path, line + 1, column + 1, message))
@@ -315,6 +316,7 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     digest = hashlib.sha256()
     placed: list[tuple[str, cache.PlacedDocument]] = []
     broken: list[tuple[str, str]] = []
+    broken_at: list[tuple[str, str, SourceRef]] = []  # where each was written
     contents: dict[str, bytes] = {}
     used: set[str] = set()
     budget = MAX_TOTAL_BYTES
@@ -338,7 +340,9 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
             read = _read_file(shown, key, text)
             specs = read.specs
             errors.extend(read.errors)
-            broken.extend(read.broken)
+            for kind, name, line, column in read.broken:
+                broken.append((kind, name))
+                broken_at.append((kind, name, SourceRef(shown, line, column)))
             if cache_dir is not None and not read.errors:
                 cache.write(cache_dir, specs)
         used.add(key)
@@ -360,8 +364,13 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
             )
         )
 
-    # 2. Assemble; duplicates are only visible here, while both documents are at hand.
+    # 2. Assemble; duplicates are only visible here, while both documents are at hand,
+    #    those that failed their schema among them (in reading order: files, then lines)
     desired, entries, duplicates = _assemble(placed, digest.hexdigest())
+    read_order = {path: i for i, path in enumerate(contents)}
+    entries = sorted(
+        entries + broken_at, key=lambda e: (read_order[e[2].path], e[2].line, e[2].column)
+    )
     errors.extend(find_duplicates(entries))
 
     # 3. Cross-document checks, pointed at the exact field; a duplicate's own errors come

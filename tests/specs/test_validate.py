@@ -149,6 +149,27 @@ def test_duplicates_are_checked_each_on_its_own(repo: Path) -> None:
     assert [d.field for d in found] == ["metadata.name", "metadata.name"], [str(d) for d in found]
 
 
+def test_a_duplicate_that_fails_its_schema_is_reported_as_a_duplicate_too(repo: Path) -> None:
+    """A second Project 'chem' with a negative quota gets its schema error and the
+    duplicate error at once, not the duplicate only once the quota is fixed; and where
+    the broken document comes first, the valid one after it is the duplicate."""
+    org(repo, project("chem", gpus=-4, department="science"))
+    found = errors(repo)
+    w = repo / "w.yaml"
+    assert [d.field for d in found] == ["metadata.name", "spec.quota.gpus"], [str(d) for d in found]
+    assert where(found[0]) == at(w, "chem")
+    assert found[0].message.startswith("Project 'chem' is already defined at org.yaml:")
+    write(repo, "a.yaml", project("chem", gpus=-1, department="science"))  # read first
+    found = errors(repo)
+    assert [(d.path, d.field) for d in found] == [
+        ("a.yaml", "spec.quota.gpus"),
+        ("org.yaml", "metadata.name"),
+        ("w.yaml", "metadata.name"),
+        ("w.yaml", "spec.quota.gpus"),
+    ], [str(d) for d in found]
+    assert found[1].message.startswith("Project 'chem' is already defined at a.yaml:")
+
+
 def test_same_workload_name_in_two_projects_is_fine(repo: Path) -> None:
     org(
         repo,
