@@ -21,7 +21,6 @@ try:  # recent typer carries its own copy of click; its exceptions are that copy
 except ImportError:  # pragma: no cover - older typer uses click itself
     import click  # type: ignore[no-redef]
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from adapters.base import AdapterError
@@ -39,8 +38,10 @@ app = typer.Typer(
     "Kubernetes and a built-in simulator. Specs in git, plans you can review.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # click's own layout: at 80 columns rich's panels squeezed the help into a narrow
+    # column and cut long option names short ("--detailed-exitc…")
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 out = Console()
 err = Console(stderr=True)
@@ -94,9 +95,10 @@ ObservedOpt = Annotated[
 
 
 def examples(*commands: str) -> str:
-    """A command's epilog: the command lines shown under "Example:" in its --help."""
+    """A command's epilog: the command lines shown under "Example:" in its --help, one
+    per line (click's ``\\b`` keeps the paragraph from being rewrapped)."""
     head = "Example:" if len(commands) == 1 else "Examples:"
-    return "\n".join([head, *(escape(c) for c in commands)])
+    return "\n".join(["\b", head, *(f"  {c}" for c in commands)])
 
 
 def load(spec_dir: Path) -> LoadResult:

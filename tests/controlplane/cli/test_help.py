@@ -100,3 +100,37 @@ def test_every_option_says_what_it_does() -> None:
             and not getattr(param, "help", None)
         ]
     assert COMMAND_PATHS and silent == []
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=lambda p: " ".join(p))
+def test_help_fits_80_columns_with_every_option_whole(
+    path: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 80 columns rich's panels cut `--detailed-exitcode` to `--detailed-exitc…` and
+    squeezed each option's words into a column a dozen characters wide (six lines for
+    "plan against this snapshot (JSON/YAML) instead of observing the clusters")."""
+    import typer
+
+    from controlplane.cli.app import app
+
+    monkeypatch.setenv("COLUMNS", "80")
+    res = cp(capsys, *path, "--help")
+    assert res.code == 0, res.err
+    lines = res.out.split("Example", 1)[0].splitlines()  # the examples name options too
+    assert max(len(line) for line in lines) <= 80
+    assert not any(line.rstrip().endswith("…") for line in lines)
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    shown = [
+        p
+        for p in command.params
+        if p.param_type_name == "option" and not getattr(p, "hidden", False)
+    ]
+    words = [w.strip(",") for w in "\n".join(lines).split()]
+    for param in shown:
+        for opt in [*param.opts, *param.secondary_opts]:
+            assert opt in words, f"{opt} is not whole in cp {' '.join(path)} --help"
+    start = next(i for i, line in enumerate(lines) if line.startswith("Options"))
+    options = [line for line in lines[start + 1 :] if line.strip()]
+    assert len(options) <= 3 * len(shown) + 1, "\n".join(options)  # a few lines each, -h
