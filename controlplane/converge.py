@@ -147,6 +147,7 @@ def _regrow_at_home(world: Snapshot, observed: Snapshot, actions: list[Action]) 
                         and count > 0
                         and (node := nodes.get(n)) is not None
                         and node.schedulable
+                        and node.pool == job.pool
                         and used[n] + g <= node.gpus
                     ),
                     None,

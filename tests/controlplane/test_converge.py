@@ -270,15 +270,16 @@ def test_a_replica_regrown_in_a_later_round_goes_back_where_it_was() -> None:
 
 
 @pytest.mark.parametrize(
-    ("home_state", "others_on_home", "placed"),
+    ("home_state", "others_on_home", "home_pool", "placed"),
     [
-        ("idle", 0, ["n1", "n1"]),  # room at home: back there
-        ("drain", 0, ["n1", "n2"]),  # home drained: stays where it grew
-        ("idle", 7, ["n1", "n2"]),  # home full: stays where it grew
+        ("idle", 0, "p", ["n1", "n1"]),  # room at home: back there
+        ("drain", 0, "p", ["n1", "n2"]),  # home drained: stays where it grew
+        ("idle", 7, "p", ["n1", "n2"]),  # home full: stays where it grew
+        ("idle", 0, "q", ["n1", "n2"]),  # home now in another pool than the job's
     ],
 )
 def test_a_regrown_replica_goes_home_only_where_home_can_take_it(
-    home_state: str, others_on_home: int, placed: list[str]
+    home_state: str, others_on_home: int, home_pool: str, placed: list[str]
 ) -> None:
     def job(*nodes: str) -> Job:
         return Job(
@@ -288,6 +289,7 @@ def test_a_regrown_replica_goes_home_only_where_home_can_take_it(
     observed = _world(job("n1", "n1"))
     world = _world(job("n1", "n2"))
     world.clusters[0].nodes[0].state = home_state
+    world.clusters[0].nodes[0].pool = home_pool
     if others_on_home:
         other = Replica(node="n1", gpus=others_on_home)
         world.clusters[0].jobs.append(Job(id="8", workload="p/x", pool="p", replicas=[other]))
