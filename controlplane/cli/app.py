@@ -117,7 +117,8 @@ def _version_callback(value: bool) -> None:
 
 def _show_completion(ctx: typer.Context, value: bool) -> None:
     if value:
-        out.print(completion.script(_login_shell(), _prog(ctx)), end="", markup=False)
+        script = completion.script(_login_shell(), _prog(ctx))
+        out.print(script, end="", markup=False, highlight=False, soft_wrap=True)  # never wrapped
         raise typer.Exit()
 
 

@@ -25,4 +25,5 @@ def completion_cmd(
     if shell not in completion.SHELLS:
         raise typer.BadParameter(f"use {', '.join(completion.SHELLS)}", param_hint="SHELL")
     prog = ctx.find_root().info_name or "cp"
-    out.print(completion.script(shell, prog), end="", markup=False, highlight=False)
+    # as is, never wrapped at the terminal width: a break inside shell code breaks it
+    out.print(completion.script(shell, prog), end="", markup=False, highlight=False, soft_wrap=True)
