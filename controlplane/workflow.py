@@ -77,7 +77,23 @@ def load(spec_dir: Path) -> LoadResult:
     if not spec_dir.is_dir():
         raise ControlPlaneError(f"{spec_dir} is not a directory of specs")
     with collector.building():
-        return load_specs(spec_dir, cache_dir=spec_dir / ".cp" / "cache")
+        return load_specs(spec_dir, cache_dir=state_dir(spec_dir) / "cache")
+
+
+def state_dir(spec_dir: Path) -> Path:
+    """The control plane's own folder in a spec repo (``.cp/``: the spec cache, the default
+    store, the simulator's clusters). Made with a ``.gitignore`` that ignores all of it,
+    so a spec repo's ``git add -A`` never commits a database; best effort, as a read-only
+    checkout has neither."""
+    folder = spec_dir / ".cp"
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        try:
+            folder.mkdir(exist_ok=True)
+            ignore.write_text("# the control plane's cache, store and simulator state\n*\n")
+        except OSError:
+            pass
+    return folder
 
 
 def open_store(spec_dir: Path, db: str | None, *, init: bool = False) -> Store:
@@ -87,6 +103,7 @@ def open_store(spec_dir: Path, db: str | None, *, init: bool = False) -> Store:
 
     if db:
         return Store(db, init=init)
+    state_dir(spec_dir)
     return Store(default_url(spec_dir), init=init, create_dir=True)
 
 

@@ -1,0 +1,39 @@
+"""The control plane's own folder in a spec repo (``.cp/``) ignores itself in git: a spec
+repo's ``git add -A`` after an apply used to pick up the SQLite store and the caches."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from controlplane.cli import run
+from controlplane.workflow import state_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def test_git_sees_nothing_of_what_an_apply_leaves(tmp_path: Path) -> None:
+    repo = tmp_path / "specs"
+    shutil.copytree(ROOT / "examples" / "quickstart", repo, ignore=shutil.ignore_patterns(".cp"))
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "specs")
+    now = "2026-11-22T10:00:00"
+    assert run(["apply", str(repo), "--auto-approve", "--now", now], "controlplane") == 0
+    assert (repo / ".cp" / "controlplane.db").exists()  # the store is there, and ignored
+    assert _git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_a_state_folder_that_cannot_be_made_is_no_error(tmp_path: Path) -> None:
+    """Best effort: where ``.cp`` cannot be made (here a file is in the way; in CI, a
+    read-only checkout), loading goes on without it."""
+    (tmp_path / ".cp").write_text("not a folder")
+    assert state_dir(tmp_path) == tmp_path / ".cp"
+    assert (tmp_path / ".cp").read_text() == "not a folder"
