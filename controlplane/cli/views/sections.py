@@ -64,11 +64,23 @@ def render(
     # the worst case of every fixed part: titles, table heads, "… and N more" lines, the note
     fixed = len(top) + len(cut_note.format(limit=max_chars, left=10**9, where=where))
     fixed += sum(len(s.head()) + len(Section.tail(10**9, s.noun)) for s in sections)
-    budget = max(0, max_chars - fixed)
+    if fixed > max_chars:  # not even the sections' titles fit: the summary alone
+        alone = f"{top}_This comment is cut to {max_chars:,} characters: its sections are left out.{where}_\n"
+        return _first_lines(alone, max_chars)
+    budget = max_chars - fixed
     counts = _share(budget, [[len(r) + 1 for r in s.rows] for s in sections])
     left = sum(len(s.rows) for s in sections) - sum(counts)
     note = cut_note.format(limit=max_chars, left=left, where=where)
     return _assemble(top, sections, counts, note)
+
+
+def _first_lines(text: str, limit: int) -> str:
+    """The whole lines of ``text`` that fit in ``limit`` characters (the first line cut
+    short if not even it fits)."""
+    if len(text) <= limit:
+        return text
+    kept = text[:limit]
+    return kept[: kept.rfind("\n") + 1] or kept
 
 
 def _share(budget: int, sizes: list[list[int]]) -> list[int]:

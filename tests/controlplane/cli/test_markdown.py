@@ -119,6 +119,23 @@ def test_render_never_exceeds_the_bound_and_counts_what_it_cuts(
         assert re.findall(rf"^\| {i}-(\d+) \|", text, re.M) == [str(j) for j in range(shown)]
 
 
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=5),
+    max_chars=st.integers(min_value=1, max_value=3_000),
+)
+def test_a_bound_too_small_for_the_sections_is_still_kept(sizes: list[int], max_chars: int) -> None:
+    """`--max-chars 300` gave 805 characters (the sections' titles alone did not fit)."""
+    text = render("**Plan: test.**\n\n", _sections(sizes), max_chars=max_chars)
+    assert 0 < len(text) <= max_chars
+
+
+def test_what_is_left_when_no_section_fits() -> None:
+    text = render("**Plan: test.**\n\n", _sections([50, 50]), max_chars=300, full="plan.md")
+    assert text.startswith("**Plan: test.**")
+    assert "its sections are left out. The full plan: plan.md." in text
+    assert "<details>" not in text
+
+
 def test_small_sections_stay_whole_when_a_big_one_is_cut() -> None:
     small, big = _sections([5, 2000])
     text = render("top\n\n", [big, small], max_chars=20_000)
