@@ -286,8 +286,8 @@ def test_an_api_server_that_refuses_connections_is_unreachable(tmp_path: Path) -
 
 def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: Path) -> None:
     """Every cluster down: the plan has no actions, yet nothing was checked. The text must
-    not say the clusters match the specs, and a watch cycle names the cluster and fails
-    (so `--once` exits 1 for cron and CI, and the loop backs off)."""
+    not say the clusters match the specs, the plan exits 1, and a watch cycle names the
+    cluster and fails (so `--once` exits 1 for cron and CI, and the loop backs off)."""
     k8s = refused_kubeconfig(tmp_path)
     specs = write_specs(
         tmp_path / "specs",
@@ -298,8 +298,30 @@ def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: P
         ],
     )
     planned = subprocess.run([CP, "plan", str(specs)], capture_output=True, text=True, timeout=120)
-    assert planned.returncode == 0, planned.stderr
     assert "unreachable" in planned.stdout and "match the specs" not in planned.stdout
+    # and it fails: a CI job asking --detailed-exitcode read "no changes" (user trial)
+    assert planned.returncode == 1, planned.stderr
+    assert "no cluster answered (k)" in planned.stderr
+    as_json = subprocess.run(
+        [CP, "plan", str(specs), "--json", "--detailed-exitcode"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert as_json.returncode == 1 and list(json.loads(as_json.stdout)["unreachable"]) == ["k"]
+    with_sim = write_specs(
+        tmp_path / "with-sim",
+        [
+            cluster("k", adapter="kubernetes", pools=[pool(nodes=1)], kubernetes=k8s),
+            cluster("sim"),
+            project("p"),
+            workload("w", "p", clusters=["k"]),
+        ],
+    )
+    partly = subprocess.run(
+        [CP, "plan", str(with_sim)], capture_output=True, text=True, timeout=120
+    )
+    assert partly.returncode == 0, partly.stderr  # one cluster answered: a plan of it
     applied = subprocess.run(
         [CP, "apply", str(specs), "--json", "--auto-approve"],
         capture_output=True,

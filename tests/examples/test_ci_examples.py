@@ -344,7 +344,7 @@ def test_github_plan_posts_spec_errors_and_fails(
     res = run_script(work, comment_step, env)
     assert res.returncode == 1  # the job fails after posting the errors
     [comment] = api.comments["/repos/org/specs/issues/10/comments"]
-    assert "the specs do not plan" in comment["body"] and "bad.yaml:4:" in comment["body"]
+    assert "no plan (the error below)" in comment["body"] and "bad.yaml:4:" in comment["body"]
 
 
 # ------------------------------------------------------------------ GitLab

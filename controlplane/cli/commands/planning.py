@@ -22,6 +22,7 @@ from controlplane.cli.app import (
     NowOpt,
     ObservedOpt,
     app,
+    err,
     examples,
     load,
     out,
@@ -184,6 +185,17 @@ def plan_cmd(
         if out_file:
             apply_it = typed_here(f"cp apply {shlex.quote(str(out_file))}", spec_dir)
             out.print(f"Saved to {out_file}; run [bold]{escape(apply_it)}[/] to carry it out.")
+    if plan.unreachable and set(plan.unreachable) >= set(loaded.desired.clusters):
+        # nothing was observed: not "no changes" to a CI job asking --detailed-exitcode
+        names = ", ".join(sorted(plan.unreachable))
+        err.print(
+            f"error: no cluster answered ({names}): this plan observed nothing; "
+            "fix access to them and plan again",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+        raise typer.Exit(1)
     if detailed_exitcode and not plan.empty:
         raise typer.Exit(2)
 
