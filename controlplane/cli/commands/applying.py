@@ -163,7 +163,9 @@ def watch(
     interval: Annotated[float, typer.Option(help="seconds between reconciles")] = 30.0,
     quiet: Annotated[
         float,
-        typer.Option(help="seconds the spec files must be unchanged before a cycle reads them"),
+        typer.Option(
+            min=0.0, help="seconds the spec files must be unchanged before a cycle reads them"
+        ),
     ] = 2.0,
     auto_approve: Annotated[bool, typer.Option("--auto-approve", help="apply every plan")] = False,
     allow_mass_prune: Annotated[
@@ -190,6 +192,8 @@ def watch(
     tick. One timestamped line per cycle; problems are reported and retried with backoff;
     SIGINT/SIGTERM stop after the action in flight. With --once, one cycle: exit 1 if it
     failed."""
+    if not interval > 0:
+        raise typer.BadParameter("give a number of seconds above 0", param_hint="--interval")
     import signal
 
     from watchfiles import watch as watch_files

@@ -126,7 +126,7 @@ def plan_cmd(
         float,
         typer.Option(
             help="seconds for the whole plan: when they run out, the plan reached so far is "
-            "shown and says which steps were cut short"
+            "shown and says which steps were cut short",
         ),
     ] = Policy().time_limit,
     base: Annotated[
@@ -148,6 +148,8 @@ def plan_cmd(
     """Show what would change, and why: submissions, evictions, moves, and what waits."""
     if engine not in ("best", "kai"):
         raise typer.BadParameter("use best or kai", param_hint="--engine")
+    if not time_limit > 0:
+        raise typer.BadParameter("give a number of seconds above 0", param_hint="--time-limit")
     if base is not None and base_dir is not None:
         raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
     policy = Policy(engine=engine, time_limit=time_limit)

@@ -134,3 +134,21 @@ def test_help_fits_80_columns_with_every_option_whole(
     start = next(i for i, line in enumerate(lines) if line.startswith("Options"))
     options = [line for line in lines[start + 1 :] if line.strip()]
     assert len(options) <= 3 * len(shown) + 1, "\n".join(options)  # a few lines each, -h
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["plan", "--time-limit", "-1"], "--time-limit"),
+        (["plan", "--time-limit", "0"], "--time-limit"),
+        (["watch", "--interval", "0", "--once"], "--interval"),
+        (["watch", "--quiet", "-1", "--once"], "--quiet"),
+    ],
+)
+def test_seconds_below_zero_are_refused(
+    args: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--time-limit -1` was taken (a plan cut short before it began)."""
+    write_specs(tmp_path, [cluster(), project("p", gpus=2), workload("w", "p", gpus=1)])
+    res = cp(capsys, args[0], tmp_path, *args[1:])
+    assert res.code == 2 and option in res.err, res.err
