@@ -16,6 +16,7 @@ from controlplane.cli.views.apply import recorded_json
 from controlplane.cli.views.history import history_json, print_history
 from controlplane.cli.views.markdown import plan_markdown
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
+from controlplane.cli.views.words import counted
 from controlplane.errors import PlanNotFoundError
 
 
@@ -57,7 +58,7 @@ def history(
             )
         elif verdict.ok:
             out.print(
-                f"history intact: {verdict.records} records, head {verdict.head}",
+                f"history intact: {counted(verdict.records, 'record')}, head {verdict.head}",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -11,6 +11,7 @@ import typer
 
 from controlplane.cli.app import DirArg, JsonOpt, app, examples, load, out, write_json
 from controlplane.cli.views.problems import diagnostic_json
+from controlplane.cli.views.words import counted
 
 
 @app.command(epilog=examples("cp validate examples/quickstart", "cp validate . --json"))
@@ -31,7 +32,7 @@ def validate(spec_dir: DirArg = Path("."), as_json: JsonOpt = False) -> None:
         warnings = [diagnostic_json(w) for w in loaded.warnings]
         write_json({"ok": True, "valid": True, **counts, "warnings": warnings})
     else:
-        out.print("[green]valid[/]: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+        out.print("[green]valid[/]: " + ", ".join(counted(v, k[:-1]) for k, v in counts.items()))
 
 
 @app.command(epilog=examples("cp schema --out spec.schema.json"))

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from controlplane.cli.views.history import history_json, print_history
 from controlplane.cli.views.quota import print_quota_chain
+from controlplane.cli.views.words import counted
 from controlplane.eviction import Exposure, describe_protection
 from controlplane.inventory import WorkloadRow
 from controlplane.plan import QueueStatus
@@ -115,7 +116,7 @@ def _print_running(console: Console, e: Exposure, now: datetime) -> None:
             else ""
         )
         nodes = ", ".join(j.nodes) or "nodes the cluster chose"
-        lines.append(f"job {j.id} on {j.cluster}: {j.gpus} GPUs on {nodes}{started}")
+        lines.append(f"job {j.id} on {j.cluster}: {counted(j.gpus, 'GPU')} on {nodes}{started}")
     if e.segment:
         lines.append(f"checkpointed: {e.segment}")
     lines.append(describe_protection(e, now))

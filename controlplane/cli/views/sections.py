@@ -43,6 +43,8 @@ class Section:
 
     @staticmethod
     def tail(left_out: int, noun: str) -> str:
+        if left_out == 1 and noun.endswith("s"):  # "1 more warning"
+            noun = noun[:-1]
         more = f"\n… and {left_out:,} more {noun}\n" if left_out else ""
         return f"{more}\n</details>\n\n"
 

@@ -1,0 +1,10 @@
+"""Counts in words: "1 cluster", "2 clusters", "1,000 records"."""
+
+from __future__ import annotations
+
+
+def counted(n: float, noun: str) -> str:
+    """``n`` and ``noun``, plural (a plain -s) unless ``n`` is 1; whole numbers with
+    thousands separators, others to two decimals."""
+    shown = f"{int(n):,}" if float(n).is_integer() else f"{n:,.2f}"
+    return f"{shown} {noun if n == 1 else noun + 's'}"
