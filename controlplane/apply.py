@@ -21,6 +21,7 @@ Safe to interrupt at any point and run again:
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import socket
 import time
@@ -87,6 +88,29 @@ class Lease:
                 f"the apply lease was lost to {other}; nothing more was done: run `cp apply` again"
             )
         self.renewed = time.monotonic()
+
+
+def actor() -> str:
+    """Who applies, as the history records it: ``CP_ACTOR`` when set (a service, another
+    CI), the user and run of GitHub Actions or GitLab CI, else ``user@host``."""
+    env = os.environ
+    if env.get("CP_ACTOR"):
+        return env["CP_ACTOR"]
+    if env.get("GITHUB_ACTIONS") == "true":
+        return (
+            f"{env.get('GITHUB_ACTOR', '?')} (GitHub Actions run {env.get('GITHUB_RUN_ID', '?')}"
+            f" of {env.get('GITHUB_REPOSITORY', '?')})"
+        )
+    if env.get("GITLAB_CI") == "true":
+        return (
+            f"{env.get('GITLAB_USER_LOGIN', '?')} (GitLab CI job {env.get('CI_JOB_ID', '?')}"
+            f" of {env.get('CI_PROJECT_PATH', '?')})"
+        )
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
 
 
 @contextlib.contextmanager
@@ -164,7 +188,7 @@ def _run(
     stop: Callable[[], bool] | None,
 ) -> ApplyReport:
     store.save_plan(plan)
-    store.set_plan_status(plan.id, "applying")
+    store.set_plan_status(plan.id, "applying", actor=actor())
     report = ApplyReport(plan.id, resumed=resumed)
     for seq, action in enumerate(plan.execution_order()):
         if seq in done:

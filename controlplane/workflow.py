@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from adapters.base import Adapter
 from controlplane import collector
 from controlplane.activity import busy, note
-from controlplane.apply import ApplyReport, OnOutcome, holding_lease, run_plan
+from controlplane.apply import ApplyReport, OnOutcome, actor, holding_lease, run_plan
 from controlplane.basespecs import BaseSpecs
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
 from controlplane.forecast import gather
@@ -389,7 +389,7 @@ def apply_specs(
         approved = approve is None or approve(plan, snap)  # it sees every plan, may show it
         if approved and plan.empty:
             # the clusters follow these specs: the policy baseline of the next plans
-            store.set_plan_status(plan.id, "applied", "nothing to do")
+            store.set_plan_status(plan.id, "applied", "nothing to do", actor=actor())
         if not approved or plan.empty:
             return plan, None
         lease.keep()

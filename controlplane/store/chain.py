@@ -54,9 +54,17 @@ def plan_payload(
 
 
 def event_payload(
-    plan_id: str, seq: int | None, status: str, job: str | None, message: str, at: datetime
+    plan_id: str,
+    seq: int | None,
+    status: str,
+    job: str | None,
+    message: str,
+    at: datetime,
+    actor: str | None = None,
 ) -> dict[str, object]:
-    return {
+    """An event's hashed content; ``actor`` only where one was recorded, so the events
+    written before the store kept it hash as they did."""
+    payload: dict[str, object] = {
         "kind": "event",
         "plan": plan_id,
         "seq": seq,
@@ -65,6 +73,9 @@ def event_payload(
         "message": message,
         "at": stamp(at),
     }
+    if actor is not None:
+        payload["actor"] = actor
+    return payload
 
 
 @dataclass(frozen=True)

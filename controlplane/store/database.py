@@ -148,6 +148,7 @@ def migrate(engine: Engine, version: int) -> None:
     SQLModel.metadata.create_all(engine)  # new tables only: existing ones are left as they are
     added = {
         "plans": ("chain_seq INTEGER", "prev_hash VARCHAR", "hash VARCHAR"),  # 2: the chain
+        "events": ("actor VARCHAR",),  # 5: who applied
         "runs": (
             "project VARCHAR DEFAULT ''",
             "gpus INTEGER DEFAULT 0",  # 3: usage from runs

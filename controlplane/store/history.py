@@ -28,6 +28,9 @@ from controlplane.store.database import Database
 from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow
 from controlplane.store.tables import utcnow as _utcnow
 
+# an applied (or attempted) action, its plan, and who applied it (None: not recorded)
+HistoryRow = tuple[ActionRow, PlanRow, str | None]
+
 # the ops whose job is a new one, created by the adapter (a placeholder until it runs)
 CREATES_JOBS = ("submit", "move", "resize")
 RESUMABLE = ("applying", "failed", "interrupted")
@@ -92,7 +95,10 @@ class History:
             row = db.get(PlanRow, plan_id)
             return row.status if row else None
 
-    def set_plan_status(self, plan_id: str, status: str, message: str = "") -> None:
+    def set_plan_status(
+        self, plan_id: str, status: str, message: str = "", *, actor: str | None = None
+    ) -> None:
+        """A plan's new status, as an event of the chain (``actor``: who set it going)."""
         with self.db.session() as db:
             row = db.get(PlanRow, plan_id)
             if row is None or row.status == status:
@@ -108,6 +114,7 @@ class History:
                 status=status,
                 message=message,
                 at=_utc(now),
+                actor=actor,
                 chain_seq=0,
                 prev_hash="",
                 hash="",
@@ -185,10 +192,9 @@ class History:
             _append(db, event, _event_payload(event))
             db.commit()
 
-    def history(
-        self, workload: str | None = None, limit: int = 50
-    ) -> list[tuple[ActionRow, PlanRow]]:
-        """Applied or attempted actions, newest first."""
+    def history(self, workload: str | None = None, limit: int = 50) -> list[HistoryRow]:
+        """Applied or attempted actions, newest first, each with who applied it: the
+        actor of the latest start (or resume) of its plan's apply before it began."""
         with self.db.session() as db:
             q = select(ActionRow, PlanRow).where(
                 ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending"
@@ -196,7 +202,22 @@ class History:
             if workload:
                 q = q.where(ActionRow.workload == workload)
             q = q.order_by(col(ActionRow.started_at).desc(), col(ActionRow.seq).desc())
-            return [(a, p) for a, p in db.exec(q.limit(limit))]
+            rows = list(db.exec(q.limit(limit)))
+            starts: dict[str, list[tuple[datetime, str]]] = {}
+            applying = select(EventRow).where(
+                col(EventRow.plan_id).in_({p.id for _, p in rows}),
+                col(EventRow.seq).is_(None),
+                EventRow.status == "applying",
+                col(EventRow.actor).is_not(None),
+            )
+            for e in db.exec(applying.order_by(col(EventRow.chain_seq))):
+                starts.setdefault(e.plan_id, []).append((_utc(e.at), e.actor or ""))
+        out = []
+        for a, p in rows:
+            began = _utc(a.started_at) if a.started_at else None
+            actors = [who for at, who in starts.get(p.id, []) if began is None or at <= began]
+            out.append((a, p, actors[-1] if actors else None))
+        return out
 
     # ------------------------------------------------------------------ repairs
 
@@ -302,7 +323,7 @@ def _parse_head(value: str) -> tuple[int, str]:
 
 
 def _event_payload(e: EventRow) -> dict[str, object]:
-    return chain.event_payload(e.plan_id, e.seq, e.status, e.job, e.message, e.at)
+    return chain.event_payload(e.plan_id, e.seq, e.status, e.job, e.message, e.at, e.actor)
 
 
 def _event_name(e: EventRow) -> str:

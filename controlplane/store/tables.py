@@ -28,7 +28,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class MetaRow(SQLModel, table=True):
@@ -69,6 +69,7 @@ class EventRow(SQLModel, table=True):
     job: str | None = None
     message: str = ""
     at: datetime
+    actor: str | None = None  # who started an apply: a CI's user and run, or user@host
     chain_seq: int = Field(index=True)
     prev_hash: str
     hash: str

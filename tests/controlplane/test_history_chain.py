@@ -80,6 +80,13 @@ def test_a_real_history_verifies(applied: Path, capsys: Capsys) -> None:
         (lambda s: sql(s, "UPDATE plans SET status = 'planned' WHERE chain_seq = 1"), "its status"),
         (lambda s: sql(s, "DELETE FROM events WHERE id = 5"), "record "),
         (
+            lambda s: sql(
+                s,
+                "UPDATE events SET actor = 'someone else' WHERE id = (SELECT min(id) FROM events)",
+            ),
+            "event 1 ",
+        ),
+        (
             lambda s: sql(s, "DELETE FROM events WHERE id = (SELECT max(id) FROM events)"),
             "chain head",
         ),
@@ -91,6 +98,7 @@ def test_a_real_history_verifies(applied: Path, capsys: Capsys) -> None:
         "action status",
         "plan status",
         "event deleted",
+        "who applied",
         "end cut off",
     ],
 )
@@ -103,3 +111,57 @@ def test_an_edit_is_named(
     assert named in str(report["problem"]), report["problem"]
     human = cp(capsys, "history", applied, "--verify")
     assert human.code == 1 and "history broken:" in human.err
+
+
+def test_history_says_who_applied(
+    tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every applied action names who applied it (the user trial found no "who" in the
+    history the README promised); a resume by someone else is theirs from there on."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    monkeypatch.setenv("CP_ACTOR", "alice (laptop)")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    monkeypatch.delenv("CP_ACTOR")
+    for name, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_ACTOR": "bob",
+        "GITHUB_RUN_ID": "42",
+        "GITHUB_REPOSITORY": "org/specs",
+    }.items():
+        monkeypatch.setenv(name, value)
+    (specs / "workloads" / "vision.yaml").unlink()
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    rows = cp(capsys, "history", specs, "--json").json()
+    assert isinstance(rows, list)
+    by = {(r["op"], r["workload"]): r["by"] for r in rows}
+    assert by[("submit", "nlp/llm-finetune")] == "alice (laptop)"
+    pruned = [who for (op, w), who in by.items() if op == "cancel" and w.startswith("vision/")]
+    assert pruned and set(pruned) == {"bob (GitHub Actions run 42 of org/specs)"}
+    text = cp(capsys, "history", specs).out
+    assert "by alice (laptop)" in text and "by bob (GitHub Actions run 42" in text
+    code, report = verify(capsys, specs)
+    assert code == 0 and report["ok"] is True
+
+
+def test_an_event_without_an_actor_hashes_as_before() -> None:
+    """Events written before the store kept who applied verify unchanged: their hashed
+    content has no ``actor`` key at all."""
+    from datetime import UTC, datetime
+
+    from controlplane.store import chain
+
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    old = chain.event_payload("p", 0, "done", "7", "", at)
+    assert sorted(old) == ["at", "job", "kind", "message", "plan", "seq", "status"]
+    assert chain.event_payload("p", 0, "done", "7", "", at, "alice")["actor"] == "alice"
+
+
+def test_a_store_of_the_previous_schema_gains_the_actor(tmp_path: Path, capsys: Capsys) -> None:
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "store", "init", specs).code == 0
+    sql(specs, "ALTER TABLE events DROP COLUMN actor")  # as version 4 made it
+    sql(specs, "UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    assert all(r["by"] for r in cp(capsys, "history", specs, "--json").json())

@@ -21,7 +21,7 @@ from specs.actions import Action, Pending
 from specs.durations import format_duration
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
-    from controlplane.store import ActionRow, PlanRow
+    from controlplane.store.history import HistoryRow
 
 Chain = list[tuple[str, str, QueueStatus]]
 
@@ -32,7 +32,7 @@ def explain_json(
     actions: list[Action],
     pending: list[Pending],
     chain: Chain,
-    past: list[tuple[ActionRow, PlanRow]],
+    past: list[HistoryRow],
 ) -> dict[str, Any]:
     return {
         "workload": row.name,
@@ -76,7 +76,7 @@ def print_explain(
     actions: list[Action],
     pending: list[Pending],
     chain: Chain,
-    past: list[tuple[ActionRow, PlanRow]],
+    past: list[HistoryRow],
     now: datetime,
     queued: Sequence[str] = (),  # its jobs waiting in a cluster's queue
 ) -> None:

@@ -11,15 +11,15 @@ from controlplane import collector
 from controlplane.cli.views.entries import print_entries
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
-    from controlplane.store import ActionRow, PlanRow
+    from controlplane.store.history import HistoryRow
 
 
 @collector.paused()  # a large view: short-lived objects by the million
-def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> None:
-    """Two lines per action (when, op, workload, job, outcome; its reason underneath),
-    wrapped to the terminal with the workload's name whole."""
+def print_history(console: Console, rows: list[HistoryRow]) -> None:
+    """Two lines per action (when, op, workload, job, outcome, who applied it; its reason
+    underneath), wrapped to the terminal with the workload's name whole."""
     entries = []
-    for a, p in rows:
+    for a, p, actor in rows:
         when = (a.started_at or p.created_at).strftime("%Y-%m-%d %H:%M:%S")
         color = {"done": "green", "failed": "red"}.get(a.status, "yellow")
         entries.append(
@@ -32,6 +32,7 @@ def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> No
                     "  ",
                     (a.status, color),
                     f"  plan:{p.id[:12]}",  # one word: an id is never split
+                    f"  by {actor}" if actor else "",
                 ),
                 Text.assemble(
                     (a.reason_code, color),
@@ -43,7 +44,7 @@ def print_history(console: Console, rows: list[tuple[ActionRow, PlanRow]]) -> No
     print_entries(console, entries)
 
 
-def history_json(rows: list[tuple[ActionRow, PlanRow]]) -> list[dict[str, Any]]:
+def history_json(rows: list[HistoryRow]) -> list[dict[str, Any]]:
     return [
         {
             "plan": p.id,
@@ -55,6 +56,7 @@ def history_json(rows: list[tuple[ActionRow, PlanRow]]) -> list[dict[str, Any]]:
             "status": a.status,
             "reason": {"code": a.reason_code, "message": a.reason},
             "message": a.message,
+            "by": actor,
         }
-        for a, p in rows
+        for a, p, actor in rows
     ]
