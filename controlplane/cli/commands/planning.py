@@ -148,8 +148,8 @@ def plan_cmd(
     """Show what would change, and why: submissions, evictions, moves, and what waits."""
     if engine not in ("best", "kai"):
         raise typer.BadParameter("use best or kai", param_hint="--engine")
-    if not time_limit > 0:
-        raise typer.BadParameter("give a number of seconds above 0", param_hint="--time-limit")
+    if not time_limit >= 0:  # 0: cut every step short, and say so
+        raise typer.BadParameter("give a number of seconds, 0 or more", param_hint="--time-limit")
     if base is not None and base_dir is not None:
         raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
     policy = Policy(engine=engine, time_limit=time_limit)
