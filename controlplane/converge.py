@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from adapters.base import AdapterError
@@ -47,6 +47,8 @@ class Round:
     actions: list[Action]
     id: str
     finish: Callable[[], Plan]
+    # waiting candidates the round held GPUs for: (cluster, job id) -> (node, GPUs)
+    held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,6 +83,8 @@ def converge(
             break
         if not _apply(world, latest, now):
             break  # the virtual world refused a step: keep what was reached
+        if len(rounds) == 1:
+            _start_where_held(world, latest.held)
         _regrow_at_home(world, observed, latest.actions)
         deadline.round = len(rounds) + 1
         latest = cycle(world)
@@ -106,6 +110,18 @@ def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
     except (AdapterError, KeyError):
         return False
     return True
+
+
+def _start_where_held(world: Snapshot, held: dict[tuple[str, str], list[tuple[str, int]]]) -> None:
+    """Name, on each waiting candidate of the virtual world, the nodes the first round held
+    for it: the cluster starts it on the cluster as it is now, before anything this plan
+    does, so every later round holds it there too (not where the virtual world, with the
+    plan's own work on it, would fit it best). It stays waiting: only where is decided."""
+    for state in world.clusters:
+        for job in state.jobs:
+            where = held.get((state.name, job.id))
+            if where is not None and job.candidate is not None and not job.state.holds_gpus:
+                job.replicas = [Replica(node=node, gpus=gpus) for node, gpus in where]
 
 
 def _regrow_at_home(world: Snapshot, observed: Snapshot, actions: list[Action]) -> None:
@@ -199,7 +215,8 @@ def net_actions(observed: Snapshot, final: Snapshot, rounds: list[list[Action]])
     for key, job in sorted(before.items()):
         cluster, job_id = key
         if key in after:
-            if _shape(after[key]) != _shape(job):
+            # a waiting candidate's nodes are where the cluster will start it, not a change
+            if job.candidate is None and _shape(after[key]) != _shape(job):
                 reason = by_job[key].reason
                 grown = _shape(after[key]) - _shape(job)
                 shrunk = _shape(job) - _shape(after[key])

@@ -290,7 +290,7 @@ def cycle(
             ),
         )
 
-    return Round(actions, made, finish)
+    return Round(actions, made, finish, held=session.held)
 
 
 def _pending(

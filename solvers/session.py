@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from solvers.fairshare import ShareNode, compute_fair_shares
 from solvers.order import job_id_order
 from solvers.placement import FreeIndex
-from solvers.problem import JobRequest, PoolKey, Problem, Queue
+from solvers.problem import JobRequest, PoolKey, Problem, Queue, node_key
 from specs.actions import Reason
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # a job whose submit time is unknown goes first
@@ -46,6 +46,8 @@ class Session:
     alloc_t: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     alloc_np_t: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     per_type: bool = False
+    # waiting fan-out candidates that fit now: (cluster, job id) -> (node name, GPUs) held
+    held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
     _shares: dict[str, float] = field(default_factory=dict, repr=False)  # fixed with ``fair``
 
@@ -83,7 +85,9 @@ class Session:
         """Fan-out workloads whose candidates wait in the clusters' queues: their GPUs count
         once against their queues' caps, and a candidate that fits now holds the GPUs the
         cluster is about to start it on, so nothing else is planned onto them. Candidates
-        take room in the order the cluster starts them: submission, then job id."""
+        take room in the order the cluster starts them: submission, then job id. One that
+        names its nodes (a cluster that says where it will start it, or an earlier round
+        of the same plan) holds those, where they have the room."""
         waiting = []
         for key, jobs in sorted(self.problem.candidates.items()):
             job = self.problem.fan_out[key]
@@ -91,7 +95,28 @@ class Session:
             waiting += [(cluster, j) for cluster, j in jobs if j.pool is not None]
         waiting.sort(key=lambda cj: (cj[1].submitted_at or _EPOCH, job_id_order(cj[1].id)))
         for cluster, j in waiting:
-            self.hold((cluster, j.pool or ""), [r.gpus for r in j.replicas])
+            pool, asks = (cluster, j.pool or ""), [r.gpus for r in j.replicas]
+            named = [node_key(cluster, r.node) for r in j.replicas if r.node is not None]
+            nodes, sizes = None, asks
+            if named and len(named) == len(asks):
+                nodes = self._hold_on(pool, named, asks)
+            if nodes is None:
+                nodes, sizes = self.hold(pool, asks), sorted(asks, reverse=True)
+            if nodes is not None:
+                names = [n.split("/", 1)[1] for n in nodes]
+                self.held[cluster, j.id] = list(zip(names, sizes, strict=True))
+
+    def _hold_on(self, pool: PoolKey, nodes: list[str], asks: list[int]) -> list[str] | None:
+        """Take ``asks`` on exactly ``nodes`` (node keys), if all of them have the room."""
+        need: dict[str, int] = defaultdict(int)
+        for node, gpus in zip(nodes, asks, strict=True):
+            need[node] += gpus
+        index = self.index
+        if any(index.pool_of.get(n) != pool or index.free[n] < g for n, g in need.items()):
+            return None
+        for node, gpus in need.items():
+            index.take(node, gpus)
+        return nodes
 
     def hold(self, pool: PoolKey, asks: list[int]) -> list[str] | None:
         """Take the GPUs of a job the cluster places: one entry of ``asks`` per node, on

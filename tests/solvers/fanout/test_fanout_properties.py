@@ -111,3 +111,62 @@ def test_candidates_and_placed_work_never_share_gpus(
     cancelled = {a.job for a in p.actions if a.job}
     started = {j.id for j in placed.state.jobs if j.state is JobState.RUNNING}
     assert fitted - cancelled <= started
+
+
+def test_a_later_round_keeps_the_candidates_where_the_cluster_starts_them() -> None:
+    """Found by the property above. Two waiting candidates fit best on a100-02 now (the
+    cluster starts them there at its next pass). Round 1 planned around them; round 2,
+    on the virtual world with round 1's work on it, found a100-01 tighter, held them
+    there, and put a 4-GPU job on a100-02 where the cluster had started them: 11 GPUs on
+    an 8-GPU node. A candidate starts on the cluster as it is, so every round holds it
+    where the first one did."""
+    fan = {"strategy": {"fanOut": True, "maxParallel": 3}}
+    docs = [
+        cluster(
+            "sim",
+            pools=[
+                {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2},
+                {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 3},
+            ],
+        ),
+        project("p", gpus=4),
+        *(workload(f"w{i}", "p", gpus=1, walltime="30m") for i in (1, 2)),
+        *(workload(f"w{i}", "p", gpus=4, walltime="30m") for i in (3, 7)),
+        workload("w0", "p", gpus=4, replicas=2, walltime="30m"),
+        workload("w4", "p", gpus=1, walltime="30m", **fan),
+        workload("w5", "p", gpus=1, replicas=2, walltime="30m", **fan),
+        workload("w6", "p", gpus=1, walltime="30m", **fan),
+    ]
+    state = desired(docs)
+    nodes = nodes_from_spec(state.clusters["sim"])
+    others = [
+        Job(id=f"o-{n}", state=JobState.RUNNING, replicas=[Replica(node=n, gpus=g)])
+        for n, g in (("a100-01", 1), ("a100-02", 2))
+    ]
+    waiting = [
+        Job(
+            id=f"c{i}",
+            workload=w,
+            state=JobState.PENDING,
+            replicas=[Replica(node=None, gpus=g)],
+            pool=pool,
+            walltime=1800,
+            candidate=f"sim.{pool}.1x{g}.direct",
+        )
+        for i, (w, g, pool) in enumerate(
+            (("p/w4", 1, "a100"), ("p/w5", 2, "a100"), ("p/w6", 1, "v100"))
+        )
+    ]
+    snap = Snapshot(
+        now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=others + waiting)]
+    )
+    p = plan(state, snap, now=NOW)
+    sim = SimulatedCluster(snap.clusters[0].model_copy(deep=True))
+    sim.refresh(NOW)  # the cluster starts the candidates first
+    assert {j.id: j.replicas[0].node for j in sim.state.jobs if j.id in ("c0", "c1")} == {
+        "c0": "a100-02",
+        "c1": "a100-02",
+    }
+    for a in p.execution_order():
+        result = sim.execute(a, plan_id=p.id, now=NOW)
+        assert result.ok, (a.op.value, a.workload, result.message)
