@@ -177,7 +177,7 @@ def _held(
     down = unreachable.unreachable(observed)
     if not down:
         return plan
-    waits = unreachable.pending(holds, observed)
+    waits = unreachable.pending(holds)
     pending = sorted(
         [p for p in plan.pending if p.workload not in holds] + waits, key=lambda p: p.workload
     )

@@ -138,9 +138,9 @@ def keep_away(actions: list[Action], observed: Snapshot) -> list[Action]:
     return [a for a in actions if a.cluster not in down]
 
 
-def pending(holds: dict[str, list[str]], observed: Snapshot) -> list[Pending]:
-    down = unreachable(observed)
+def pending(holds: dict[str, list[str]]) -> list[Pending]:
+    """The held workloads (key -> the clusters that did not answer) as waiting."""
     return [
-        Pending(workload=key, reason=reasons.cluster_unreachable([(c, down[c]) for c in where]))
+        Pending(workload=key, reason=reasons.cluster_unreachable(where))
         for key, where in sorted(holds.items())
     ]

@@ -249,14 +249,16 @@ def candidates_waiting(jobs: Sequence[tuple[str, str | None, str | None]]) -> Re
     )
 
 
-def cluster_unreachable(clusters: Sequence[tuple[str, str]]) -> Reason:
-    """A workload that may run on clusters that did not answer: (cluster, error) each."""
+def cluster_unreachable(clusters: Sequence[str]) -> Reason:
+    """A workload that may run on clusters that did not answer. Their errors are the
+    plan's (``unreachable``), said once there, not again for every workload."""
     one = len(clusters) == 1
-    names = ", ".join(f"{c} ({e})" for c, e in sorted(clusters))
+    names = ", ".join(sorted(clusters))
     return Reason(
         code=ReasonCode.CLUSTER_UNREACHABLE,
         message=(
-            f"cluster{'' if one else 's'} {names} did not answer; the workload may run "
+            f"cluster{'' if one else 's'} {names} did not answer (the error is among the "
+            "plan's unreachable clusters); the workload may run "
             "there, so it is neither started elsewhere nor stopped, and its GPUs count as "
             f"in use, until {'it answers' if one else 'they answer'}"
         ),
