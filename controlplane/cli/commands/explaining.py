@@ -21,9 +21,29 @@ from controlplane.cli.app import (
 )
 from controlplane.cli.views.clusters import describe_job, jobs_json
 from controlplane.cli.views.explain import explain_json, print_explain
+from controlplane.cli.views.history import history_json, print_history
 from controlplane.errors import WorkloadNotFoundError
 from controlplane.eviction import exposure
 from specs.diagnostics import name_hint
+
+
+def _explain_gone(spec_dir: Path, db: str | None, workload: str, hint: str, as_json: bool) -> None:
+    """A workload that is not in the specs (any more): its history, if it has one, since
+    "who cancelled my job" is asked most after it left; else not found."""
+    past = workflow.open_store(spec_dir, db).history(workload, 10)
+    if not past:
+        raise WorkloadNotFoundError(
+            f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
+        )
+    if as_json:
+        write_json({"workload": workload, "inSpecs": False, "history": history_json(past)})
+        return
+    out.print(
+        f"{workload} is not in the specs (any more); what was done to it, newest first:",
+        highlight=False,
+        soft_wrap=True,
+    )
+    print_history(out, past)
 
 
 @app.command(
@@ -46,10 +66,8 @@ def explain(
     loaded = load(spec_dir)
     desired = loaded.desired
     if workload not in desired.workloads:
-        hint = name_hint(workload, desired.workloads)
-        raise WorkloadNotFoundError(
-            f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
-        )
+        _explain_gone(spec_dir, db, workload, name_hint(workload, desired.workloads), as_json)
+        return
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
     plan = found.plan
     if found.store is not None:

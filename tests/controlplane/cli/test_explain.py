@@ -154,3 +154,26 @@ def test_an_unknown_workload_gets_a_hint(world: tuple[Path, Path], capsys: Capsy
     specs, snapshot = world
     res = cp(capsys, "explain", "chem/trian", "--dir", specs, "--observed", snapshot)
     assert res.code == 1 and "did you mean 'chem/train'?" in res.err
+
+
+def test_a_workload_that_left_the_specs_shows_its_history(tmp_path: Path, capsys: Capsys) -> None:
+    """ "Who cancelled my job" is asked most after the workload left the specs: explain
+    said only "no workload" although the history knew (user trial)."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[3]
+    specs = tmp_path / "q"
+    shutil.copytree(root / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    (specs / "workloads" / "product.yaml").write_text(
+        (specs / "workloads" / "product.yaml").read_text().replace("ctr-retrain", "ctr-retrain2")
+    )
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0  # the old one is pruned
+    gone = cp(capsys, "explain", "ads/ctr-retrain", "--dir", specs)
+    assert gone.code == 0, gone.err
+    assert "not in the specs" in gone.out and "cancel" in gone.out
+    doc = cp(capsys, "explain", "ads/ctr-retrain", "--dir", specs, "--json").json()
+    assert doc["inSpecs"] is False
+    assert [h["op"] for h in doc["history"]] == ["cancel", "submit"]
+    typo = cp(capsys, "explain", "ads/ctr-retrainn", "--dir", specs)
+    assert typo.code == 1 and "no workload" in typo.err
