@@ -76,20 +76,23 @@ def load(spec_dir: Path) -> LoadResult:
     """Load and validate the specs of ``spec_dir`` (raises SpecError with every problem)."""
     if not spec_dir.is_dir():
         raise ControlPlaneError(f"{spec_dir} is not a directory of specs")
-    with collector.building():
-        return load_specs(spec_dir, cache_dir=state_dir(spec_dir) / "cache")
+    try:
+        with collector.building():
+            return load_specs(spec_dir, cache_dir=spec_dir / ".cp" / "cache")
+    finally:
+        state_dir(spec_dir)  # the spec cache may have made it
 
 
 def state_dir(spec_dir: Path) -> Path:
     """The control plane's own folder in a spec repo (``.cp/``: the spec cache, the default
-    store, the simulator's clusters). Made with a ``.gitignore`` that ignores all of it,
-    so a spec repo's ``git add -A`` never commits a database; best effort, as a read-only
-    checkout has neither."""
+    store, the simulator's clusters), given a ``.gitignore`` that ignores all of it once it
+    exists, so a spec repo's ``git add -A`` never commits a database. Never made here (a
+    command run in the wrong folder leaves nothing behind); best effort, as a read-only
+    checkout cannot take the file."""
     folder = spec_dir / ".cp"
     ignore = folder / ".gitignore"
-    if not ignore.exists():
+    if folder.is_dir() and not ignore.exists():
         try:
-            folder.mkdir(exist_ok=True)
             ignore.write_text("# the control plane's cache, store and simulator state\n*\n")
         except OSError:
             pass
@@ -103,8 +106,9 @@ def open_store(spec_dir: Path, db: str | None, *, init: bool = False) -> Store:
 
     if db:
         return Store(db, init=init)
+    store = Store(default_url(spec_dir), init=init, create_dir=True)
     state_dir(spec_dir)
-    return Store(default_url(spec_dir), init=init, create_dir=True)
+    return store
 
 
 def git_commit(spec_dir: Path) -> str | None:

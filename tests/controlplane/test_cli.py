@@ -379,3 +379,17 @@ def test_a_plan_applied_twice_says_it_was_applied_already(
     none = cp(capsys, "history", quickstart, "--workload", "nlp/nope")
     assert none.code == 0 and "No applied actions for nlp/nope." in none.out
     assert cp(capsys, "history", quickstart, "--limit", "0").code == 2
+
+
+def test_a_plan_file_applied_from_the_wrong_folder_is_refused_before_anything(
+    quickstart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "the specs changed" and "another state of the clusters", and left a store
+    in the folder it was run from (user trial)."""
+    assert cp(capsys, "plan", quickstart, "--out", quickstart / "p.json").code == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    res = cp(capsys, "apply", quickstart / "p.json", "--dir", elsewhere)
+    assert res.code == 1
+    assert "made from another spec directory" in res.err and "--dir" in res.err
+    assert list(elsewhere.iterdir()) == []  # nothing left behind

@@ -31,9 +31,11 @@ def test_git_sees_nothing_of_what_an_apply_leaves(tmp_path: Path) -> None:
     assert _git(repo, "status", "--porcelain", "--untracked-files=all") == ""
 
 
-def test_a_state_folder_that_cannot_be_made_is_no_error(tmp_path: Path) -> None:
-    """Best effort: where ``.cp`` cannot be made (here a file is in the way; in CI, a
-    read-only checkout), loading goes on without it."""
+def test_a_folder_without_specs_is_left_as_it_was(tmp_path: Path) -> None:
+    """Best effort, and nothing made where there is nothing: a command run in the wrong
+    folder leaves no ``.cp`` behind; one in the way (a file) is no error."""
+    assert run(["validate", str(tmp_path)], "controlplane") == 0  # no specs: a warning
+    assert not (tmp_path / ".cp").exists()
     (tmp_path / ".cp").write_text("not a folder")
     assert state_dir(tmp_path) == tmp_path / ".cp"
     assert (tmp_path / ".cp").read_text() == "not a folder"

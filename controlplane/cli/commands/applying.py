@@ -25,7 +25,7 @@ from controlplane.cli.app import (
 )
 from controlplane.cli.views import plan as plan_view
 from controlplane.cli.views.apply import apply_json, outcome_line, verdict
-from controlplane.errors import PlanNotFoundError, StalePlanError
+from controlplane.errors import ApplyError, PlanNotFoundError, StalePlanError
 from controlplane.plan import Plan
 from specs.snapshot import Snapshot, observed_digest
 
@@ -115,6 +115,13 @@ def apply(
             raise PlanNotFoundError(f"no plan file {target}")
         plan = workflow.read_plan(target)
         loaded = load(spec_dir)
+        unknown = sorted({a.cluster for a in plan.actions} - set(loaded.desired.clusters))
+        if unknown:  # before anything is opened: a plan file applied from the wrong folder
+            raise ApplyError(
+                f"plan {target} acts on cluster(s) {', '.join(unknown)}, which the specs in "
+                f"{spec_dir} do not declare: it was made from another spec directory; give "
+                "that one with --dir"
+            )
         if loaded.desired.digest != plan.spec_digest:
             err.print("[yellow]warning:[/] the specs changed since this plan was made")
         report = workflow.apply_saved(plan, spec_dir, loaded, now=now, db=db, progress=progress)
