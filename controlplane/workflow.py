@@ -18,6 +18,7 @@ Who writes what:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -92,10 +93,8 @@ def state_dir(spec_dir: Path) -> Path:
     folder = spec_dir / ".cp"
     ignore = folder / ".gitignore"
     if folder.is_dir() and not ignore.exists():
-        try:
+        with contextlib.suppress(OSError):
             ignore.write_text("# the control plane's cache, store and simulator state\n*\n")
-        except OSError:
-            pass
     return folder
 
 
