@@ -127,6 +127,10 @@ def test_a_replacement_waits_out_min_runtime_and_says_until_when(
     assert waits["reason"]["code"] == "spec-changed"
     assert "gpus: 2 -> 4" in waits["reason"]["message"]
     assert "minRuntime" in waits["reason"]["message"] and "12:00" in waits["reason"]["message"]
+    # the text does not claim the clusters match the specs meanwhile (user trial)
+    text = cp(capsys, "plan", root, "--now", T1).out
+    assert "match the specs" not in text
+    assert "No changes now. 1 edited workload still runs the old version" in text
     later = plan(capsys, root, "2026-11-22T12:00:01+00:00")
     assert ops(later) == [("submit", "spec-changed"), ("cancel", "spec-changed")]
 
