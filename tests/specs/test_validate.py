@@ -498,6 +498,28 @@ def test_broken_documents_do_not_cascade(repo: Path) -> None:
     assert [d.field for d in errors(repo)] == ["spec.adapter", "spec.quota.gpus"]
 
 
+def test_a_broken_documents_own_references_come_with_its_schema_errors(repo: Path) -> None:
+    """An unknown key and an unknown project in one workload: both at once. The project
+    error used to come only once the key was fixed (user trial). Only the references of
+    the fields that are valid are checked: a value that failed its schema is not judged
+    again under its default."""
+    org(
+        repo,
+        workload("a", project="chemm", walltme="1h"),
+        workload("b", clusters=["rivana"], gpus=-3),
+    )
+    w = repo / "w.yaml"
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(w, "chemm"), "spec.project"),
+        (at(w, "walltme"), "spec.walltme"),
+        (at(w, "-3"), "spec.gpus"),
+        (at(w, "rivana"), "spec.clusters.0"),
+    ], [str(d) for d in found]
+    assert "did you mean 'chem'?" in found[0].message
+    assert "did you mean 'rivanna'?" in found[3].message
+
+
 # ----------------------------------------------------------------------- validate() directly
 
 
