@@ -26,10 +26,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from yaml.nodes import Node
 
-from specs import cache
+from specs import broken_docs, cache
 from specs.collecting import paused
 from specs.desired import DesiredState, Document, SourceRef, document_name
 from specs.diagnostics import (
@@ -76,7 +76,7 @@ class _Read:
     # (kind, name, line, column of metadata.name) of documents that failed to validate
     broken: list[tuple[str, str, int, int]]
     # such documents as they validate without the fields that failed, and those fields
-    shadows: list[tuple[cache.PlacedDocument, frozenset[str]]] = field(default_factory=list)
+    shadows: list[broken_docs.Shadow] = field(default_factory=list)
 
 
 def _read_file(path: str, key: str, text: str) -> _Read:
@@ -85,7 +85,7 @@ def _read_file(path: str, key: str, text: str) -> _Read:
     warnings: list[cache.PlacedWarning] = []
     errors: list[Diagnostic] = []
     broken: list[tuple[str, str, int, int]] = []
-    shadows: list[tuple[cache.PlacedDocument, frozenset[str]]] = []
+    shadows: list[broken_docs.Shadow] = []
     for node in composed.documents:
         builder = Builder()
         value = builder.build(node)
@@ -111,7 +111,7 @@ class _DocumentOutcome:
     errors: list[Diagnostic] = field(default_factory=list)
     warnings: list[cache.PlacedWarning] = field(default_factory=list)
     broken: tuple[str, str] | None = None
-    shadow: tuple[cache.PlacedDocument, frozenset[str]] | None = None
+    shadow: broken_docs.Shadow | None = None
 
 
 def _read_document(
@@ -190,48 +190,15 @@ def _read_document(
         issues = describe_errors(err.errors(include_url=False), value, model)
         for issue in issues:
             errors.append(error(issue.loc, issue.message, at_key=issue.at_key))
-        identity = _identity(kind, value)
-        shadow = _shadow(node, value, model, [i.loc for i in issues]) if identity else None
+        identity = broken_docs.identity(kind, value)
+        shadow = (
+            broken_docs.shadow(node, value, model, [i.loc for i in issues]) if identity else None
+        )
         return _DocumentOutcome(errors=errors, broken=identity, shadow=shadow)
     assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS holds no other
     line, column = name_position(node)
     placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
     return _DocumentOutcome(placed=placed, errors=errors)
-
-
-def _shadow(
-    node: Node, value: dict[object, object], model: type[BaseModel], locs: list[Loc]
-) -> tuple[cache.PlacedDocument, frozenset[str]] | None:
-    """The document without the top fields of its spec that failed (their defaults
-    instead), if that validates, and those fields: its references to other documents can
-    then be checked with its schema errors, not once they are fixed."""
-    spec = value.get("spec")
-    if not isinstance(spec, dict) or any(len(loc) < 2 or loc[0] != "spec" for loc in locs):
-        return None  # an error outside spec's fields: nothing to stand on
-    failed = {loc[1] for loc in locs}
-    lenient = {**value, "spec": {k: v for k, v in spec.items() if k not in failed}}
-    try:
-        document = model.model_validate(lenient, by_alias=True, by_name=False)
-    except ValidationError:
-        return None
-    assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS holds no other
-    line, column = name_position(node)
-    placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
-    return placed, frozenset(f"spec.{k}" for k in failed)
-
-
-def _identity(kind: str, value: dict[object, object]) -> tuple[str, str] | None:
-    """(kind, name) of a document that failed validation, when readable: references to it
-    are then not reported as unknown on top of its own errors."""
-    metadata = value.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    if not isinstance(name, str):
-        return None
-    if kind == "Workload":
-        spec = value.get("spec")
-        project = spec.get("project") if isinstance(spec, dict) else None
-        return (kind, f"{project}/{name}") if isinstance(project, str) else None
-    return kind, name
 
 
 # ------------------------------------------------------------------ the repo
@@ -410,56 +377,12 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     for found in _refine(validate(desired, broken=broken), contents):
         (errors if found.severity == "error" else warnings).append(found)
     errors.extend(_refine(errors_of_duplicates(desired, duplicates, broken=broken), contents))
-    errors.extend(_refine(_broken_references(desired, shadows, broken), contents))
+    errors.extend(_refine(broken_docs.references(desired, shadows, broken), contents))
     if errors:
         raise SpecError(errors, warnings)
     if cache_dir is not None:
         cache.prune(cache_dir, used)
     return LoadResult(desired=desired, warnings=sort_diagnostics(warnings))
-
-
-# the fields of a document that name another one (or a GPU type or pool): checked on a
-# document that failed its schema too, as they do not depend on its other values
-_REFERENCE_FIELDS = ("spec.project", "spec.department", "spec.parent")
-_REFERENCE_LISTS = ("spec.clusters.", "spec.gpuTypes.", "spec.nodePools.")
-
-
-def _broken_references(
-    desired: DesiredState,
-    shadows: list[tuple[str, cache.PlacedDocument, frozenset[str]]],
-    broken: list[tuple[str, str]],
-) -> list[Diagnostic]:
-    """The references of documents that failed their schema, checked with the fields that
-    failed left out (one more validation, only when some document failed): the errors of
-    the fields that are fine come at once, not after the others are fixed."""
-    if not shadows:
-        return []
-    fuller: DesiredState | None = None  # a copy, made once
-    standing: list[tuple[SourceRef, frozenset[str]]] = []
-    for path, item, failed in shadows:
-        doc, ref = item.document, SourceRef(path, item.line, item.column)
-        if (doc.kind, document_name(doc)) in (fuller or desired).sources:
-            continue  # a duplicate: reported as one, and the first stands
-        if fuller is None:
-            fuller = desired.with_document(doc, ref)
-        else:
-            fuller.put(doc, ref)
-        standing.append((ref, failed))
-    if fuller is None:
-        return []
-    still_broken = [b for b in broken if b not in fuller.sources]
-    found = []
-    for d in validate(fuller, broken=still_broken):
-        for ref, failed in standing:
-            if (
-                d.severity == "error"
-                and (d.path, d.line, d.column) == (ref.path, ref.line, ref.column)
-                and d.field is not None
-                and not any(d.field == f or d.field.startswith(f + ".") for f in failed)
-                and (d.field in _REFERENCE_FIELDS or d.field.startswith(_REFERENCE_LISTS))
-            ):
-                found.append(d)
-    return found
 
 
 def _assemble(

@@ -1,0 +1,103 @@
+"""Documents that failed their schema: who they are, and their references checked anyway.
+
+A document with a schema error is left out of the desired state, and references to it
+are not reported as unknown on top of its own errors (one typo, one error). Its own
+references to other documents would then wait until its schema error is fixed: a second
+round of errors. So a *shadow* of it is validated without the fields that failed (their
+defaults instead), and the references of that shadow are checked with everything else:
+only the fields that name another document, a GPU type or a pool, never a check of a
+value that failed.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ValidationError
+from yaml.nodes import Node
+
+from specs import cache
+from specs.desired import DesiredState, SourceRef, document_name
+from specs.diagnostics import Diagnostic, Loc
+from specs.models import Cluster, Department, Project, Workload
+from specs.validate import validate
+from specs.yaml_nodes import name_position
+
+Shadow = tuple[cache.PlacedDocument, frozenset[str]]  # the document, the fields that failed
+
+
+def shadow(
+    node: Node, value: dict[object, object], model: type[BaseModel], locs: list[Loc]
+) -> Shadow | None:
+    """The document without the top fields of its spec that failed (their defaults
+    instead), if that validates, and those fields: its references to other documents can
+    then be checked with its schema errors, not once they are fixed."""
+    spec = value.get("spec")
+    if not isinstance(spec, dict) or any(len(loc) < 2 or loc[0] != "spec" for loc in locs):
+        return None  # an error outside spec's fields: nothing to stand on
+    failed = {loc[1] for loc in locs}
+    lenient = {**value, "spec": {k: v for k, v in spec.items() if k not in failed}}
+    try:
+        document = model.model_validate(lenient, by_alias=True, by_name=False)
+    except ValidationError:
+        return None
+    assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS holds no other
+    line, column = name_position(node)
+    placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
+    return placed, frozenset(f"spec.{k}" for k in failed)
+
+
+def identity(kind: str, value: dict[object, object]) -> tuple[str, str] | None:
+    """(kind, name) of a document that failed validation, when readable: references to it
+    are then not reported as unknown on top of its own errors."""
+    metadata = value.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str):
+        return None
+    if kind == "Workload":
+        spec = value.get("spec")
+        project = spec.get("project") if isinstance(spec, dict) else None
+        return (kind, f"{project}/{name}") if isinstance(project, str) else None
+    return kind, name
+
+
+# the fields of a document that name another one (or a GPU type or pool): checked on a
+# document that failed its schema too, as they do not depend on its other values
+_REFERENCE_FIELDS = ("spec.project", "spec.department", "spec.parent")
+_REFERENCE_LISTS = ("spec.clusters.", "spec.gpuTypes.", "spec.nodePools.")
+
+
+def references(
+    desired: DesiredState,
+    shadows: list[tuple[str, cache.PlacedDocument, frozenset[str]]],
+    broken: list[tuple[str, str]],
+) -> list[Diagnostic]:
+    """The references of documents that failed their schema, checked with the fields that
+    failed left out (one more validation, only when some document failed): the errors of
+    the fields that are fine come at once, not after the others are fixed."""
+    if not shadows:
+        return []
+    fuller: DesiredState | None = None  # a copy, made once
+    standing: list[tuple[SourceRef, frozenset[str]]] = []
+    for path, item, failed in shadows:
+        doc, ref = item.document, SourceRef(path, item.line, item.column)
+        if (doc.kind, document_name(doc)) in (fuller or desired).sources:
+            continue  # a duplicate: reported as one, and the first stands
+        if fuller is None:
+            fuller = desired.with_document(doc, ref)
+        else:
+            fuller.put(doc, ref)
+        standing.append((ref, failed))
+    if fuller is None:
+        return []
+    still_broken = [b for b in broken if b not in fuller.sources]
+    found = []
+    for d in validate(fuller, broken=still_broken):
+        for ref, failed in standing:
+            if (
+                d.severity == "error"
+                and (d.path, d.line, d.column) == (ref.path, ref.line, ref.column)
+                and d.field is not None
+                and not any(d.field == f or d.field.startswith(f + ".") for f in failed)
+                and (d.field in _REFERENCE_FIELDS or d.field.startswith(_REFERENCE_LISTS))
+            ):
+                found.append(d)
+    return found
