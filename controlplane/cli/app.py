@@ -32,7 +32,34 @@ from controlplane.errors import ControlPlaneError
 from specs.diagnostics import SpecError, sort_diagnostics
 from specs.loader import LoadResult
 
+# `cp -h` lists the commands in the order people meet them, not the order they register
+WORKFLOW = (
+    "validate",
+    "plan",
+    "apply",
+    "watch",
+    "status",
+    "get",
+    "explain",
+    "history",
+    "show",
+    "usage",
+    "cost",
+    "observe",
+    "schema",
+    "completion",
+    "store",
+)
+
+
+class _InWorkflowOrder(typer.core.TyperGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: (WORKFLOW.index(n) if n in WORKFLOW else 99, n))
+
+
 app = typer.Typer(
+    cls=_InWorkflowOrder,
     name="cp",
     help="controlplane: declarative GPU quota, placement and preemption for Slurm, "
     "Kubernetes and a built-in simulator. Specs in git, plans you can review.",

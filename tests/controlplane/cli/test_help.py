@@ -151,3 +151,16 @@ def test_seconds_below_zero_are_refused(
     write_specs(tmp_path, [cluster(), project("p", gpus=2), workload("w", "p", gpus=1)])
     res = cp(capsys, args[0], tmp_path, *args[1:])
     assert res.code == 2 and option in res.err, res.err
+
+
+def test_the_root_help_lists_commands_in_the_order_people_meet_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """They came in the order their modules registered them (apply, watch, explain, …,
+    validate near the end: user trial); every command has its place in the order."""
+    from controlplane.cli.app import WORKFLOW
+
+    res = cp(capsys, "-h")
+    listed = [line.split()[0] for line in res.out.split("Commands:", 1)[1].splitlines() if line]
+    assert listed == list(WORKFLOW)
+    assert {p[0] for p in COMMAND_PATHS} == set(WORKFLOW)
