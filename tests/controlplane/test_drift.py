@@ -131,6 +131,8 @@ def test_a_replacement_waits_out_min_runtime_and_says_until_when(
     text = cp(capsys, "plan", root, "--now", T1).out
     assert "match the specs" not in text
     assert "No changes now. 1 edited workload still runs the old version" in text
+    markdown = cp(capsys, "plan", root, "--now", T1, "--markdown").out
+    assert "1 edited workload still on the old version." in markdown.splitlines()[0]
     later = plan(capsys, root, "2026-11-22T12:00:01+00:00")
     assert ops(later) == [("submit", "spec-changed"), ("cancel", "spec-changed")]
 
