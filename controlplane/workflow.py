@@ -18,7 +18,6 @@ Who writes what:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import shutil
@@ -44,6 +43,7 @@ from controlplane.impact import applied_diff, base_diff
 from controlplane.observe import adapters_for, observe
 from controlplane.plan import Plan, PolicyDiff
 from controlplane.reconcile import plan as make_plan
+from controlplane.statedir import state_dir
 from solvers.policy import DEFAULT_POLICY, Policy
 from solvers.problem import ProblemCache
 from specs.desired import DesiredState
@@ -84,27 +84,18 @@ def load(spec_dir: Path) -> LoadResult:
         state_dir(spec_dir)  # the spec cache may have made it
 
 
-def state_dir(spec_dir: Path) -> Path:
-    """The control plane's own folder in a spec repo (``.cp/``: the spec cache, the default
-    store, the simulator's clusters), given a ``.gitignore`` that ignores all of it once it
-    exists, so a spec repo's ``git add -A`` never commits a database. Never made here (a
-    command run in the wrong folder leaves nothing behind); best effort, as a read-only
-    checkout cannot take the file."""
-    folder = spec_dir / ".cp"
-    ignore = folder / ".gitignore"
-    if folder.is_dir() and not ignore.exists():
-        with contextlib.suppress(OSError):
-            ignore.write_text("# the control plane's cache, store and simulator state\n*\n")
-    return folder
-
-
-def open_store(spec_dir: Path, db: str | None, *, init: bool = False) -> Store:
-    """The store of ``spec_dir``: ``--db`` when given, else SQLite under its ``.cp/`` (the
-    one folder the control plane creates itself)."""
+def open_store(
+    spec_dir: Path, db: str | None, *, init: bool = False, reading: bool = False
+) -> Store:
+    """``--db`` when given, else SQLite under ``spec_dir/.cp/``; ``reading`` (a command that
+    only reads, or notes its plan) without ``.cp/``: an empty store in memory, so a folder
+    without specs (a command run in the wrong place) is left as it was."""
     from controlplane.store import Store, default_url  # sqlalchemy, only once a store is opened
 
     if db:
         return Store(db, init=init)
+    if reading and not (spec_dir / ".cp").is_dir():
+        return Store("sqlite://", init=True)
     store = Store(default_url(spec_dir), init=init, create_dir=True)
     state_dir(spec_dir)
     return store
@@ -234,7 +225,7 @@ def survey(
         when = resolve_now(now) if now is not None else snap.now
         return Survey(snap, _plan(spec_dir, loaded, snap, when, None, policy), None)
     when = resolve_now(now)
-    store = open_store(spec_dir, db)
+    store = open_store(spec_dir, db, reading=True)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
     snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = _plan(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
@@ -309,7 +300,7 @@ def plan_change(
         when = resolve_now(now) if now is not None else snap.now
     else:
         when = resolve_now(now)
-        store = open_store(spec_dir, db)
+        store = open_store(spec_dir, db, reading=True)
         desired = _union_clusters(loaded, base.loaded)
         adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
         snap = observe(desired, adapters, when, store, record=False)

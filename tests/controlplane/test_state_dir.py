@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from controlplane.cli import run
-from controlplane.workflow import state_dir
+from controlplane.statedir import state_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +34,10 @@ def test_git_sees_nothing_of_what_an_apply_leaves(tmp_path: Path) -> None:
 def test_a_folder_without_specs_is_left_as_it_was(tmp_path: Path) -> None:
     """Best effort, and nothing made where there is nothing: a command run in the wrong
     folder leaves no ``.cp`` behind; one in the way (a file) is no error."""
-    assert run(["validate", str(tmp_path)], "controlplane") == 0  # no specs: a warning
-    assert not (tmp_path / ".cp").exists()
+    for command in (["validate"], ["plan"], ["status"], ["history"], ["get", "workloads"]):
+        # no specs: a warning, an empty answer (plan, status, … used to make a store here)
+        assert run([*command, str(tmp_path)], "controlplane") == 0, command
+        assert not (tmp_path / ".cp").exists(), command
     (tmp_path / ".cp").write_text("not a folder")
     assert state_dir(tmp_path) == tmp_path / ".cp"
     assert (tmp_path / ".cp").read_text() == "not a folder"

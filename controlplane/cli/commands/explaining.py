@@ -30,7 +30,7 @@ from specs.diagnostics import name_hint
 def _explain_gone(spec_dir: Path, db: str | None, workload: str, hint: str, as_json: bool) -> None:
     """A workload that is not in the specs (any more): its history, if it has one, since
     "who cancelled my job" is asked most after it left; else not found."""
-    past = workflow.open_store(spec_dir, db).history(workload, 10)
+    past = workflow.open_store(spec_dir, db, reading=True).history(workload, 10)
     if not past:
         raise WorkloadNotFoundError(
             f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"

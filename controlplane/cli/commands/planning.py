@@ -264,7 +264,11 @@ def cost(
             loaded.desired, spec_dir / ".cp", workflow.clock(now), read_only=True
         )
         snap = observe(
-            loaded.desired, adapters, when, workflow.open_store(spec_dir, db), record=False
+            loaded.desired,
+            adapters,
+            when,
+            workflow.open_store(spec_dir, db, reading=True),
+            record=False,
         )
     table = candidate_table(loaded.desired, snap, workload, when, adapters if forecast else None)
     if as_json:

@@ -40,7 +40,7 @@ def history(
     db: DbOpt = None,
 ) -> None:
     """Who did what to which workload, when, and why (applied actions, newest first)."""
-    store = workflow.open_store(spec_dir, db)
+    store = workflow.open_store(spec_dir, db, reading=True)
     if verify:
         verdict = store.verify()
         if as_json:
@@ -101,7 +101,7 @@ def show(
     With --json: the plan's document plus applyStatus and outcomes (each action in
     execution order: status, job, message, when)."""
     path = Path(plan_ref)
-    store = workflow.open_store(spec_dir, db)
+    store = workflow.open_store(spec_dir, db, reading=True)
     plan = workflow.read_plan(path) if path.is_file() else store.get_plan(plan_ref)
     if plan is None:
         raise PlanNotFoundError(f"no stored plan matches {plan_ref!r} (see `cp history`)")
