@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from controlplane.plan import Plan
@@ -44,6 +45,18 @@ class History:
     # ------------------------------------------------------------------ plans
 
     def save_plan(self, plan: Plan) -> None:
+        """Store ``plan`` once (the same id is the same plan). Two processes saving at once,
+        on a store whose chain has no head yet or the same plan: the one that loses the
+        race finds the plan saved, or tries again after the head the other one left."""
+        for attempt in range(3):
+            try:
+                self._insert_plan(plan)
+                return
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+
+    def _insert_plan(self, plan: Plan) -> None:
         with self.db.session() as db:
             if db.get(PlanRow, plan.id) is not None:
                 return  # plans are immutable: the same id is the same plan
