@@ -143,11 +143,7 @@ def _regrow_at_home(world: Snapshot, observed: Snapshot, actions: list[Action]) 
         if not jobs:
             continue
         nodes = {n.name: n for n in state.nodes}
-        used = Counter[str]()
-        for j in state.jobs:
-            if j.state.holds_gpus:
-                for r in j.replicas:
-                    used[r.node or ""] += r.gpus
+        used = Counter(SimulatedCluster(state, schedule=False).used())
         for job in jobs:
             home = _shape(before[(state.name, job.id)])
             lost, new = home - _shape(job), _shape(job) - home

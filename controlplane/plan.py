@@ -118,6 +118,12 @@ class Plan(PlanModel):
     def empty(self) -> bool:
         return not self.actions
 
+    @property
+    def edits_waiting(self) -> int:
+        """Edited running workloads that still run their old version (minRuntime, room):
+        the clusters do not match the specs yet, whatever the actions."""
+        return sum(p.reason.code == ReasonCode.SPEC_CHANGED for p in self.pending)
+
     def content_digest(self) -> str:
         """The digest of the plan's content: every field but ``digest`` itself."""
         body = self.model_dump(mode="json", by_alias=True, exclude={"digest"})

@@ -103,7 +103,7 @@ class Session:
             if nodes is None:
                 nodes, sizes = self.hold(pool, asks), sorted(asks, reverse=True)
             if nodes is not None:
-                names = [n.split("/", 1)[1] for n in nodes]
+                names = [self.problem.nodes[n].name for n in nodes]
                 self.held[cluster, j.id] = list(zip(names, sizes, strict=True))
 
     def _hold_on(self, pool: PoolKey, nodes: list[str], asks: list[int]) -> list[str] | None:

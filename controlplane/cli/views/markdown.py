@@ -18,9 +18,10 @@ from controlplane.cli.views.plan import cut_short, placement, short_commit, summ
 from controlplane.cli.views.policy import policy_sections
 from controlplane.cli.views.policy import summary as policy_summary
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, render
+from controlplane.cli.views.words import counted
 from controlplane.plan import Plan, QueueStatus
 from solvers.reasons import gpus as n
-from specs.actions import Op, ReasonCode
+from specs.actions import Op
 from specs.diagnostics import Diagnostic
 
 
@@ -28,19 +29,11 @@ def plan_top(plan: Plan) -> str:
     """The summary line, then where the plan comes from."""
     counts = Counter(a.op for a in plan.actions)
     disrupted = sum(counts[op] for op in (Op.PREEMPT, Op.CANCEL, Op.MOVE))
-    edits = sum(p.reason.code == ReasonCode.SPEC_CHANGED for p in plan.pending)
+    edits = plan.edits_waiting
     lead = (
         f"**{summary(plan)}**"
-        + (
-            f" {disrupted:,} running workload{'s' if disrupted != 1 else ''} disturbed."
-            if disrupted
-            else ""
-        )
-        + (  # the clusters do not match the specs yet, whatever the actions
-            f" {edits:,} edited workload{'s' if edits != 1 else ''} still on the old version."
-            if edits
-            else ""
-        )
+        + (f" {counted(disrupted, 'running workload')} disturbed." if disrupted else "")
+        + (f" {counted(edits, 'edited workload')} still on the old version." if edits else "")
     )
     lines = [lead, ""]
     if plan.policy is not None:

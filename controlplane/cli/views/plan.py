@@ -14,7 +14,7 @@ from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.words import counted
 from controlplane.plan import Plan
 from solvers.reasons import shape
-from specs.actions import Action, Op, ReasonCode
+from specs.actions import Action, Op
 
 _SYMBOL = {
     Op.SUBMIT: ("+", "green"),
@@ -90,8 +90,7 @@ def print_plan(console: Console, plan: Plan) -> None:
         print_entries(console, rows)
     elif plan.unreachable:  # nothing was checked there: no claim that they match
         console.print("[green]No changes[/] on the clusters that answered.")
-    elif edits := sum(p.reason.code == ReasonCode.SPEC_CHANGED for p in plan.pending):
-        # an edit that waits (minRuntime, room): the clusters do not match the specs yet
+    elif edits := plan.edits_waiting:
         console.print(
             f"[green]No changes now.[/] {counted(edits, 'edited workload')} still "
             f"run{'s' if edits == 1 else ''} the old version until the edit can be made "
