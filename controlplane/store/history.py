@@ -46,56 +46,19 @@ class History:
 
     def save_plan(self, plan: Plan) -> None:
         """Store ``plan`` once (the same id is the same plan). Two processes saving at once,
-        on a store whose chain has no head yet or the same plan: the one that loses the
-        race finds the plan saved, or tries again after the head the other one left."""
+        on a store whose chain has no head yet (nothing to lock) or the same plan: the one
+        that loses the race finds the plan saved, or tries again after the head the other
+        one left."""
         for attempt in range(3):
-            try:
-                self._insert_plan(plan)
-                return
-            except IntegrityError:
-                if attempt == 2:
-                    raise
-
-    def _insert_plan(self, plan: Plan) -> None:
-        with self.db.session() as db:
-            if db.get(PlanRow, plan.id) is not None:
-                return  # plans are immutable: the same id is the same plan
-            row = PlanRow(
-                id=plan.id,
-                created_at=_utc(plan.created_at),
-                spec_digest=plan.spec_digest,
-                observed_digest=plan.observed_digest,
-                git_commit=plan.git_commit,
-                actions=len(plan.actions),
-                body=plan.to_json(indent=None),
-            )
-            _append(
-                db,
-                row,
-                chain.plan_payload(
-                    row.id,
-                    row.created_at,
-                    row.spec_digest,
-                    row.observed_digest,
-                    row.git_commit,
-                    row.body,
-                ),
-            )
-            db.flush()  # the plan row first: actions reference it (PostgreSQL enforces that)
-            for seq, action in enumerate(plan.execution_order()):
-                db.add(
-                    ActionRow(
-                        plan_id=plan.id,
-                        seq=seq,
-                        op=action.op.value,
-                        workload=action.workload,
-                        cluster=action.cluster,
-                        job=action.job,
-                        reason_code=action.reason.code.value,
-                        reason=action.reason.message,
-                    )
-                )
-            db.commit()
+            with self.db.session() as db:
+                try:
+                    _insert_plan(db, plan)
+                    db.commit()
+                    return
+                except IntegrityError:  # caught here: the session would make it a StoreError
+                    db.rollback()
+                    if attempt == 2:
+                        raise
 
     def get_plan(self, ref: str) -> Plan | None:
         """A plan by id or unique id prefix."""
@@ -317,6 +280,38 @@ class History:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _insert_plan(db: Session, plan: Plan) -> None:
+    if db.get(PlanRow, plan.id) is not None:
+        return  # plans are immutable: the same id is the same plan
+    row = PlanRow(
+        id=plan.id,
+        created_at=_utc(plan.created_at),
+        spec_digest=plan.spec_digest,
+        observed_digest=plan.observed_digest,
+        git_commit=plan.git_commit,
+        actions=len(plan.actions),
+        body=plan.to_json(indent=None),
+    )
+    payload = chain.plan_payload(
+        row.id, row.created_at, row.spec_digest, row.observed_digest, row.git_commit, row.body
+    )
+    _append(db, row, payload)
+    db.flush()  # the plan row first: actions reference it (PostgreSQL enforces that)
+    for seq, action in enumerate(plan.execution_order()):
+        db.add(
+            ActionRow(
+                plan_id=plan.id,
+                seq=seq,
+                op=action.op.value,
+                workload=action.workload,
+                cluster=action.cluster,
+                job=action.job,
+                reason_code=action.reason.code.value,
+                reason=action.reason.message,
+            )
+        )
 
 
 def _append(db: Session, row: PlanRow | EventRow, payload: dict[str, object]) -> None:

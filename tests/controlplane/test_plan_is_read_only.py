@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controlplane.cli import run
+from controlplane.store import Store
 from tests.builders import workload
 from tests.builders.cli import cp
 
@@ -100,3 +101,24 @@ def test_the_read_only_commands_change_nothing_days_ahead(
     args = [a.format(specs=applied) for a in command]
     assert run([*args, "--json", "--now", "2026-11-24T12:00:00"], "controlplane") == 0
     assert state_of(applied) == before
+
+
+def test_observe_while_another_reconciler_applies_records_nothing(
+    applied: Path, capsys: Capsys
+) -> None:
+    """What an observation records is written under the apply lease, as apply and watch
+    write it: a `cp observe` that finds the lease held (another reconciler is applying)
+    still prints the snapshot, says it recorded nothing, and leaves the store alone
+    (two recorders at once raced on the same rows: a duplicate key on PostgreSQL)."""
+    store = Store(f"sqlite:///{applied / '.cp' / 'controlplane.db'}")
+    assert store.acquire_lease("elsewhere.example:1") is None
+    try:
+        before = state_of(applied)
+        seen = cp(capsys, "observe", applied, "--now", "2026-11-22T13:00:00")
+        assert seen.code == 0 and seen.json()["clusters"]
+        assert "recorded nothing" in seen.err and "elsewhere.example:1" in seen.err
+        assert state_of(applied) == before
+    finally:
+        store.release_lease("elsewhere.example:1")
+    assert cp(capsys, "observe", applied, "--now", "2026-11-22T13:00:00").code == 0
+    assert state_of(applied) != before, "with the lease free, the observation is recorded"

@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from controlplane import workflow
+from controlplane.apply import holding_lease
 from controlplane.basespecs import base_specs
 from controlplane.cli.app import (
     DbOpt,
@@ -41,7 +42,7 @@ from controlplane.cli.views.problems import diagnostic_json
 from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.costs import candidate_table
-from controlplane.errors import WorkloadNotFoundError
+from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
 from controlplane.observe import adapters_for, observe
 from solvers.policy import Policy
 
@@ -61,10 +62,17 @@ def observe_cmd(
     if as_yaml and as_json:
         raise typer.BadParameter("give --yaml or --json, not both", param_hint="--yaml")
     loaded = load(spec_dir)
-    adapters = adapters_for(loaded.desired, spec_dir / ".cp", workflow.clock(now))
-    snap = observe(
-        loaded.desired, adapters, workflow.resolve_now(now), workflow.open_store(spec_dir, db)
-    )
+    store, when = workflow.open_store(spec_dir, db), workflow.resolve_now(now)
+    try:  # what it records is written under the apply lease, as apply and watch write it
+        with holding_lease(store):
+            adapters = adapters_for(loaded.desired, spec_dir / ".cp", workflow.clock(now))
+            snap = observe(loaded.desired, adapters, when, store)
+    except LeaseHeldError as exc:
+        err.print(f"note: recorded nothing, {escape(str(exc))}", soft_wrap=True)
+        adapters = adapters_for(
+            loaded.desired, spec_dir / ".cp", workflow.clock(now), read_only=True
+        )
+        snap = observe(loaded.desired, adapters, when, store, record=False)
     data = snap.model_dump(mode="json", by_alias=True, exclude_none=True)
     if as_yaml:
         import yaml
