@@ -168,6 +168,13 @@ class History:
             _append(db, event, _event_payload(event))
             db.commit()
 
+    def workloads_in_history(self) -> set[str]:
+        """Every workload some applied or attempted action names (those that left the
+        specs too: what `cp explain` suggests for a mistyped name)."""
+        with self.db.session() as db:
+            q = select(ActionRow.workload).where(ActionRow.status != "pending").distinct()
+            return set(db.exec(q))
+
     def history(self, workload: str | None = None, limit: int = 50) -> list[HistoryRow]:
         """Applied or attempted actions, newest first, each with who applied it: the
         actor of the latest start (or resume) of its plan's apply before it began."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -27,11 +28,16 @@ from controlplane.eviction import exposure
 from specs.diagnostics import name_hint
 
 
-def _explain_gone(spec_dir: Path, db: str | None, workload: str, hint: str, as_json: bool) -> None:
+def _explain_gone(
+    spec_dir: Path, db: str | None, workload: str, known: Iterable[str], as_json: bool
+) -> None:
     """A workload that is not in the specs (any more): its history, if it has one, since
-    "who cancelled my job" is asked most after it left; else not found."""
-    past = workflow.open_store(spec_dir, db, reading=True).history(workload, 10)
+    "who cancelled my job" is asked most after it left; else not found, with the closest
+    name the specs or the history know."""
+    store = workflow.open_store(spec_dir, db, reading=True)
+    past = store.history(workload, 10)
     if not past:
+        hint = name_hint(workload, {*known, *store.workloads_in_history()})
         raise WorkloadNotFoundError(
             f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
         )
@@ -66,7 +72,7 @@ def explain(
     loaded = load(spec_dir)
     desired = loaded.desired
     if workload not in desired.workloads:
-        _explain_gone(spec_dir, db, workload, name_hint(workload, desired.workloads), as_json)
+        _explain_gone(spec_dir, db, workload, desired.workloads, as_json)
         return
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
     plan = found.plan

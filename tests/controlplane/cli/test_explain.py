@@ -177,3 +177,5 @@ def test_a_workload_that_left_the_specs_shows_its_history(tmp_path: Path, capsys
     assert [h["op"] for h in doc["history"]] == ["cancel", "submit"]
     typo = cp(capsys, "explain", "ads/ctr-retrainn", "--dir", specs)
     assert typo.code == 1 and "no workload" in typo.err
+    # the hint knows the names the history knows, not only the specs' (ctr-retrain2)
+    assert "did you mean 'ads/ctr-retrain'?" in typo.err
