@@ -75,6 +75,26 @@ err = Console(stderr=True)
 
 DirArg = Annotated[Path, typer.Argument(help="spec directory (a git repo of YAML specs)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+# commands that name a workload or a plan first take the spec directory after it, or as
+# --dir (their first form, kept): `cp explain ads/train DIR` reads as `cp plan DIR` does
+DirAfterArg = Annotated[
+    Path | None,
+    typer.Argument(help="spec directory, as --dir gives it [default: .]", show_default=False),
+]
+DirOpt = Annotated[
+    Path | None, typer.Option("--dir", help="spec directory (or DIR)", show_default=False)
+]
+
+
+def spec_dir_of(given: Path | None, option: Path | None) -> Path:
+    """The spec directory from DIR or --dir (the same one when both are given)."""
+    if given is not None and option is not None and given.resolve() != option.resolve():
+        raise typer.BadParameter(
+            f"two spec directories, {given} and --dir {option}: give one", param_hint="--dir"
+        )
+    return given or option or Path(".")
+
+
 DbOpt = Annotated[
     str | None,
     typer.Option(

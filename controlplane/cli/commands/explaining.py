@@ -11,6 +11,8 @@ import typer
 from controlplane import inventory, workflow
 from controlplane.cli.app import (
     DbOpt,
+    DirAfterArg,
+    DirOpt,
     JsonOpt,
     NowOpt,
     ObservedOpt,
@@ -18,6 +20,7 @@ from controlplane.cli.app import (
     examples,
     load,
     out,
+    spec_dir_of,
     write_json,
 )
 from controlplane.cli.views.clusters import describe_job, jobs_json
@@ -60,7 +63,8 @@ def _explain_gone(
 )
 def explain(
     workload: Annotated[str, typer.Argument(help="PROJECT/NAME")],
-    spec_dir: Annotated[Path, typer.Option("--dir", help="spec directory")] = Path("."),
+    given_dir: DirAfterArg = None,
+    dir_option: DirOpt = None,
     observed: ObservedOpt = None,
     as_json: JsonOpt = False,
     now: NowOpt = None,
@@ -69,6 +73,7 @@ def explain(
     """Why a workload waits, runs, or was evicted: its state, the plan's reason, and for a
     running one its jobs, nodes, start, segment, what could evict it and when its
     minRuntime ends; the quota levels it answers to and its history."""
+    spec_dir = spec_dir_of(given_dir, dir_option)
     loaded = load(spec_dir)
     desired = loaded.desired
     if workload not in desired.workloads:

@@ -17,7 +17,9 @@ from controlplane.apply import holding_lease
 from controlplane.basespecs import base_specs
 from controlplane.cli.app import (
     DbOpt,
+    DirAfterArg,
     DirArg,
+    DirOpt,
     ForecastOpt,
     JsonOpt,
     NowOpt,
@@ -27,6 +29,7 @@ from controlplane.cli.app import (
     examples,
     load,
     out,
+    spec_dir_of,
     write_json,
 )
 from controlplane.cli.views import plan as plan_view
@@ -248,7 +251,8 @@ def status(
 @app.command(epilog=examples("cp cost nlp/llm-finetune --dir examples/quickstart --no-forecast"))
 def cost(
     workload: Annotated[str, typer.Argument(help="PROJECT/NAME")],
-    spec_dir: Annotated[Path, typer.Option("--dir", help="spec directory")] = Path("."),
+    given_dir: DirAfterArg = None,
+    dir_option: DirOpt = None,
     observed: Annotated[
         Path | None,
         typer.Option(help="use this snapshot (no forecasts: candidates rank by cost)"),
@@ -260,6 +264,7 @@ def cost(
 ) -> None:
     """The fan-out candidates of a workload: where, shape, mode, estimated start, cost, and
     which ones a plan submits (any workload: for one without fanOut, what it would choose)."""
+    spec_dir = spec_dir_of(given_dir, dir_option)
     loaded = load(spec_dir)
     if workload not in loaded.desired.workloads:
         raise WorkloadNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")

@@ -10,7 +10,19 @@ from typing import Annotated
 import typer
 
 from controlplane import workflow
-from controlplane.cli.app import DbOpt, DirArg, JsonOpt, app, err, examples, out, write_json
+from controlplane.cli.app import (
+    DbOpt,
+    DirAfterArg,
+    DirArg,
+    DirOpt,
+    JsonOpt,
+    app,
+    err,
+    examples,
+    out,
+    spec_dir_of,
+    write_json,
+)
 from controlplane.cli.views import plan as plan_view
 from controlplane.cli.views.apply import recorded_json
 from controlplane.cli.views.history import history_json, print_history
@@ -84,9 +96,8 @@ def show(
     plan_ref: Annotated[
         str, typer.Argument(help="plan id (or prefix) from the store, or a plan file")
     ],
-    spec_dir: Annotated[
-        Path, typer.Option("--dir", help="spec directory holding the store")
-    ] = Path("."),
+    given_dir: DirAfterArg = None,
+    dir_option: DirOpt = None,
     as_json: JsonOpt = False,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="as a pull-request comment (see cp plan)")
@@ -100,6 +111,7 @@ def show(
 
     With --json: the plan's document plus applyStatus and outcomes (each action in
     execution order: status, job, message, when)."""
+    spec_dir = spec_dir_of(given_dir, dir_option)
     path = Path(plan_ref)
     store = workflow.open_store(spec_dir, db, reading=True)
     plan = workflow.read_plan(path) if path.is_file() else store.get_plan(plan_ref)

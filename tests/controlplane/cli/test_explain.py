@@ -4,6 +4,7 @@ non-preemptible work) and when its minRuntime protection ends."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,28 @@ def test_a_workload_that_left_the_specs_shows_its_history(tmp_path: Path, capsys
     assert typo.code == 1 and "no workload" in typo.err
     # the hint knows the names the history knows, not only the specs' (ctr-retrain2)
     assert "did you mean 'ads/ctr-retrain'?" in typo.err
+
+
+def test_the_spec_directory_comes_after_the_name_or_as_dir(
+    world: tuple[Path, Path], capsys: Capsys, tmp_path: Path
+) -> None:
+    """explain, cost and show took the spec directory only as --dir while every other
+    command takes DIR (user trial): both forms work, and two different ones are refused."""
+    specs, snapshot = world
+    by_option = cp(
+        capsys, "explain", "chem/train", "--dir", specs, "--observed", snapshot, "--json"
+    )
+    by_place = cp(capsys, "explain", "chem/train", specs, "--observed", snapshot, "--json")
+    assert by_place.code == 0 and by_place.json() == by_option.json()
+    both = cp(capsys, "explain", "chem/train", specs, "--dir", specs, "--observed", snapshot)
+    assert both.code == 0
+    two = cp(capsys, "explain", "chem/train", specs, "--dir", tmp_path, "--observed", snapshot)
+    assert two.code == 2 and "two spec directories" in two.err
+    cost = cp(capsys, "cost", "chem/train", specs, "--observed", snapshot, "--json")
+    assert cost.code == 0 and cost.json() == (
+        cp(capsys, "cost", "chem/train", "--dir", specs, "--observed", snapshot, "--json").json()
+    )
+    plan_file = tmp_path / "plan.json"
+    assert cp(capsys, "plan", specs, "--observed", snapshot, "--out", plan_file).code == 0
+    shown = cp(capsys, "show", plan_file, specs, "--json")
+    assert shown.code == 0 and shown.json()["id"] == json.loads(plan_file.read_text())["id"]
