@@ -80,6 +80,7 @@ def observe(
     if store is None:
         return snap
     workloads = set(desired.workloads)
+    snap = _with_last_known(snap, store)
     snap, accounted = _with_runs(snap, adapters, store)
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
     if record:
@@ -103,6 +104,18 @@ def observe(
         store.record_versions({k: w.spec for k, w in desired.workloads.items()}, now)
     snap.versions = store.versions(edited(snap, desired))
     return snap
+
+
+def _with_last_known(snap: Snapshot, store: Store) -> Snapshot:
+    """Each cluster that did not answer, with the workloads the store knows may be there
+    (only those are held for it: one never submitted there is planned elsewhere)."""
+    if all(c.reachable for c in snap.clusters):
+        return snap
+    clusters = [
+        c if c.reachable else c.model_copy(update={"last_known": sorted(store.known_on(c.name))})
+        for c in snap.clusters
+    ]
+    return snap.model_copy(update={"clusters": clusters})
 
 
 def edited(snap: Snapshot, desired: DesiredState) -> set[str]:

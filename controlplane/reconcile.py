@@ -177,9 +177,11 @@ def _held(
     down = unreachable.unreachable(observed)
     if not down:
         return plan
-    waits = unreachable.pending(holds)
+    stranded = unreachable.stranded(desired, observed, {p.workload for p in plan.pending})
+    waits = unreachable.pending({**stranded, **holds})
     pending = sorted(
-        [p for p in plan.pending if p.workload not in holds] + waits, key=lambda p: p.workload
+        [p for p in plan.pending if p.workload not in holds and p.workload not in stranded] + waits,
+        key=lambda p: p.workload,
     )
     actions = unreachable.keep_away(plan.actions, observed)
     by_project, by_department = unreachable.held_gpus(desired, holds)

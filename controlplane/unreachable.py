@@ -7,8 +7,12 @@ look like one that never started, and be submitted on another cluster (double), 
 jobs there would look gone. So, before the cycle:
 
 1. A workload is *held* when it may be on an unreachable cluster — the cluster is one it
-   may use (``clusters``, and a pool of a GPU type, size and memory it accepts) — and it
-   has no job on any cluster that did answer, and it has not completed.
+   may use (``clusters``, and a pool of a GPU type, size and memory it accepts), and the
+   store knows it may have a job there (``last_known``: submitted and not seen starting,
+   or running when last seen; a snapshot without a store says nothing, and then any
+   workload that may use the cluster counts) — and it has no job on any cluster that did
+   answer, and it has not completed. Work never submitted there is planned as usual: held,
+   its stand-in would count against its quotas and limits, and evict work that runs.
 2. Each held workload becomes a stand-in on its unreachable cluster: a running job of its
    full size on a node of its own that takes no work, and non-preemptible. So its GPUs
    count against every quota level and limit (as if it ran: the safe side), nothing is
@@ -63,6 +67,11 @@ def held(desired: DesiredState, observed: Snapshot) -> dict[str, list[str]]:
     if not down:
         return {}
     seen = {c.name for c in observed.clusters if c.reachable}
+    known = {
+        c.name: None if c.last_known is None else set(c.last_known)
+        for c in observed.clusters
+        if not c.reachable
+    }
     out: dict[str, list[str]] = {}
     for key, wl in sorted(desired.workloads.items()):
         jobs = observed.jobs_of(key)
@@ -71,10 +80,31 @@ def held(desired: DesiredState, observed: Snapshot) -> dict[str, list[str]]:
         if any(j.state == JobState.COMPLETED for _, j in jobs):
             continue
         where = [
-            c for c in sorted(down) if c in desired.clusters and may_use(wl, desired.clusters[c])
+            c
+            for c in sorted(down)
+            if c in desired.clusters
+            and may_use(wl, desired.clusters[c])
+            and _may_be_there(key, known[c])
         ]
         if where:
             out[key] = where
+    return out
+
+
+def _may_be_there(key: str, known: set[str] | None) -> bool:
+    return known is None or key in known  # None: nothing known, so it may
+
+
+def stranded(desired: DesiredState, observed: Snapshot, waiting: set[str]) -> dict[str, list[str]]:
+    """Waiting workloads (not held) that may use only clusters that did not answer: they
+    wait for those clusters, whatever else the plan found (workload -> the clusters)."""
+    down = unreachable(observed)
+    out: dict[str, list[str]] = {}
+    for key in sorted(waiting & desired.workloads.keys() if down else set()):
+        usable = [c for n, c in desired.clusters.items() if may_use(desired.workloads[key], c)]
+        names = sorted(c.metadata.name for c in usable)
+        if names and all(n in down for n in names):
+            out[key] = names
     return out
 
 

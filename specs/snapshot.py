@@ -131,7 +131,8 @@ class JobRun(SnapshotModel):
 class ClusterState(SnapshotModel):
     """One cluster as observed. An unreachable cluster (its adapter failed) is reported
     with ``reachable: false`` and the error, and no nodes or jobs: nothing is known of it,
-    so the reconciler leaves it and the workloads that may run there alone."""
+    so the reconciler leaves it and the workloads that may run there alone (those the store
+    last knew there, when it knows)."""
 
     name: str
     nodes: list[Node] = Field(default_factory=list)
@@ -144,6 +145,13 @@ class ClusterState(SnapshotModel):
     reachable: bool = Field(default=True, exclude_if=lambda v: v is True)
     error: str | None = Field(
         default=None, description="why it could not be observed", exclude_if=lambda v: v is None
+    )
+    last_known: list[str] | None = Field(
+        default=None,
+        description="of a cluster that did not answer: the workloads the store knows may be "
+        "there (submitted and not seen starting, or running when last seen); absent: "
+        "not known, so any workload that may use the cluster is held for it",
+        exclude_if=lambda v: v is None,
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import col, select
 
 from controlplane.store.database import Database
 from controlplane.store.tables import (
@@ -21,6 +21,7 @@ from controlplane.store.tables import (
     FailureRow,
     PlaceholderRow,
     QueueRow,
+    RunRow,
 )
 from controlplane.store.tables import aware as _aware
 from controlplane.store.tables import utcnow as _utcnow
@@ -67,6 +68,21 @@ class SchedulingState:
     def placeholders(self) -> list[PlaceholderRow]:
         with self.db.session() as db:
             return list(db.exec(select(PlaceholderRow)))
+
+    def known_on(self, cluster: str) -> set[str]:
+        """Workloads that may have a job on ``cluster`` as far as the store knows: one
+        submitted there and not seen starting (a placeholder), or one running when last
+        seen (a run without an end)."""
+        with self.db.session() as db:
+            waiting = db.exec(
+                select(PlaceholderRow.workload).where(PlaceholderRow.cluster == cluster)
+            )
+            running = db.exec(
+                select(RunRow.workload).where(
+                    RunRow.cluster == cluster, col(RunRow.ended_at).is_(None)
+                )
+            )
+            return {*waiting, *running}
 
     def drop_placeholder(self, workload: str, cluster: str, job: str | None = None) -> None:
         """Forget a placeholder; with ``job``, only if it still names that job (a newer

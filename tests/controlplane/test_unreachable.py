@@ -129,25 +129,24 @@ def test_the_cluster_that_answers_is_planned_and_the_other_is_left_alone(tmp_pat
         (Op.CANCEL, "p/old-near", "near"),  # the cluster that answers is pruned
         (Op.SUBMIT, "p/new-near", "near"),
         (Op.SUBMIT, "p/a100-only", "near"),  # it can never be on far: planned as usual
+        (Op.SUBMIT, "p/anywhere", "near"),  # never submitted to far: planned as usual
     }, "nothing on far: p/old-far is not pruned, p/on-far not submitted again"
     waits = {p.workload: p.reason for p in planned.pending}
     assert waits["p/on-far"].code == ReasonCode.CLUSTER_UNREACHABLE
     # the error once, in the plan's unreachable clusters, not again for every workload
     assert "cluster far did not answer" in waits["p/on-far"].message
     assert "connection refused" not in waits["p/on-far"].message
-    # it may run on far (and runs nowhere we can see): not started on near
-    assert waits["p/anywhere"].code == ReasonCode.CLUSTER_UNREACHABLE
-    assert "p/a100-only" not in waits
+    assert "p/a100-only" not in waits and "p/anywhere" not in waits
 
-    # the held workloads count as running: 4 + 4 of far, 4 + 4 on near; the plan says how
+    # the held workload counts as running: 4 of far, 4 + 4 + 4 on near; the plan says how
     # much of that is held for far, in JSON and under the quota table
     assert planned.projects["p"].allocated == 16
-    assert planned.projects["p"].unreachable == 8
-    assert json.loads(planned.to_json())["projects"]["p"]["unreachable"] == 8
+    assert planned.projects["p"].unreachable == 4
+    assert json.loads(planned.to_json())["projects"]["p"]["unreachable"] == 4
     text = render_text(planned)
     assert "allocated counts GPUs held for clusters that did not answer (they may run" in text
-    assert "there): project p 8" in text
-    assert "| 16 (8 unreachable) |" in plan_markdown(planned)
+    assert "there): project p 4" in text
+    assert "| 16 (4 unreachable) |" in plan_markdown(planned)
 
     # far answers again: the plan made while it was down is stale, a fresh one is whole
     far.down = False
@@ -364,3 +363,39 @@ def test_watch_keeps_its_interval_while_some_cluster_still_answers(tmp_path: Pat
     watcher = Watcher(empty, WatchOptions(quiet=0), lines.append)
     watcher.run(once=True)
     assert watcher.failed and "no clusters in the specs" in lines[-1]
+
+
+def test_work_never_submitted_to_a_silent_cluster_is_not_held_there(tmp_path: Path) -> None:
+    """A new cluster that does not answer (user trial: a kubeconfig not yet valid) held
+    every workload that may use it and runs nowhere, never submitted there included; their
+    stand-ins put the project over its limit, and a job running on the cluster that
+    answered was preempted for it. Only what the store knows may be there is held now:
+    a job submitted there and not seen starting, or a run not seen ending."""
+    specs = desired(
+        [
+            *clusters(),
+            project("p", gpus=8, limit=8),
+            workload("running", "p", gpus=4, clusters=["near"]),
+            workload("on-far", "p", gpus=4, clusters=["far"]),
+            workload("big-far", "p", gpus=4, replicas=2, clusters=["far"]),
+        ]
+    )
+    adapters, far, store = world(tmp_path, specs)
+    far.down = True  # down before anything of ours was there
+    apply(specs, adapters, store, NOW)
+    assert [j.workload for j in adapters["near"].observe().jobs] == ["p/running"]
+    snap, planned = run(specs, adapters, store, NOW + timedelta(minutes=1))
+    [down] = [c for c in snap.clusters if c.name == "far"]
+    assert down.last_known == []
+    assert planned.actions == [], "held, on-far and big-far would put p over its limit"
+    waits = {p.workload: p.reason.code for p in planned.pending}
+    assert waits["p/on-far"] == waits["p/big-far"] == ReasonCode.CLUSTER_UNREACHABLE
+
+    far.down = False  # far answers: on-far starts there; then it goes silent again
+    apply(specs, adapters, store, NOW + timedelta(minutes=2))
+    far.down = True
+    snap, later = run(specs, adapters, store, NOW + timedelta(minutes=3))
+    [down] = [c for c in snap.clusters if c.name == "far"]
+    assert down.last_known == ["p/on-far"]
+    assert later.actions == []
+    assert later.projects["p"].unreachable == 4, "on-far is held, big-far (never there) not"
