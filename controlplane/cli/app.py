@@ -86,6 +86,33 @@ DirOpt = Annotated[
 ]
 
 
+def output_file(path: Path | None) -> Path | None:
+    """A file a command writes, checked before it does any work: its folder exists, it is
+    not a folder, and it is not a spec document (YAML) that it would replace."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"the folder {path.parent} does not exist; create it first")
+    if path.is_file() and path.suffix.lower() in (".yaml", ".yml"):
+        raise typer.BadParameter(f"{path} is not a plan file (a spec?); it is left as it is")
+    return path
+
+
+def plan_file(path: Path | None) -> Path | None:
+    """Where `--out` saves a plan: an output file that is new, or an older plan file."""
+    path = output_file(path)
+    if path is not None and path.is_file() and path.stat().st_size:
+        try:
+            doc = json.loads(path.read_bytes())
+        except (ValueError, UnicodeDecodeError):
+            doc = None
+        if not (isinstance(doc, dict) and "id" in doc and "actions" in doc):
+            raise typer.BadParameter(f"{path} is not a plan file; it is left as it is")
+    return path
+
+
 def spec_dir_of(given: Path | None, option: Path | None) -> Path:
     """The spec directory from DIR or --dir (the same one when both are given)."""
     if given is not None and option is not None and given.resolve() != option.resolve():

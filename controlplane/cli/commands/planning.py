@@ -29,6 +29,8 @@ from controlplane.cli.app import (
     examples,
     load,
     out,
+    output_file,
+    plan_file,
     spec_dir_of,
     write_json,
 )
@@ -97,7 +99,8 @@ def plan_cmd(
     spec_dir: DirArg = Path("."),
     observed: ObservedOpt = None,
     out_file: Annotated[
-        Path | None, typer.Option("--out", help="save the plan for `cp apply`")
+        Path | None,
+        typer.Option("--out", help="save the plan for `cp apply`", callback=plan_file),
     ] = None,
     as_json: JsonOpt = False,
     markdown: Annotated[
@@ -121,6 +124,7 @@ def plan_cmd(
             "--full-plan",
             help="also write the whole plan as Markdown, unbounded, to this file "
             "(for CI to attach)",
+            callback=output_file,
         ),
     ] = None,
     detailed_exitcode: Annotated[

@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from controlplane.cli.app import DirArg, JsonOpt, app, examples, load, out, write_json
+from controlplane.cli.app import (
+    DirArg,
+    JsonOpt,
+    app,
+    examples,
+    load,
+    out,
+    output_file,
+    write_json,
+)
 from controlplane.cli.views.problems import diagnostic_json
 from controlplane.cli.views.words import counted
 
@@ -37,7 +46,9 @@ def validate(spec_dir: DirArg = Path("."), as_json: JsonOpt = False) -> None:
 
 @app.command(epilog=examples("cp schema --out spec.schema.json"))
 def schema(
-    output: Annotated[Path | None, typer.Option("--out", help="write to this file")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--out", help="write to this file", callback=output_file)
+    ] = None,
 ) -> None:
     """Print the JSON Schema of spec documents (for editors: yaml-language-server)."""
     from specs.schema import json_schema

@@ -147,3 +147,32 @@ def test_declining_an_apply_prints_a_document(
     doc = json.loads(res.out)  # the question went to stderr, not into the document
     assert doc["ok"] is False and doc["actions"] == [] and "cancelled" in doc["message"]
     assert "Apply this plan?" in res.err
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_planning(
+    quickstart: Path, tmp_path: Path, capsys: Capsys
+) -> None:
+    """--out into a missing folder or onto a folder crashed with a traceback after the
+    whole plan was made, and stdout stayed empty with --json; --out onto a spec file
+    replaced it (user trial). Each is a usage error now, before anything is planned."""
+    q = quickstart
+    cluster_yaml = next(q.glob("*.yaml"))
+    spec_text = cluster_yaml.read_text()
+    cases = [
+        (["plan", q, "--out", tmp_path / "nodir" / "p.json"], "does not exist"),
+        (["plan", q, "--out", tmp_path], "is a directory"),
+        (["plan", q, "--markdown", "--full-plan", tmp_path / "nodir" / "f.md"], "does not exist"),
+        (["plan", q, "--out", cluster_yaml], "not a plan file"),
+        (["schema", "--out", tmp_path / "nodir" / "s.json"], "does not exist"),
+    ]
+    for args, words in cases:
+        doc = document(capsys, *args, "--json", code=2) if args[0] == "plan" else None
+        if doc is not None:
+            assert words in _error(doc, "usage"), doc
+        res = cp(capsys, *args)
+        assert res.code == 2 and words in res.err and "Traceback" not in res.err, res.err
+    assert cluster_yaml.read_text() == spec_text
+    assert not (q / ".cp").exists() or not list((q / ".cp").glob("*.db")), "nothing planned"
+    again = tmp_path / "p.json"  # a plan file is replaced by a newer plan, as before
+    assert cp(capsys, "plan", q, "--out", again).code == 0
+    assert cp(capsys, "plan", q, "--out", again).code == 0
