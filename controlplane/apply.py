@@ -25,7 +25,7 @@ import getpass
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ from controlplane.activity import busy
 from controlplane.errors import LeaseHeldError, StalePlanError
 from controlplane.plan import Plan
 from specs.actions import Action, Op
+from specs.fields import visible
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
@@ -93,7 +94,13 @@ class Lease:
 def actor() -> str:
     """Who applies, as the history records it: ``CP_ACTOR`` when set (a service, another
     CI), the user and run of GitHub Actions or GitLab CI, else ``user@host``."""
-    env = os.environ
+    return visible(_actor(os.environ))[:_ACTOR_CHARS]
+
+
+_ACTOR_CHARS = 200  # a name and a run, not a document
+
+
+def _actor(env: Mapping[str, str]) -> str:
     if env.get("CP_ACTOR"):
         return env["CP_ACTOR"]
     if env.get("GITHUB_ACTIONS") == "true":

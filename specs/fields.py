@@ -41,6 +41,16 @@ def _printable(text: str, pattern: re.Pattern[str] = _CONTROL) -> str:
     return text
 
 
+def visible(text: str) -> str:
+    """``text`` on one line, with every control character spelled out (``\\n``,
+    ``\\x1b``): for text from outside (an environment variable, a cluster's error) that a
+    terminal or a log shows, where a line break could forge a record and an escape rewrite
+    the screen."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _argument(text: str) -> str:
     return _printable(text, _ARG_CONTROL)
 

@@ -165,3 +165,23 @@ def test_a_store_of_the_previous_schema_gains_the_actor(tmp_path: Path, capsys: 
     sql(specs, "UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     assert cp(capsys, "apply", specs, "--auto-approve").code == 0
     assert all(r["by"] for r in cp(capsys, "history", specs, "--json").json())
+
+
+def test_who_applied_is_shown_as_printable_text(
+    tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CP_ACTOR (or a CI's user variables) with a line break forged a history entry, and
+    an escape sequence rewrote the terminal line (user trial): the actor is recorded with
+    its control characters spelled out, one line."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    forged = "alice\n2026-01-01 00:00:00 cancel  nlp/fake  by mallory"
+    monkeypatch.setenv("CP_ACTOR", forged + "\x1b[2K\x1b[1G")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    rows = cp(capsys, "history", specs, "--json").json()
+    assert {r["by"] for r in rows} == {
+        "alice\\n2026-01-01 00:00:00 cancel  nlp/fake  by mallory\\x1b[2K\\x1b[1G"
+    }
+    text = cp(capsys, "history", specs).out
+    assert "\x1b" not in text
+    assert not any(line.startswith("2026-01-01") for line in text.splitlines())

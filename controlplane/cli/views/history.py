@@ -9,6 +9,7 @@ from rich.text import Text
 
 from controlplane import collector
 from controlplane.cli.views.entries import print_entries
+from specs.fields import visible
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store.history import HistoryRow
@@ -32,12 +33,12 @@ def print_history(console: Console, rows: list[HistoryRow]) -> None:
                     "  ",
                     (a.status, color),
                     f"  plan:{p.id[:12]}",  # one word: an id is never split
-                    f"  by {actor}" if actor else "",
+                    f"  by {visible(actor)}" if actor else "",
                 ),
                 Text.assemble(
                     (a.reason_code, color),
                     f": {a.reason}",
-                    (f"  ({a.message})" if a.message else "", "dim"),
+                    (f"  ({visible(a.message)})" if a.message else "", "dim"),
                 ),
             )
         )
