@@ -3,7 +3,9 @@
 Safe to interrupt at any point and run again:
 
 1. A fresh plan is refused if the clusters have moved on since it was made (stale).
-   A plan whose apply was interrupted resumes instead: its finished actions are skipped.
+   A plan whose apply was interrupted resumes instead: its finished actions are skipped;
+   unless a fresh plan has been applied since, which supersedes it (it was made from the
+   world the interrupted one left, so the rest of the old one no longer holds).
 2. Actions run in execution order (evictions before the submissions that need them).
    Each is marked ``started`` before and ``done``/``failed`` after, committed at once.
 3. Adapters are idempotent: a submit finds the job already created for the same workload
@@ -176,6 +178,11 @@ def run_plan(
     resumed = status in RESUMABLE or bool(done)
     if status == "applied":
         return ApplyReport(plan.id, already_applied=True)
+    if status == "superseded":
+        raise StalePlanError(
+            f"plan {plan.id} stopped before it finished, and {store.status_message(plan.id)}"
+            ": its remaining actions no longer hold; run `cp plan` again"
+        )
     if not resumed and observed_digest is not None and observed_digest != plan.observed_digest:
         raise StalePlanError(
             f"plan {plan.id} was made against another state of the clusters "
@@ -196,6 +203,8 @@ def _run(
 ) -> ApplyReport:
     store.save_plan(plan)
     store.set_plan_status(plan.id, "applying", actor=actor())
+    if not resumed:  # made from the world they left: theirs is not to finish any more
+        store.supersede(by=plan.id)
     report = ApplyReport(plan.id, resumed=resumed)
     for seq, action in enumerate(plan.execution_order()):
         if seq in done:

@@ -236,6 +236,27 @@ class History:
             linked.append((plan_id, seq, job))
         return linked
 
+    def supersede(self, by: str) -> list[str]:
+        """Plans left interrupted or failed, now that plan ``by`` is applied from the world
+        they left: ``superseded`` (their remaining actions no longer hold; the caller holds
+        the apply lease)."""
+        with self.db.session() as db:
+            left = select(PlanRow.id).where(
+                col(PlanRow.status).in_(("interrupted", "failed")), PlanRow.id != by
+            )
+            stale = list(db.exec(left))
+        for plan_id in stale:
+            self.set_plan_status(plan_id, "superseded", f"plan {by} was applied after it")
+        return stale
+
+    def status_message(self, plan_id: str) -> str:
+        """What the latest change of a plan's status said."""
+        with self.db.session() as db:
+            q = select(EventRow.message).where(
+                EventRow.plan_id == plan_id, col(EventRow.seq).is_(None)
+            )
+            return db.exec(q.order_by(col(EventRow.chain_seq).desc())).first() or ""
+
     def close_interrupted(self, *, except_plan: str | None = None) -> list[str]:
         """Plans left ``applying`` by a process that is gone: ``interrupted`` (the caller
         holds the apply lease, so nobody else is applying them)."""

@@ -36,3 +36,29 @@ def test_a_stop_request_leaves_a_resumable_plan(tmp_path: Path) -> None:
     assert [o.status for o in second.outcomes][:3] == ["skipped"] * 3
     assert store.plan_status(plan.id) == "applied"
     assert store.verify().ok
+
+
+def test_a_plan_applied_after_an_interrupted_one_supersedes_it(tmp_path: Path) -> None:
+    """Resuming an interrupted plan after a newer plan was applied carried out actions
+    the newer one had already decided otherwise (user trial: a submit of a workload no
+    longer in the specs). A fresh plan applied under the lease was made from the world
+    the interrupted one left: it supersedes it, and the old one is refused."""
+    import pytest
+
+    from controlplane.errors import StalePlanError
+
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    loaded = workflow.load(specs)
+    old = workflow.build_plan(specs, loaded)
+    store = workflow.open_store(specs, None)
+    adapters = adapters_for(loaded.desired, specs / ".cp", workflow.clock(None))
+    with holding_lease(store) as lease:
+        run_plan(old, adapters, store, observed_digest=None, lease=lease, stop=lambda: True)
+    assert store.plan_status(old.id) == "interrupted"
+    newer, report = workflow.apply_specs(specs, loaded, approve=lambda plan, snap: True)
+    assert report is not None and report.ok and newer.id != old.id
+    assert store.plan_status(old.id) == "superseded"
+    with pytest.raises(StalePlanError, match=f"plan {newer.id} was applied after it"):
+        workflow.apply_saved(old, specs, loaded)
+    assert store.verify().ok

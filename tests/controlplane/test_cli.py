@@ -393,3 +393,18 @@ def test_a_plan_file_applied_from_the_wrong_folder_is_refused_before_anything(
     assert res.code == 1
     assert "made from another spec directory" in res.err and "--dir" in res.err
     assert list(elsewhere.iterdir()) == []  # nothing left behind
+
+
+def test_a_plan_file_of_other_specs_is_refused(
+    quickstart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A saved plan applied after its specs changed (or to a folder of other specs on the
+    same clusters) only warned, then carried out actions the specs no longer ask for: the
+    next plan cancelled what it had started (user trial). It is refused now, untouched."""
+    assert cp(capsys, "plan", quickstart, "--out", tmp_path / "p.json").code == 0
+    (quickstart / "workloads" / "vision.yaml").unlink()
+    res = cp(capsys, "apply", tmp_path / "p.json", "--dir", quickstart, "--json")
+    assert res.code == 1
+    error = res.json()["error"]
+    assert error["kind"] == "stale-plan" and "the specs in" in error["message"]
+    assert cp(capsys, "history", quickstart, "--json").json() == []  # nothing was applied

@@ -122,8 +122,11 @@ def apply(
                 f"{spec_dir} do not declare: it was made from another spec directory; give "
                 "that one with --dir"
             )
-        if loaded.desired.digest != plan.spec_digest:
-            err.print("[yellow]warning:[/] the specs changed since this plan was made")
+        if loaded.desired.digest != plan.spec_digest:  # its actions were meant for others
+            raise StalePlanError(
+                f"the specs in {spec_dir} changed since plan {plan.id} was made (or it was "
+                "made from another spec directory); nothing was applied: run `cp plan` again"
+            )
         report = workflow.apply_saved(plan, spec_dir, loaded, now=now, db=db, progress=progress)
     if as_json:
         write_json(apply_json(plan.id, report, unreachable=plan.unreachable))
