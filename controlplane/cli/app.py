@@ -183,6 +183,18 @@ def load(spec_dir: Path) -> LoadResult:
     return result
 
 
+def load_to_plan(spec_dir: Path) -> LoadResult:
+    """:func:`load`, for a command that plans: specs without a cluster are an error, not
+    "no changes" (a wrong or empty folder, which CI would read as nothing to do)."""
+    result = load(spec_dir)
+    if not result.desired.clusters:
+        raise ControlPlaneError(
+            f"no clusters in the specs of {spec_dir}: nothing to plan (is it the spec "
+            "directory? every plan needs at least one Cluster document)"
+        )
+    return result
+
+
 def _version_callback(value: bool) -> None:
     if value:
         out.print(f"controlplane {__version__}")

@@ -408,3 +408,17 @@ def test_a_plan_file_of_other_specs_is_refused(
     error = res.json()["error"]
     assert error["kind"] == "stale-plan" and "the specs in" in error["message"]
     assert cp(capsys, "history", quickstart, "--json").json() == []  # nothing was applied
+
+
+@pytest.mark.parametrize("command", [["plan", "--detailed-exitcode"], ["apply", "--auto-approve"]])
+def test_a_folder_without_clusters_is_not_no_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """`cp plan` in a wrong or empty folder said "No changes. The clusters match the
+    specs." and exited 0, which CI reads as nothing to do (user trial); `cp watch` already
+    called it an error."""
+    res = cp(capsys, command[0], tmp_path, *command[1:])
+    assert res.code == 1
+    assert "no clusters in the specs" in res.err and "No changes" not in res.out
+    doc = cp(capsys, command[0], tmp_path, *command[1:], "--json").json()
+    assert doc["ok"] is False and "no clusters in the specs" in doc["error"]["message"]

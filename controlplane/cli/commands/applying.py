@@ -20,6 +20,7 @@ from controlplane.cli.app import (
     err,
     examples,
     load,
+    load_to_plan,
     out,
     write_json,
 )
@@ -80,7 +81,7 @@ def apply(
             outcome_line(out, o)
 
     if target.is_dir() and reviewed:
-        loaded = load(target)
+        loaded = load_to_plan(target)
         plan = workflow.reviewed_plan(target, loaded, db)
         if not as_json:
             made = plan.created_at.strftime("%Y-%m-%d %H:%M UTC")
@@ -102,7 +103,7 @@ def apply(
             raise typer.Exit(1)
 
         plan, maybe = workflow.apply_specs(
-            target, load(target), now=now, db=db, approve=approve, progress=progress
+            target, load_to_plan(target), now=now, db=db, approve=approve, progress=progress
         )
         if maybe is None:
             if as_json:

@@ -28,6 +28,7 @@ from controlplane.cli.app import (
     err,
     examples,
     load,
+    load_to_plan,
     out,
     output_file,
     plan_file,
@@ -168,7 +169,7 @@ def plan_cmd(
     if base is not None and base_dir is not None:
         raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
     policy = Policy(engine=engine, time_limit=time_limit)
-    loaded = load(spec_dir)
+    loaded = load_to_plan(spec_dir)
     if base is not None or base_dir is not None:
         with base_specs(spec_dir, ref=base, directory=base_dir) as before:
             plan = workflow.plan_change(
