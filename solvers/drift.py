@@ -11,7 +11,8 @@ a plan's changes:
   runs gives the extra replicas back here (a ``resize``);
 - must be replaced: a change the job cannot follow (``gpus``, ``command``, ``image``,
   ``walltime``, ``checkpoint``; a placement constraint its pool no longer meets; a gang
-  that needs more replicas than run) cancels the job and submits the new version. The
+  that needs more replicas than run, or a fixed gang given fewer: none of its replicas
+  may stop while the others run) cancels the job and submits the new version. The
   new version is placed before anything else in the cycle, on the GPUs the old job
   leaves and whatever else is free, within the limits of its queues (and, if it is
   non-preemptible, their deserved quotas). Where it does not fit, or a preemptible job is
@@ -89,7 +90,7 @@ def reconcile_drift(
         )
         found = changes(old, new) if old is not None else []
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
-        if _needs_new_job(req, fields):
+        if _needs_new_job(req, fields) or _gang_cut(req, old, fields):
             replace.append((req, job, old, describe(found)))
         elif len(req.placed) > req.replicas:
             drift.shrunk[key] = (
@@ -110,6 +111,17 @@ def _needs_new_job(req: JobRequest, fields: set[str]) -> bool:
     if fields & PLACEMENT and req.pool not in req.pools:
         return True
     return bool(fields & {"replicas", "minReplicas"}) and req.min_replicas > len(req.placed)
+
+
+def _gang_cut(req: JobRequest, old: WorkloadSpec | None, fields: set[str]) -> bool:
+    """Fewer replicas for a job that ran as a fixed gang (no replica of it may stop while
+    the others run): a new job, not a resize."""
+    return (
+        "replicas" in fields
+        and len(req.placed) > req.replicas
+        and old is not None
+        and old.effective_min_replicas >= old.replicas
+    )
 
 
 def _replace(

@@ -115,6 +115,22 @@ def test_an_elastic_workload_grows_and_shrinks_in_place(tmp_path: Path, capsys: 
     settle(capsys, root)
 
 
+def test_a_fixed_gang_given_fewer_replicas_is_replaced_not_cut(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A gang without minReplicas (torchrun --nnodes=2) cannot lose a rank while it runs:
+    it was resized in place, one replica stopped under the others (user trial). It is a
+    replacement, as any change the running job cannot follow; an elastic one still
+    shrinks in place (above)."""
+    root = org(tmp_path / "s", replicas=2)
+    settle(capsys, root, T0)
+    org(root, replicas=1)
+    data = plan(capsys, root)
+    assert ops(data) == [("submit", "spec-changed"), ("cancel", "spec-changed")]
+    assert "replicas: 2 -> 1" in data["actions"][1]["reason"]["message"]
+    settle(capsys, root)
+
+
 def test_a_replacement_waits_out_min_runtime_and_says_until_when(
     tmp_path: Path, capsys: Capsys
 ) -> None:
