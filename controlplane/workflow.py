@@ -382,8 +382,10 @@ def apply_specs(
         store.save_plan(plan)
         approved = approve is None or approve(plan, snap)  # it sees every plan, may show it
         if approved and plan.empty:
-            # the clusters follow these specs: the policy baseline of the next plans
+            # the clusters follow these specs: the policy baseline of the next plans, and
+            # what an interrupted apply left is not to be finished any more
             store.set_plan_status(plan.id, "applied", "nothing to do", actor=actor())
+            store.supersede(by=plan.id)
         if not approved or plan.empty:
             return plan, None
         lease.keep()
@@ -415,9 +417,11 @@ def apply_saved(
     now: datetime | None = None,
     db: str | None = None,
     progress: OnOutcome | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> ApplyReport:
     """Carry out a saved plan under the apply lease, refused if the clusters moved on
-    since it was made (unless it resumes an interrupted apply of the same plan)."""
+    since it was made (unless it resumes an interrupted apply of the same plan); ``stop``
+    is asked before each action."""
     store = open_store(spec_dir, db)
     stored = store.get_plan(plan.id)
     if stored is not None and stored.digest is not None and stored.digest != plan.digest:
@@ -436,4 +440,5 @@ def apply_saved(
             observed_digest=observed_digest(snap),
             progress=progress,
             lease=lease,
+            stop=stop,
         )

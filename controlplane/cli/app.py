@@ -25,7 +25,7 @@ from rich.text import Text
 
 from adapters.base import AdapterError
 from controlplane import __version__, activity, workflow
-from controlplane.cli import completion
+from controlplane.cli import completion, interrupts
 from controlplane.cli.progress import Spinner
 from controlplane.cli.views import problems
 from controlplane.errors import ControlPlaneError
@@ -294,8 +294,15 @@ def invoke(args: list[str], argv0: str) -> int:
         return 0
     as_json = wants_json(args)
     try:
-        with activity.reporting(Spinner(err)):  # slow steps get a spinner on a terminal
+        # slow steps get a spinner on a terminal
+        with activity.reporting(Spinner(err)), interrupts.interrupting():
             code = command.main(args=args, prog_name=prog, standalone_mode=False)
+    except interrupts.Interrupted as exc:  # an apply that acts stops after its action instead
+        said = exc.message
+        if as_json:
+            write_json({"ok": False, "error": {"kind": "interrupted", "message": said}})
+        err.print(said[0].upper() + said[1:] + ".", highlight=False, soft_wrap=True)
+        code = 130
     except click.ClickException as exc:  # usage errors: click words them
         if as_json:
             write_json(problems.error_json(exc, kind="usage"))

@@ -245,6 +245,10 @@ def _configure(params: SatParameters, policy: Policy, seconds: float, tier: str)
     # One search worker: CP-SAT is deterministic with one worker (or interleaved workers,
     # which measured 10x slower here), and plans must be reproducible.
     params.num_workers = 1
+    # Ctrl-C is the command line's to handle (an apply stops after the action in flight):
+    # CP-SAT's own handler, left behind, set SIGINT back to the default after every solve,
+    # and the next Ctrl-C killed the process outright
+    params.catch_sigint_signal = False
     params.linearization_level = 2
     # Placing GPUs is nearly a flow problem whose LP is almost integral: branching on LP
     # values reached the optimum 10-50x sooner than the default search on the benchmark

@@ -24,6 +24,7 @@ from controlplane.cli.app import (
     out,
     write_json,
 )
+from controlplane.cli.interrupts import StopBetweenActions
 from controlplane.cli.views import plan as plan_view
 from controlplane.cli.views.apply import apply_json, outcome_line, verdict
 from controlplane.errors import ApplyError, PlanNotFoundError, StalePlanError
@@ -80,59 +81,75 @@ def apply(
         if not as_json:
             outcome_line(out, o)
 
-    if target.is_dir() and reviewed:
-        loaded = load_to_plan(target)
-        plan = workflow.reviewed_plan(target, loaded, db)
-        if not as_json:
-            made = plan.created_at.strftime("%Y-%m-%d %H:%M UTC")
-            out.print(f"Applying plan {plan.id}, reviewed for these specs (made {made}).")
-        report = workflow.apply_saved(plan, target, loaded, now=now, db=db, progress=progress)
-    elif target.is_dir():
-
-        def approve(plan: Plan, _observed: Snapshot) -> bool:
+    stopper = StopBetweenActions(lambda said: err.print(said, highlight=False))
+    with stopper.installed():  # Ctrl-C, SIGTERM: stop after the action in flight
+        if target.is_dir() and reviewed:
+            loaded = load_to_plan(target)
+            plan = workflow.reviewed_plan(target, loaded, db)
             if not as_json:
-                plan_view.print_plan(out, plan)
-            if auto_approve or plan.empty:
-                return True
-            # the question goes to stderr when stdout is a JSON document
-            if typer.confirm("Apply this plan?", default=False, err=as_json):
-                return True
-            if as_json:
-                write_json(apply_json(plan.id, None, declined=True))
-            err.print("Apply cancelled.")
-            raise typer.Exit(1)
+                made = plan.created_at.strftime("%Y-%m-%d %H:%M UTC")
+                out.print(f"Applying plan {plan.id}, reviewed for these specs (made {made}).")
+            report = workflow.apply_saved(
+                plan, target, loaded, now=now, db=db, progress=progress, stop=stopper.asked
+            )
+        elif target.is_dir():
 
-        plan, maybe = workflow.apply_specs(
-            target, load_to_plan(target), now=now, db=db, approve=approve, progress=progress
-        )
-        if maybe is None:
-            if as_json:
-                write_json(apply_json(plan.id, None, unreachable=plan.unreachable))
-            return
-        report = maybe
-    else:
-        spec_dir = spec_dir or Path(".")
-        if not target.exists():
-            raise PlanNotFoundError(f"no plan file {target}")
-        plan = workflow.read_plan(target)
-        loaded = load(spec_dir)
-        unknown = sorted({a.cluster for a in plan.actions} - set(loaded.desired.clusters))
-        if unknown:  # before anything is opened: a plan file applied from the wrong folder
-            raise ApplyError(
-                f"plan {target} acts on cluster(s) {', '.join(unknown)}, which the specs in "
-                f"{spec_dir} do not declare: it was made from another spec directory; give "
-                "that one with --dir"
+            def approve(plan: Plan, _observed: Snapshot) -> bool:
+                if not as_json:
+                    plan_view.print_plan(out, plan)
+                elif not (auto_approve or plan.empty):  # what is asked about, beside the JSON
+                    plan_view.print_plan(err, plan)
+                if auto_approve or plan.empty:
+                    return True
+                # the question goes to stderr when stdout is a JSON document
+                if typer.confirm("Apply this plan?", default=False, err=as_json):
+                    return True
+                if as_json:
+                    write_json(apply_json(plan.id, None, declined=True))
+                err.print("Apply cancelled.")
+                raise typer.Exit(1)
+
+            plan, maybe = workflow.apply_specs(
+                target,
+                load_to_plan(target),
+                now=now,
+                db=db,
+                approve=approve,
+                progress=progress,
+                stop=stopper.asked,
             )
-        if loaded.desired.digest != plan.spec_digest:  # its actions were meant for others
-            raise StalePlanError(
-                f"the specs in {spec_dir} changed since plan {plan.id} was made (or it was "
-                "made from another spec directory); nothing was applied: run `cp plan` again"
+            if maybe is None:
+                if as_json:
+                    write_json(apply_json(plan.id, None, unreachable=plan.unreachable))
+                return
+            report = maybe
+        else:
+            spec_dir = spec_dir or Path(".")
+            if not target.exists():
+                raise PlanNotFoundError(f"no plan file {target}")
+            plan = workflow.read_plan(target)
+            loaded = load(spec_dir)
+            unknown = sorted({a.cluster for a in plan.actions} - set(loaded.desired.clusters))
+            if unknown:  # before anything is opened: a plan file applied from the wrong folder
+                raise ApplyError(
+                    f"plan {target} acts on cluster(s) {', '.join(unknown)}, which the specs in "
+                    f"{spec_dir} do not declare: it was made from another spec directory; give "
+                    "that one with --dir"
+                )
+            if loaded.desired.digest != plan.spec_digest:  # its actions were meant for others
+                raise StalePlanError(
+                    f"the specs in {spec_dir} changed since plan {plan.id} was made (or it was "
+                    "made from another spec directory); nothing was applied: run `cp plan` again"
+                )
+            report = workflow.apply_saved(
+                plan, spec_dir, loaded, now=now, db=db, progress=progress, stop=stopper.asked
             )
-        report = workflow.apply_saved(plan, spec_dir, loaded, now=now, db=db, progress=progress)
     if as_json:
         write_json(apply_json(plan.id, report, unreachable=plan.unreachable))
     else:
         verdict(out, report, spec_dir if target.is_file() else target)
+    if report.stopped:
+        raise typer.Exit(130)  # as a shell reports an interrupted command
     if not report.ok:
         raise typer.Exit(1)
 

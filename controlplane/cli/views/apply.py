@@ -43,6 +43,14 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
         )
         return
     done = sum(o.status == "done" for o in report.outcomes)
+    if report.stopped:
+        console.print(
+            f"[yellow]Apply stopped on request[/]: {done} done, the rest not run; the same "
+            "`cp apply` again goes on from here.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     head = "[green]Apply complete[/]" if report.ok else "[red]Apply stopped[/]"
     console.print(
         f"{head}: {done} done, {len(report.failed)} failed"
@@ -81,7 +89,8 @@ def apply_json(
         "plan": plan_id,
         "resumed": report.resumed,
         "alreadyApplied": report.already_applied,
-        "ok": report.ok,
+        "ok": report.ok and not report.stopped,
+        "stopped": report.stopped,  # on request (a signal): the rest is not run
         "unreachable": down,
         "actions": [
             {

@@ -1,0 +1,87 @@
+"""Ctrl-C and SIGTERM (a cancelled CI job, a stopped service) during a command.
+
+Before a command acts, either one ends it at once (:class:`Interrupted`): nothing was
+done, and the command line says so (with ``--json``, in a document). Once an apply acts,
+the first one asks it to stop after the action in flight (the plan is left interrupted,
+and the report says where it stopped); a second one ends it at once, which is still safe
+(the action in flight is marked started, and a rerun finds its job by its tags).
+
+Signal handlers can only be set from the main thread; elsewhere (an embedding program)
+the signals keep whatever handling they had.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+Handler = Callable[[int, FrameType | None], Any]
+
+
+class Interrupted(BaseException):
+    """A command ended by a signal. Not a KeyboardInterrupt, which typer turns into a bare
+    exit 130, and a BaseException, which code catching Exception lets through."""
+
+    message = "interrupted: nothing was applied"
+
+
+class ActingInterrupted(Interrupted):
+    """Ended at once while an apply acted (a second signal)."""
+
+    message = (
+        "interrupted while an action ran; rerun the same `cp apply` to resume (nothing is "
+        "done twice)"
+    )
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted
+
+
+@contextlib.contextmanager
+def _handling(handler: Handler) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in before.items():
+            signal.signal(sig, old)
+
+
+def interrupting() -> contextlib.AbstractContextManager[None]:
+    """Ctrl-C and SIGTERM end the block with :class:`Interrupted` (Python's default for
+    SIGTERM ends the process at once, without a word)."""
+    return _handling(_interrupt)
+
+
+class StopBetweenActions:
+    """Signal handling while an apply runs; :meth:`asked` is its ``stop`` question."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self.acting = False  # the apply asked once: it is about to act
+        self.stopping = False
+
+    def asked(self) -> bool:
+        self.acting = True
+        return self.stopping
+
+    def _signalled(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.stopping:
+            raise ActingInterrupted
+        if not self.acting:
+            raise Interrupted
+        self.stopping = True
+        self.say("stopping after the action in flight (again to stop at once)")
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopBetweenActions]:
+        with _handling(self._signalled):
+            yield self

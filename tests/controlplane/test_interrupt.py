@@ -1,0 +1,86 @@
+"""Ctrl-C or SIGTERM (a CI job cancelled) during a command: an apply stops after the
+action in flight and says where it stopped, and with --json every command still prints
+one document (user trial: exit 130 with nothing on stdout, 155 jobs submitted)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.simulator import SimulatorAdapter
+from controlplane import workflow
+from tests.builders.cli import cp
+
+ROOT = Path(__file__).resolve().parents[2]
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def quickstart(tmp_path: Path) -> Path:
+    dst = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", dst, ignore=shutil.ignore_patterns(".cp"))
+    return dst
+
+
+def signal_during(monkeypatch: pytest.MonkeyPatch, sig: int, action: int) -> None:
+    """The signal arrives while the simulator carries out the ``action``-th action."""
+    execute = SimulatorAdapter.execute
+    calls: list[int] = []
+
+    def signalled(self: SimulatorAdapter, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == action:
+            os.kill(os.getpid(), sig)
+        return execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(SimulatorAdapter, "execute", signalled)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_apply_stops_after_the_action_in_flight(
+    quickstart: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch, sig: int
+) -> None:
+    signal_during(monkeypatch, sig, action=2)
+    res = cp(capsys, "apply", quickstart, "--auto-approve", "--json")
+    assert res.code == 130
+    doc = res.json()
+    assert doc["stopped"] is True and doc["ok"] is False
+    assert [a["status"] for a in doc["actions"]] == ["done", "done"]
+    assert "stopping after the action in flight" in res.err
+    store = workflow.open_store(quickstart, None)
+    assert store.plan_status(doc["plan"]) == "interrupted"
+    monkeypatch.undo()
+    text = cp(capsys, "apply", quickstart, "--auto-approve")
+    assert text.code == 0 and "Apply complete" in text.out
+    assert cp(capsys, "plan", quickstart, "--detailed-exitcode").code == 0, "nothing lost"
+
+
+def test_the_text_of_a_stopped_apply_says_how_to_go_on(
+    quickstart: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signal_during(monkeypatch, signal.SIGINT, action=1)
+    res = cp(capsys, "apply", quickstart, "--auto-approve")
+    assert res.code == 130
+    assert "Apply stopped on request: 1 done" in res.out and "cp apply" in res.out
+
+
+def test_a_command_interrupted_before_it_acts_prints_a_document(
+    quickstart: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*_args: Any, **_kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while it plans
+        raise AssertionError("the signal ends the command")
+
+    monkeypatch.setattr(workflow, "build_plan", interrupted)
+    res = cp(capsys, "plan", quickstart, "--json")
+    assert res.code == 130
+    assert res.json() == {
+        "ok": False,
+        "error": {"kind": "interrupted", "message": "interrupted: nothing was applied"},
+    }
+    assert "Interrupted" in cp(capsys, "plan", quickstart).err
