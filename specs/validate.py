@@ -83,25 +83,28 @@ def errors_of_duplicates(
 
 
 def find_duplicates(entries: Iterable[tuple[str, str, SourceRef]]) -> list[Diagnostic]:
-    """Documents of one kind with the same name (workloads: the same ``project/name``).
+    """Documents of one kind with the same name (workloads: the same ``project/name``; a
+    project and a department count as one kind).
 
     Takes (kind, name, where) in load order, since a DesiredState keeps only the first.
     """
-    first: dict[tuple[str, str], SourceRef] = {}
+    first: dict[tuple[str, str], tuple[str, SourceRef]] = {}
     found = []
     for kind, name, ref in entries:
-        earlier = first.setdefault((kind, name), ref)
-        if earlier is not ref:
-            same = " in the same project" if kind == "Workload" else ""
-            found.append(
-                Diagnostic(
-                    ref.path,
-                    ref.line,
-                    ref.column,
-                    f"{kind} '{name}' is already defined{same} at {earlier}; rename or remove one",
-                    "metadata.name",
-                )
+        # projects and departments are the queues of one tree: one name space
+        space = "queue" if kind in ("Project", "Department") else kind
+        earlier_kind, earlier = first.setdefault((space, name), (kind, ref))
+        if earlier is ref:
+            continue
+        if earlier_kind != kind:
+            message = (
+                f"{kind} '{name}' has the name of {earlier_kind} '{name}' at {earlier}; "
+                "projects and departments are queues of one tree: rename one"
             )
+        else:
+            same = " in the same project" if kind == "Workload" else ""
+            message = f"{kind} '{name}' is already defined{same} at {earlier}; rename or remove one"
+        found.append(Diagnostic(ref.path, ref.line, ref.column, message, "metadata.name"))
     return found
 
 

@@ -563,3 +563,12 @@ def test_valid_state_has_no_diagnostics() -> None:
         validate(state(cluster("rivanna"), department(), project(department="science"), workload()))
         == []
     )
+
+
+def test_a_project_and_a_department_may_not_share_a_name(repo: Path) -> None:
+    """Both are queues of one tree: the quota table showed two 'science' rows and the
+    warnings could not tell them apart (user trial)."""
+    org(repo, project("science"))
+    found = single(repo)
+    assert (found.path, found.field) == ("w.yaml", "metadata.name")
+    assert "Department 'science'" in found.message and "org.yaml:" in found.message
