@@ -46,6 +46,23 @@ def base_specs(spec_dir: Path, *, ref: str | None, directory: Path | None) -> It
         yield BaseSpecs(ref, _load(where, f"{ref}:{shown}", where))
 
 
+def unloadable_base(label: str, exc: SpecError) -> Diagnostic:
+    """A warning for a base whose specs do not load, at its first error: the working specs
+    are planned alone (the change that fixes a broken base still gets its plan)."""
+    first = sorted(exc.diagnostics, key=lambda d: (d.path, d.line, d.column))[0]
+    errors = len(exc.diagnostics)
+    return Diagnostic(
+        first.path,
+        first.line,
+        first.column,
+        f"the base {label} does not load ({errors} error{'s' if errors != 1 else ''}, the "
+        f"first: {first.message}); the working specs are planned alone, without the "
+        "change's impact",
+        first.field,
+        "warning",
+    )
+
+
 def extract(spec_dir: Path, ref: str, into: Path) -> tuple[Path, str]:
     """Write the spec directory as of ``ref`` under ``into``; returns where it is and its
     path inside the repository (for messages)."""

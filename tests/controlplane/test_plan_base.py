@@ -129,13 +129,21 @@ def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) ->
     elsewhere = write_specs(tmp_path / "plain", org(36))
     res = cp(capsys, "plan", elsewhere, "--base", "main", "--now", NOW)
     assert res.code == 1 and "not in a git repository" in res.err
-    # a base whose specs do not load names the ref and the file
+    # a base whose specs do not load (the pull request that fixes a broken main): the
+    # working specs are planned alone, and a warning names the ref and the file; it was an
+    # error, so the fix got no plan and CI blamed it (user trial)
     (specs / "broken.yaml").write_text("kind: Project\nmetadata: {name: x}\nspec: {quota: 3}\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "broken")
     (specs / "broken.yaml").unlink()
     res = cp(capsys, "plan", specs, "--base", "HEAD", "--now", NOW)
-    assert res.code == 1 and "HEAD:specs/broken.yaml:" in res.err
+    assert res.code == 0 and "HEAD:specs/broken.yaml:" in res.err
+    assert "the base HEAD does not load" in res.err and "planned alone" in res.err
+    comment = ok(cp(capsys, "plan", specs, "--base", "HEAD", "--markdown", "--now", NOW)).out
+    assert "the base HEAD does not load" in comment and "to submit" in comment
+    doc = ok(cp(capsys, "plan", specs, "--base", "HEAD", "--json", "--now", NOW)).json()
+    assert any("the base HEAD does not load" in w["message"] for w in doc["warnings"])
+    assert "policy" not in doc or not doc["policy"]
 
 
 def test_base_dir_compares_two_directories(tmp_path: Path, capsys: Capsys) -> None:

@@ -3,6 +3,8 @@ cost (explain has a module of its own)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import shlex
 import sys
@@ -11,10 +13,11 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from controlplane import workflow
 from controlplane.apply import holding_lease
-from controlplane.basespecs import base_specs
+from controlplane.basespecs import base_specs, unloadable_base
 from controlplane.cli.app import (
     DbOpt,
     DirAfterArg,
@@ -51,6 +54,7 @@ from controlplane.costs import candidate_table
 from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
 from controlplane.observe import adapters_for, observe
 from solvers.policy import Policy
+from specs.diagnostics import SpecError
 
 
 @app.command("observe", epilog=examples("cp observe examples/quickstart --yaml > snapshot.yaml"))
@@ -170,8 +174,16 @@ def plan_cmd(
         raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
     policy = Policy(engine=engine, time_limit=time_limit)
     loaded = load_to_plan(spec_dir)
-    if base is not None or base_dir is not None:
-        with base_specs(spec_dir, ref=base, directory=base_dir) as before:
+    with contextlib.ExitStack() as stack:
+        before = None
+        if base is not None or base_dir is not None:
+            try:
+                before = stack.enter_context(base_specs(spec_dir, ref=base, directory=base_dir))
+            except SpecError as exc:  # a broken base (the change that fixes it): plan alone
+                said = unloadable_base(base or str(base_dir), exc)
+                err.print(Text(str(said), style="yellow"), highlight=False, soft_wrap=True)
+                loaded = dataclasses.replace(loaded, warnings=[*loaded.warnings, said])
+        if before is not None:
             plan = workflow.plan_change(
                 spec_dir,
                 loaded,
@@ -182,7 +194,7 @@ def plan_cmd(
                 forecast=forecast,
                 policy=policy,
             )
-    else:
+    if before is None:
         plan = workflow.build_plan(
             spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
         )
