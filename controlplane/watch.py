@@ -61,6 +61,7 @@ class Cycle:
     line: str
     failed: bool = False
     partial: bool = False  # failed for some clusters only: the interval stays as it is
+    held_back: bool = False  # the prune guard held the plan back: it needs a person
 
 
 class Watcher:
@@ -69,6 +70,7 @@ class Watcher:
         self.stopping = threading.Event()
         self.failures = 0  # cycles in a row that failed and reconciled nothing
         self.failed = False  # whether the latest cycle failed, even partly (--once)
+        self.held_back = False  # whether the latest cycle's plan was held back (--once)
         self.cycles = 0
         self._blocked: str | None = None  # why the prune guard held the last plan back
 
@@ -86,7 +88,7 @@ class Watcher:
             if self.stopping.is_set():
                 break
             outcome = self.cycle()
-            self.failed = outcome.failed
+            self.failed, self.held_back = outcome.failed, outcome.held_back
             self.failures = self.failures + 1 if outcome.failed and not outcome.partial else 0
             delay = self.delay()
             retry = f"; retrying in {delay:g}s" if outcome.failed and not once else ""
@@ -164,6 +166,7 @@ class Watcher:
                     f"{head} plan {plan.id}: {summary}; NOT applied: {blocked}{down}",
                     failed=bool(down),
                     partial=partial,
+                    held_back=True,
                 )
             verb = "nothing to apply" if plan.empty else "not applied (no --auto-approve)"
             return Cycle(

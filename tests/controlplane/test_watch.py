@@ -184,6 +184,15 @@ def test_a_mass_deletion_is_shown_not_applied(specs: Path) -> None:
         assert jobs(specs) == before
     finally:
         assert watch.stop() == 0
+    # one cycle for cron: a plan held back needs a person, so it is not exit 0 (user trial)
+    once = subprocess.run(
+        [CP, "watch", str(specs), "--once", "--quiet", "0", "--auto-approve"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert once.returncode == 1 and "NOT applied" in once.stdout, once.stdout + once.stderr
+    assert jobs(specs) == before
     allowed = Watch(specs, "--allow-mass-prune")
     try:
         allowed.wait_for(lambda line: applied(line) and "4 to cancel" in line)

@@ -219,7 +219,7 @@ def watch(
     """Reconcile continuously: plan (and with --auto-approve apply) on every spec change or
     tick. One timestamped line per cycle; problems are reported and retried with backoff;
     SIGINT/SIGTERM stop after the action in flight. With --once, one cycle: exit 1 if it
-    failed."""
+    failed or its plan was held back (a mass prune)."""
     if not interval > 0:
         raise typer.BadParameter("give a number of seconds above 0", param_hint="--interval")
     import signal
@@ -256,5 +256,5 @@ def watch(
         )
     )
     watcher.run(changes, once=once)
-    if once and watcher.failed:
-        raise typer.Exit(1)  # cron and CI see a failed cycle
+    if once and (watcher.failed or watcher.held_back):
+        raise typer.Exit(1)  # cron and CI see a failed cycle, or one that needs a person
