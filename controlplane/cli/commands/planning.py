@@ -213,8 +213,18 @@ def plan_cmd(
     else:
         plan_view.print_plan(out, plan)
         if out_file:
-            apply_it = typed_here(f"cp apply {shlex.quote(str(out_file))}", spec_dir)
-            out.print(f"Saved to {out_file}; run [bold]{escape(apply_it)}[/] to carry it out.")
+            apply_it = (
+                # made from a saved snapshot: the clusters never matched it, so what can be
+                # done with it is the what-if apply to that snapshot
+                f"cp apply {shlex.quote(str(out_file))} --observed {shlex.quote(str(observed))}"
+                if observed is not None
+                else typed_here(f"cp apply {shlex.quote(str(out_file))}", spec_dir)
+            )
+            # soft_wrap: the command stays whole, to be copied
+            out.print(
+                f"Saved to {out_file}; run [bold]{escape(apply_it)}[/] to carry it out.",
+                soft_wrap=True,
+            )
     if plan.unreachable and set(plan.unreachable) >= set(loaded.desired.clusters):
         # nothing was observed: not "no changes" to a CI job asking --detailed-exitcode
         names = ", ".join(sorted(plan.unreachable))

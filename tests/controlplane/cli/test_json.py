@@ -74,6 +74,12 @@ def test_what_if_apply_prints_a_document(quickstart: Path, capsys: Capsys) -> No
     document(capsys, "plan", quickstart, "--observed", snapshot, "--out", plan_file, "--json")
     what_if = document(capsys, "apply", plan_file, "--observed", snapshot, "--json")
     assert what_if["actions"]
+    # the text suggests what can be done with a plan of a snapshot: the what-if apply (it
+    # suggested applying it to the clusters, which refused it as stale: user trial)
+    said = " ".join(
+        cp(capsys, "plan", quickstart, "--observed", snapshot, "--out", plan_file).out.split()
+    )
+    assert f"cp apply {plan_file} --observed {snapshot}" in said
 
 
 def _error(doc: Any, kind: str) -> str:
