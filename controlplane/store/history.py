@@ -247,6 +247,14 @@ class History:
             stale = list(db.exec(left))
         for plan_id in stale:
             self.set_plan_status(plan_id, "superseded", f"plan {by} was applied after it")
+            for row in self.actions(plan_id):
+                if row.status == "started":  # cut off while it ran: its outcome is unknown
+                    self.mark(
+                        plan_id,
+                        row.seq,
+                        "interrupted",
+                        message=f"the apply stopped while it ran; plan {by} took over",
+                    )
         return stale
 
     def status_message(self, plan_id: str) -> str:

@@ -62,3 +62,23 @@ def test_a_plan_applied_after_an_interrupted_one_supersedes_it(tmp_path: Path) -
     with pytest.raises(StalePlanError, match=f"plan {newer.id} was applied after it"):
         workflow.apply_saved(old, specs, loaded)
     assert store.verify().ok
+
+
+def test_an_action_cut_off_mid_way_is_not_left_started_for_ever(tmp_path: Path) -> None:
+    """A process killed while an action ran left it `started` in the history for good,
+    although its plan was marked interrupted (user trial). Once a newer plan supersedes
+    the plan, that action says it was cut off, and by whom it was taken over."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    loaded = workflow.load(specs)
+    old = workflow.build_plan(specs, loaded)
+    store = workflow.open_store(specs, None)
+    store.set_plan_status(old.id, "applying")
+    store.mark(old.id, 0, "started")  # then the process was killed
+    store.set_plan_status(old.id, "interrupted")
+    newer, report = workflow.apply_specs(specs, loaded, approve=lambda plan, snap: True)
+    assert report is not None and report.ok
+    [row] = [r for r in store.actions(old.id) if r.seq == 0]
+    assert row.status == "interrupted"
+    assert f"plan {newer.id} took over" in row.message
+    assert store.verify().ok
