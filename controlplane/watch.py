@@ -140,7 +140,9 @@ class Watcher:
                     stop=self.stopping.is_set,
                 )
             else:
-                plan = workflow.build_plan(self.spec_dir, loaded, db=self.options.db, forecast=True)
+                plan = workflow.build_plan(
+                    self.spec_dir, loaded, db=self.options.db, forecast=True, keep=False
+                )
                 report = None
         except SpecError as exc:
             first = exc.diagnostics[0] if exc.diagnostics else "?"

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +37,7 @@ from controlplane.apply import ApplyReport, OnOutcome, actor, holding_lease, run
 from controlplane.basespecs import BaseSpecs
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
 from controlplane.forecast import gather
+from controlplane.gitcommit import git_commit
 from controlplane.impact import applied_diff, base_diff
 from controlplane.observe import adapters_for, observe
 from controlplane.plan import Plan, PolicyDiff
@@ -99,46 +98,6 @@ def open_store(
     store = Store(default_url(spec_dir), init=init, create_dir=True)
     state_dir(spec_dir)
     return store
-
-
-def git_commit(spec_dir: Path) -> str | None:
-    """The commit the specs were read at, ``<sha>-dirty`` when a spec file under
-    ``spec_dir`` differs from it (edited, added or deleted, committed or not), None
-    outside a git checkout. Only ``*.yaml``/``*.yml`` outside ``.cp/`` count: what the
-    loader reads; a README edit or the store's own files do not make a plan dirty."""
-    head = _git(spec_dir, "rev-parse", "HEAD")
-    if head is None:
-        return None
-    changed = _git(
-        spec_dir,
-        "status",
-        "--porcelain",
-        "--untracked-files=all",
-        "--",
-        "*.yaml",
-        "*.yml",
-        ":(exclude,glob)**/.cp/**",
-        ":(exclude).cp",
-    )
-    return f"{head}-dirty" if changed else head
-
-
-def _git(spec_dir: Path, *args: str) -> str | None:
-    """``git -C spec_dir ARGS``'s output, stripped; None when git fails or is missing."""
-    git = shutil.which("git")
-    if git is None:
-        return None
-    try:
-        res = subprocess.run(
-            [git, "-C", str(spec_dir), *args],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return res.stdout.strip() if res.returncode == 0 else None
 
 
 # ------------------------------------------------------------------ files people hand us
@@ -378,7 +337,12 @@ def apply_specs(
         store.close_interrupted()
         snap = observe(loaded.desired, adapters, when, store, record=True)
         plan = _plan(spec_dir, loaded, snap, when, adapters, policy)
-        plan = _with_policy(plan, applied_diff(store.last_applied_plan(), plan))
+        last = store.last_applied_plan()
+        plan = _with_policy(plan, applied_diff(last, plan))
+        if _repeats(plan, last):  # a loop with nothing to do: the store has it already
+            if approve is not None:
+                approve(plan, snap)  # shown as every plan is; there is nothing to approve
+            return plan, None
         store.save_plan(plan)
         approved = approve is None or approve(plan, snap)  # it sees every plan, may show it
         if approved and plan.empty:
@@ -394,6 +358,19 @@ def apply_specs(
             plan, adapters, store, observed_digest=None, progress=progress, lease=lease, stop=stop
         )
     return plan, report
+
+
+def _repeats(plan: Plan, last: Plan | None) -> bool:
+    """An empty plan with the outcome of the last applied one (the same specs, nothing to
+    do, the same work waiting for the same reasons, the same clusters silent)."""
+    return (
+        last is not None
+        and plan.empty
+        and last.empty
+        and plan.spec_digest == last.spec_digest
+        and plan.pending == last.pending
+        and plan.unreachable == last.unreachable
+    )
 
 
 def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:

@@ -8,6 +8,7 @@ import os
 import queue
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -237,3 +238,20 @@ def test_watch_once_exits_nonzero_when_its_cycle_fails(tmp_path: Path) -> None:
     bad = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "broken.yaml" in bad.stdout + bad.stderr
+
+
+def test_a_loop_with_nothing_to_do_does_not_fill_the_store(tmp_path: Path) -> None:
+    """Every cycle stored its plan, the same empty plan again and again: ~43 KB a cycle
+    with 300 waiting workloads, 124 MB a day at the default interval (user trial). An
+    empty plan with the outcome of the last applied one is not stored again, and a watch
+    that does not apply stores none (as build_plan's keep intended)."""
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    for args in (["--auto-approve"], ["--auto-approve"], ["--auto-approve"], []):
+        run = [CP, "watch", str(specs), "--once", "--quiet", "0", *args]
+        done = subprocess.run(run, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        stored = [status for (status,) in db.execute("SELECT status FROM plans")]
+    assert sorted(stored) == ["applied", "applied"], "the submit, then one empty plan"
+    shown = subprocess.run([CP, "history", str(specs)], capture_output=True, text=True)
+    assert shown.returncode == 0 and "submit" in shown.stdout
