@@ -309,10 +309,11 @@ def invoke(args: list[str], argv0: str) -> int:
         else:
             exc.show()
         code = exc.exit_code
-    except typer.Abort as exc:
+    except typer.Abort:  # a question without an answer (stdin closed: a script)
+        said = "aborted: no answer to the question (give --auto-approve where nobody answers)"
         if as_json:
-            write_json(problems.error_json(exc, kind="aborted"))
-        err.print("Aborted.")
+            write_json({"ok": False, "error": {"kind": "aborted", "message": said}})
+        err.print(said[0].upper() + said[1:] + ".", highlight=False, soft_wrap=True)
         code = 1
     except SpecError as exc:
         if as_json:

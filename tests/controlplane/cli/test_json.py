@@ -153,6 +153,14 @@ def test_declining_an_apply_prints_a_document(
     doc = json.loads(res.out)  # the question went to stderr, not into the document
     assert doc["ok"] is False and doc["actions"] == [] and "cancelled" in doc["message"]
     assert "Apply this plan?" in res.err
+    assert "to submit" in res.err, "what is asked about is shown, beside the document"
+    # no answer at all (stdin closed: a script): the error says what to do (it was "")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    res = cp(capsys, "apply", quickstart, "--json")
+    assert res.code == 1
+    error = json.loads(res.out)["error"]
+    assert error["kind"] == "aborted" and "--auto-approve" in error["message"]
+    assert "--auto-approve" in cp(capsys, "apply", quickstart).err
 
 
 def test_an_output_file_that_cannot_be_written_is_refused_before_planning(
