@@ -299,13 +299,16 @@ def _lookup(node: MappingNode, key: str | int) -> tuple[Node, Node] | None:
             continue
         visited.add(id(mapping))
         merged: list[Node] = []
+        found: tuple[Node, Node] | None = None
         for key_node, value_node in mapping.value:
             if key_node.tag == _MERGE:
                 merged.extend(
                     value_node.value if isinstance(value_node, SequenceNode) else [value_node]
                 )
             elif isinstance(key_node, ScalarNode) and _scalar(key_node)[0] == key:
-                return key_node, value_node
+                found = key_node, value_node  # the last of equal keys: the one YAML keeps
+        if found is not None:
+            return found
         pending[:0] = merged  # explicit keys first, then merges in the order listed
     return None
 

@@ -303,6 +303,26 @@ spec:
     )
 
 
+def test_an_error_in_a_duplicated_key_points_at_the_value_kept(repo: Path) -> None:
+    """YAML keeps the last of two equal keys: an error in its value points there, not at
+    the first one's value (user trial: `gpus: 64`'s error pointed at `gpus: 1`)."""
+    write(
+        repo,
+        "w.yaml",
+        """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {name: md-run}
+spec:
+  project: chem
+  gpus: 1
+  gpus: -64
+""",
+    )
+    found = sorted((d.line, d.column, d.field) for d in errors(repo))
+    assert found == [(7, 3, "spec.gpus"), (7, 9, "spec.gpus")], found
+
+
 def test_min_replicas_above_replicas_points_at_min_replicas(repo: Path) -> None:
     path = write(repo, "w.yaml", dump(workload(replicas=2, minReplicas=3)))
     found = single(repo)
