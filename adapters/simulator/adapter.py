@@ -63,8 +63,9 @@ class SimulatorAdapter:
     def _load(self) -> SimulatedCluster:
         exists = self.path.exists()
         sim = self._read() if exists else SimulatedCluster(ClusterState(name=self.cluster))
-        self._sync_nodes(sim)
-        sim.refresh(self.clock())
+        now = self.clock()
+        self._sync_nodes(sim, now)
+        sim.refresh(now)
         return sim
 
     def _read(self) -> SimulatedCluster:
@@ -84,9 +85,9 @@ class SimulatorAdapter:
             state, next_id=next_id, accounting=accounting, open_since=open_since
         )
 
-    def _sync_nodes(self, sim: SimulatedCluster) -> None:
+    def _sync_nodes(self, sim: SimulatedCluster, now: datetime) -> None:
         """The spec's pools are the simulator's hardware: add new nodes, drop removed ones
-        (a removed node's jobs are lost, as on a real cluster)."""
+        (a removed node's running jobs end NODE_FAIL, as on a real cluster)."""
         wanted = {n.name: n for n in nodes_from_spec(self.spec)}
         have = {n.name: n for n in sim.state.nodes}
         nodes = []
@@ -95,9 +96,9 @@ class SimulatorAdapter:
             nodes.append(node if old is None or old.gpus != node.gpus else old)
         sim.state.nodes = nodes
         alive = set(wanted)
-        sim.state.jobs = [
-            j for j in sim.state.jobs if all(r.node in alive for r in j.replicas if r.node)
-        ]
+        for job in sim.state.jobs:
+            if job.state.active and any(r.node not in alive for r in job.replicas if r.node):
+                sim.fail(job, now)
 
     def _save(self, sim: SimulatedCluster) -> None:
         horizon = self.clock() - timedelta(days=ACCOUNTING_DAYS)
