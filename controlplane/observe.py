@@ -30,8 +30,17 @@ from controlplane import placeholders
 from controlplane.activity import busy
 from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
+from specs.actions import Op
 from specs.desired import DesiredState
-from specs.snapshot import ClusterState, Job, JobRun, JobState, QueueEntry, Snapshot
+from specs.snapshot import (
+    ClusterState,
+    Job,
+    JobRun,
+    JobState,
+    LastKnown,
+    QueueEntry,
+    Snapshot,
+)
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
@@ -112,10 +121,26 @@ def _with_last_known(snap: Snapshot, store: Store) -> Snapshot:
     if all(c.reachable for c in snap.clusters):
         return snap
     clusters = [
-        c if c.reachable else c.model_copy(update={"last_known": sorted(store.known_on(c.name))})
+        c if c.reachable else c.model_copy(update={"last_known": _known(store, c.name)})
         for c in snap.clusters
     ]
     return snap.model_copy(update={"clusters": clusters})
+
+
+def _known(store: Store, cluster: str) -> list[LastKnown]:
+    """What the store knows may run on ``cluster``, sized by the run last seen, or for a
+    job not seen starting, by the submit that made it."""
+    known = store.known_on(cluster)
+    for ph in store.placeholders():
+        if ph.cluster == cluster and not known.get(ph.workload):
+            plan = store.get_plan(ph.plan_id)
+            submits = [
+                a
+                for a in (plan.actions if plan is not None else [])
+                if a.op == Op.SUBMIT and a.workload == ph.workload and a.cluster == cluster
+            ]
+            known[ph.workload] = sum(r.gpus for a in submits[:1] for r in a.replicas or [])
+    return [LastKnown(workload=k, gpus=g) for k, g in sorted(known.items())]
 
 
 def edited(snap: Snapshot, desired: DesiredState) -> set[str]:

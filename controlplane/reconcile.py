@@ -116,8 +116,9 @@ def plan(
     it changes nothing in the plan."""
     deadline = Deadline(policy.time_limit, clock, progress)
     # a cluster that did not answer: what may run there is held as it is (unreachable.py)
-    holds = unreachable.held(desired, observed)
-    wanted, world0 = unreachable.stand_in(desired, observed, holds)
+    with_gone, gone = unreachable.with_gone(desired, observed)
+    holds = {**unreachable.held(desired, observed), **gone}
+    wanted, world0 = unreachable.stand_in(with_gone, observed, holds)
     # stand-ins change workloads under the same spec digest: no cache shared with others
     cache = cache if cache is not None and not holds else ProblemCache()
     digest = observed_digest(observed)
@@ -140,7 +141,8 @@ def plan(
     )
     solver = done.first.solver.model_copy(update={"cut_short": list(deadline.cut_short)})
     if done.rounds == 1 or done.actions is done.first.actions:
-        return _held(done.first.model_copy(update={"solver": solver}), desired, holds, observed)
+        first = done.first.model_copy(update={"solver": solver})
+        return _held(first, with_gone, holds, observed, gone)
     actions = sort_actions(done.actions, observed)
     return _held(
         done.last.model_copy(
@@ -154,9 +156,10 @@ def plan(
                 "departments": _held_now(done.last.departments, done.first.departments),
             }
         ),
-        desired,
+        with_gone,
         holds,
         observed,
+        gone,
     )
 
 
@@ -170,15 +173,21 @@ def _held_now(
 
 
 def _held(
-    plan: Plan, desired: DesiredState, holds: dict[str, list[str]], observed: Snapshot
+    plan: Plan,
+    desired: DesiredState,
+    holds: dict[str, list[str]],
+    observed: Snapshot,
+    gone: dict[str, list[str]],
 ) -> Plan:
     """The plan says which clusters did not answer, what waits for them, and how much of
-    each queue's allocation is held for them (step 0)."""
+    each queue's allocation is held for them (step 0). ``desired``: with the workloads
+    that left the specs while their job ran there (``gone``)."""
     down = unreachable.unreachable(observed)
     if not down:
         return plan
     stranded = unreachable.stranded(desired, observed, {p.workload for p in plan.pending})
-    waits = unreachable.pending({**stranded, **holds})
+    kinds = dict.fromkeys(stranded, "stranded") | dict.fromkeys(gone, "gone")
+    waits = unreachable.pending({**stranded, **holds}, kinds)
     pending = sorted(
         [p for p in plan.pending if p.workload not in holds and p.workload not in stranded] + waits,
         key=lambda p: p.workload,

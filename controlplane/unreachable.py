@@ -17,6 +17,9 @@ jobs there would look gone. So, before the cycle:
    full size on a node of its own that takes no work, and non-preemptible. So its GPUs
    count against every quota level and limit (as if it ran: the safe side), nothing is
    placed on that cluster, and no step picks it as a victim, moves or resizes it.
+   A workload that left the specs while its job ran there (``last_known`` with the GPUs
+   it held) is held the same way, under its project, until the cluster answers and the
+   job can be pruned: its GPUs are still in use (``with_gone``).
 3. After the cycle the plan lists each held workload as pending with reason
    ``cluster-unreachable`` (the cluster and its error), keeps no action on an unreachable
    cluster, and names the clusters in ``unreachable``.
@@ -68,7 +71,7 @@ def held(desired: DesiredState, observed: Snapshot) -> dict[str, list[str]]:
         return {}
     seen = {c.name for c in observed.clusters if c.reachable}
     known = {
-        c.name: None if c.last_known is None else set(c.last_known)
+        c.name: None if c.last_known is None else {k.workload for k in c.last_known}
         for c in observed.clusters
         if not c.reachable
     }
@@ -106,6 +109,40 @@ def stranded(desired: DesiredState, observed: Snapshot, waiting: set[str]) -> di
         if names and all(n in down for n in names):
             out[key] = names
     return out
+
+
+def with_gone(
+    desired: DesiredState, observed: Snapshot
+) -> tuple[DesiredState, dict[str, list[str]]]:
+    """The specs with the workloads that left them while their job ran on a cluster that
+    did not answer (its ``last_known``): until it answers, such a job is neither pruned
+    nor forgotten; it holds its GPUs under its project (if the project is still there), as
+    a held workload's stand-in does. The specs for the cycle, and those workloads."""
+    gone: dict[str, list[str]] = {}
+    workloads = dict(desired.workloads)
+    for c in observed.clusters:
+        if c.reachable:
+            continue
+        for k in c.last_known or []:
+            project, _, name = k.workload.partition("/")
+            if k.gpus <= 0 or k.workload in workloads or project not in desired.projects:
+                continue
+            workloads[k.workload] = Workload.model_validate(
+                {
+                    "apiVersion": "controlplane/v1",
+                    "kind": "Workload",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "project": project,
+                        "gpus": k.gpus,
+                        "command": ["true"],  # never run: it stands for a job seen there
+                        "preemptible": False,
+                        "clusters": [c.name],
+                    },
+                }
+            )
+            gone[k.workload] = [c.name]
+    return (replace(desired, workloads=workloads), gone) if gone else (desired, {})
 
 
 def stand_in(
@@ -168,9 +205,10 @@ def keep_away(actions: list[Action], observed: Snapshot) -> list[Action]:
     return [a for a in actions if a.cluster not in down]
 
 
-def pending(holds: dict[str, list[str]]) -> list[Pending]:
-    """The held workloads (key -> the clusters that did not answer) as waiting."""
+def pending(holds: dict[str, list[str]], kinds: dict[str, str]) -> list[Pending]:
+    """The held workloads (key -> the clusters that did not answer) as waiting; ``kinds``
+    says which are stranded or gone (the rest are held)."""
     return [
-        Pending(workload=key, reason=reasons.cluster_unreachable(where))
+        Pending(workload=key, reason=reasons.cluster_unreachable(where, kinds.get(key, "held")))
         for key, where in sorted(holds.items())
     ]

@@ -339,10 +339,12 @@ def apply_specs(
         plan = _plan(spec_dir, loaded, snap, when, adapters, policy)
         last = store.last_applied_plan()
         plan = _with_policy(plan, applied_diff(last, plan))
-        if _repeats(plan, last):  # a loop with nothing to do: the store has it already
+        if last is not None and _repeats(plan, last):
+            # a loop with nothing to do: the store has this plan already, as the last one
+            # applied (what is shown and named is that one: `cp show` finds it)
             if approve is not None:
-                approve(plan, snap)  # shown as every plan is; there is nothing to approve
-            return plan, None
+                approve(last, snap)  # shown as every plan is; there is nothing to approve
+            return last, None
         store.save_plan(plan)
         approved = approve is None or approve(plan, snap)  # it sees every plan, may show it
         if approved and plan.empty:

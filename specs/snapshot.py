@@ -128,6 +128,18 @@ class JobRun(SnapshotModel):
     time_limit: int | None = Field(default=None, description="seconds, as the cluster knew it")
 
 
+class LastKnown(SnapshotModel):
+    """A workload the store knows may have a job on a cluster that did not answer."""
+
+    workload: str
+    gpus: int = Field(
+        default=0,
+        ge=0,
+        description="GPUs its job held when last seen running (0: submitted there, not seen "
+        "starting)",
+    )
+
+
 class ClusterState(SnapshotModel):
     """One cluster as observed. An unreachable cluster (its adapter failed) is reported
     with ``reachable: false`` and the error, and no nodes or jobs: nothing is known of it,
@@ -146,7 +158,7 @@ class ClusterState(SnapshotModel):
     error: str | None = Field(
         default=None, description="why it could not be observed", exclude_if=lambda v: v is None
     )
-    last_known: list[str] | None = Field(
+    last_known: list[LastKnown] | None = Field(
         default=None,
         description="of a cluster that did not answer: the workloads the store knows may be "
         "there (submitted and not seen starting, or running when last seen); absent: "

@@ -69,20 +69,23 @@ class SchedulingState:
         with self.db.session() as db:
             return list(db.exec(select(PlaceholderRow)))
 
-    def known_on(self, cluster: str) -> set[str]:
-        """Workloads that may have a job on ``cluster`` as far as the store knows: one
-        submitted there and not seen starting (a placeholder), or one running when last
-        seen (a run without an end)."""
+    def known_on(self, cluster: str) -> dict[str, int]:
+        """Workloads that may have a job on ``cluster`` as far as the store knows, with the
+        GPUs it held: one running when last seen (a run without an end), or one submitted
+        there and not seen starting (a placeholder: 0 GPUs)."""
         with self.db.session() as db:
             waiting = db.exec(
                 select(PlaceholderRow.workload).where(PlaceholderRow.cluster == cluster)
             )
             running = db.exec(
-                select(RunRow.workload).where(
+                select(RunRow.workload, RunRow.gpus).where(
                     RunRow.cluster == cluster, col(RunRow.ended_at).is_(None)
                 )
             )
-            return {*waiting, *running}
+            known = dict.fromkeys(waiting, 0)
+            for workload, gpus in running:
+                known[workload] = max(known.get(workload, 0), gpus)
+            return known
 
     def drop_placeholder(self, workload: str, cluster: str, job: str | None = None) -> None:
         """Forget a placeholder; with ``job``, only if it still names that job (a newer

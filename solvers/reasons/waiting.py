@@ -249,17 +249,25 @@ def candidates_waiting(jobs: Sequence[tuple[str, str | None, str | None]]) -> Re
     )
 
 
-def cluster_unreachable(clusters: Sequence[str]) -> Reason:
-    """A workload that may run on clusters that did not answer. Their errors are the
-    plan's (``unreachable``), said once there, not again for every workload."""
+def cluster_unreachable(clusters: Sequence[str], kind: str = "held") -> Reason:
+    """A workload waiting for clusters that did not answer: ``held``, it may run there;
+    ``stranded``, it may run only there (and was never submitted there); ``gone``, it left
+    the specs while its job there ran. The clusters' errors are the plan's
+    (``unreachable``), said once there, not again for every workload."""
     one = len(clusters) == 1
     names = ", ".join(sorted(clusters))
+    until = "it answers" if one else "they answer"
+    why = {
+        "held": "the workload may run there, so it is neither started elsewhere nor stopped, "
+        f"and its GPUs count as in use, until {until}",
+        "stranded": f"the workload may run only there, so it waits until {until}",
+        "gone": "the workload left the specs, but its job there was running when last seen: "
+        f"it is pruned once {until}, and its GPUs count as in use until then",
+    }[kind]
     return Reason(
         code=ReasonCode.CLUSTER_UNREACHABLE,
         message=(
             f"cluster{'' if one else 's'} {names} did not answer (the error is among the "
-            "plan's unreachable clusters); the workload may run "
-            "there, so it is neither started elsewhere nor stopped, and its GPUs count as "
-            f"in use, until {'it answers' if one else 'they answer'}"
+            f"plan's unreachable clusters); {why}"
         ),
     )

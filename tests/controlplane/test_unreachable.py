@@ -138,15 +138,19 @@ def test_the_cluster_that_answers_is_planned_and_the_other_is_left_alone(tmp_pat
     assert "connection refused" not in waits["p/on-far"].message
     assert "p/a100-only" not in waits and "p/anywhere" not in waits
 
-    # the held workload counts as running: 4 of far, 4 + 4 + 4 on near; the plan says how
-    # much of that is held for far, in JSON and under the quota table
-    assert planned.projects["p"].allocated == 16
-    assert planned.projects["p"].unreachable == 4
-    assert json.loads(planned.to_json())["projects"]["p"]["unreachable"] == 4
+    # p/old-far left the specs but its job on far cannot be pruned yet: it waits for far
+    assert "left the specs" in waits["p/old-far"].message
+
+    # the held workloads count as running: 4 + 4 of far (on-far, and old-far's job that
+    # still runs there), 4 + 4 + 4 on near; the plan says how much of that is held for far,
+    # in JSON and under the quota table
+    assert planned.projects["p"].allocated == 20
+    assert planned.projects["p"].unreachable == 8
+    assert json.loads(planned.to_json())["projects"]["p"]["unreachable"] == 8
     text = render_text(planned)
     assert "allocated counts GPUs held for clusters that did not answer (they may run" in text
-    assert "there): project p 4" in text
-    assert "| 16 (4 unreachable) |" in plan_markdown(planned)
+    assert "there): project p 8" in text
+    assert "| 20 (8 unreachable) |" in plan_markdown(planned)
 
     # far answers again: the plan made while it was down is stale, a fresh one is whole
     far.down = False
@@ -396,6 +400,46 @@ def test_work_never_submitted_to_a_silent_cluster_is_not_held_there(tmp_path: Pa
     far.down = True
     snap, later = run(specs, adapters, store, NOW + timedelta(minutes=3))
     [down] = [c for c in snap.clusters if c.name == "far"]
-    assert down.last_known == ["p/on-far"]
+    assert [(k.workload, k.gpus) for k in down.last_known or []] == [("p/on-far", 4)]
     assert later.actions == []
     assert later.projects["p"].unreachable == 4, "on-far is held, big-far (never there) not"
+
+
+def test_work_that_left_the_specs_while_its_cluster_is_silent_keeps_its_gpus(
+    tmp_path: Path,
+) -> None:
+    """A workload removed from the specs while its job runs on a cluster that does not
+    answer cannot be pruned yet, and its job still holds GPUs: they count under its
+    project until the cluster answers, so its project's limit is not overrun meanwhile
+    (the integration test over Slurm and Kubernetes caught this: another workload of the
+    project started in its place)."""
+    specs = desired(
+        [
+            *clusters(),
+            project("p", gpus=8, limit=8),
+            workload("old", "p", gpus=4, clusters=["far"]),
+            workload("near-1", "p", gpus=4, clusters=["near"]),
+        ]
+    )
+    adapters, far, store = world(tmp_path, specs)
+    apply(specs, adapters, store, NOW)
+    far.down = True
+    later = desired(
+        [
+            *clusters(),
+            project("p", gpus=8, limit=8),
+            workload("near-1", "p", gpus=4, clusters=["near"]),
+            workload("near-2", "p", gpus=4, clusters=["near"]),
+        ]
+    )
+    _, planned = run(later, adapters, store, NOW + timedelta(minutes=1))
+    assert planned.actions == [], "near-2 would put p at 12 of its limit 8"
+    waits = {p.workload: p.reason for p in planned.pending}
+    assert waits["p/old"].code == ReasonCode.CLUSTER_UNREACHABLE
+    assert "left the specs" in waits["p/old"].message
+    assert waits["p/near-2"].code == ReasonCode.OVER_LIMIT
+    assert planned.projects["p"].unreachable == 4
+    far.down = False  # far answers: old is pruned, near-2 starts
+    _, again = run(later, adapters, store, NOW + timedelta(minutes=2))
+    ops = {(a.op, a.workload) for a in again.actions}
+    assert ops == {(Op.CANCEL, "p/old"), (Op.SUBMIT, "p/near-2")}

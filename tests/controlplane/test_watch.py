@@ -255,3 +255,13 @@ def test_a_loop_with_nothing_to_do_does_not_fill_the_store(tmp_path: Path) -> No
     assert sorted(stored) == ["applied", "applied"], "the submit, then one empty plan"
     shown = subprocess.run([CP, "history", str(specs)], capture_output=True, text=True)
     assert shown.returncode == 0 and "submit" in shown.stdout
+    # the plan a cycle with nothing to do names is the stored one: `cp show` finds it
+    line = subprocess.run(
+        [CP, "watch", str(specs), "--once", "--quiet", "0", "--auto-approve"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    named = line.split(" plan ", 1)[1].split(":", 1)[0]
+    found = subprocess.run([CP, "show", named, str(specs)], capture_output=True, text=True)
+    assert found.returncode == 0, found.stdout + found.stderr
