@@ -4,22 +4,50 @@ recorded, the plan is left interrupted, and applying it again finishes it."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from adapters.base import Adapter
 from controlplane import workflow
 from controlplane.apply import holding_lease, run_plan
+from controlplane.errors import StalePlanError
 from controlplane.observe import adapters_for
+from controlplane.plan import Plan
+from controlplane.store import Store
+from specs.loader import LoadResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_stop_request_leaves_a_resumable_plan(tmp_path: Path) -> None:
+@dataclass
+class World:
+    """The quick start, planned, with its store and adapters."""
+
+    specs: Path
+    loaded: LoadResult
+    plan: Plan
+    store: Store
+    adapters: dict[str, Adapter]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
     specs = tmp_path / "q"
     shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
     loaded = workflow.load(specs)
-    plan = workflow.build_plan(specs, loaded)
-    store = workflow.open_store(specs, None)
-    adapters = adapters_for(loaded.desired, specs / ".cp", workflow.clock(None))
+    return World(
+        specs,
+        loaded,
+        workflow.build_plan(specs, loaded),
+        workflow.open_store(specs, None),
+        adapters_for(loaded.desired, specs / ".cp", workflow.clock(None)),
+    )
+
+
+def test_a_stop_request_leaves_a_resumable_plan(world: World) -> None:
+    store, plan = world.store, world.plan
     asked = []
 
     def stop() -> bool:  # the signal arrives while the third action runs
@@ -27,56 +55,43 @@ def test_a_stop_request_leaves_a_resumable_plan(tmp_path: Path) -> None:
         return len(asked) > 3
 
     with holding_lease(store) as lease:
-        first = run_plan(plan, adapters, store, observed_digest=None, lease=lease, stop=stop)
+        first = run_plan(plan, world.adapters, store, observed_digest=None, lease=lease, stop=stop)
     assert first.stopped and [o.status for o in first.outcomes] == ["done"] * 3
     assert store.plan_status(plan.id) == "interrupted"
     with holding_lease(store) as lease:
-        second = run_plan(plan, adapters, store, observed_digest=None, lease=lease)
+        second = run_plan(plan, world.adapters, store, observed_digest=None, lease=lease)
     assert second.ok and second.resumed and not second.stopped
     assert [o.status for o in second.outcomes][:3] == ["skipped"] * 3
     assert store.plan_status(plan.id) == "applied"
     assert store.verify().ok
 
 
-def test_a_plan_applied_after_an_interrupted_one_supersedes_it(tmp_path: Path) -> None:
+def test_a_plan_applied_after_an_interrupted_one_supersedes_it(world: World) -> None:
     """Resuming an interrupted plan after a newer plan was applied carried out actions
     the newer one had already decided otherwise (user trial: a submit of a workload no
     longer in the specs). A fresh plan applied under the lease was made from the world
     the interrupted one left: it supersedes it, and the old one is refused."""
-    import pytest
-
-    from controlplane.errors import StalePlanError
-
-    specs = tmp_path / "q"
-    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
-    loaded = workflow.load(specs)
-    old = workflow.build_plan(specs, loaded)
-    store = workflow.open_store(specs, None)
-    adapters = adapters_for(loaded.desired, specs / ".cp", workflow.clock(None))
+    store, old = world.store, world.plan
     with holding_lease(store) as lease:
-        run_plan(old, adapters, store, observed_digest=None, lease=lease, stop=lambda: True)
+        run_plan(old, world.adapters, store, observed_digest=None, lease=lease, stop=lambda: True)
     assert store.plan_status(old.id) == "interrupted"
-    newer, report = workflow.apply_specs(specs, loaded, approve=lambda plan, snap: True)
+    newer, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s: True)
     assert report is not None and report.ok and newer.id != old.id
     assert store.plan_status(old.id) == "superseded"
     with pytest.raises(StalePlanError, match=f"plan {newer.id} was applied after it"):
-        workflow.apply_saved(old, specs, loaded)
+        workflow.apply_saved(old, world.specs, world.loaded)
     assert store.verify().ok
 
 
-def test_an_action_cut_off_mid_way_is_not_left_started_for_ever(tmp_path: Path) -> None:
+def test_an_action_cut_off_mid_way_is_not_left_started_for_ever(world: World) -> None:
     """A process killed while an action ran left it `started` in the history for good,
     although its plan was marked interrupted (user trial). Once a newer plan supersedes
     the plan, that action says it was cut off, and by whom it was taken over."""
-    specs = tmp_path / "q"
-    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
-    loaded = workflow.load(specs)
-    old = workflow.build_plan(specs, loaded)
-    store = workflow.open_store(specs, None)
+    store, old = world.store, world.plan
     store.set_plan_status(old.id, "applying")
     store.mark(old.id, 0, "started")  # then the process was killed
     store.set_plan_status(old.id, "interrupted")
-    newer, report = workflow.apply_specs(specs, loaded, approve=lambda plan, snap: True)
+    newer, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s: True)
     assert report is not None and report.ok
     [row] = [r for r in store.actions(old.id) if r.seq == 0]
     assert row.status == "interrupted"

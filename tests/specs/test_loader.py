@@ -283,20 +283,14 @@ def test_documents_before_a_syntax_error_are_still_checked(repo: Path) -> None:
     assert [d.field for d in found] == ["spec.gpu", None]
 
 
+def gpus_twice(repo: Path, second: int) -> None:
+    """A workload whose ``gpus`` key is given twice: 1 on line 6, ``second`` on line 7."""
+    head = "apiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: md-run}\n"
+    write(repo, "w.yaml", f"{head}spec:\n  project: chem\n  gpus: 1\n  gpus: {second}\n")
+
+
 def test_duplicate_key(repo: Path) -> None:
-    write(
-        repo,
-        "w.yaml",
-        """\
-apiVersion: controlplane/v1
-kind: Workload
-metadata: {name: md-run}
-spec:
-  project: chem
-  gpus: 1
-  gpus: 2
-""",
-    )
+    gpus_twice(repo, 2)
     assert str(single(repo)) == (
         "w.yaml:7:3: error: spec.gpus: duplicate key 'gpus' (first on line 6); "
         "YAML would keep only the last one, remove or rename one"
@@ -306,19 +300,7 @@ spec:
 def test_an_error_in_a_duplicated_key_points_at_the_value_kept(repo: Path) -> None:
     """YAML keeps the last of two equal keys: an error in its value points there, not at
     the first one's value (user trial: `gpus: 64`'s error pointed at `gpus: 1`)."""
-    write(
-        repo,
-        "w.yaml",
-        """\
-apiVersion: controlplane/v1
-kind: Workload
-metadata: {name: md-run}
-spec:
-  project: chem
-  gpus: 1
-  gpus: -64
-""",
-    )
+    gpus_twice(repo, -64)
     found = sorted((d.line, d.column, d.field) for d in errors(repo))
     assert found == [(7, 3, "spec.gpus"), (7, 9, "spec.gpus")], found
 
