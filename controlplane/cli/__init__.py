@@ -27,9 +27,24 @@ _finished: list[int] = []  # the exit code of a command that returned
 def main() -> None:
     # registered first, so it runs after every exit function registered later
     atexit.register(_end_without_teardown)
-    code = run(sys.argv[1:], sys.argv[0])
+    try:
+        code = run(sys.argv[1:], sys.argv[0])
+    except KeyboardInterrupt:  # Ctrl-C before the command's own handling is in place
+        code = _interrupted_early(sys.argv[1:])
     _finished.append(code)
     sys.exit(code)
+
+
+def _interrupted_early(args: list[str]) -> int:
+    """Ctrl-C while the program was still starting (importing its modules): nothing was
+    done; said in a line, and with ``--json`` in a document, not a traceback."""
+    said = "interrupted: nothing was applied"
+    if "--json" in args:
+        sys.stdout.write(
+            '{"ok": false, "error": {"kind": "interrupted", "message": "' + said + '"}}\n'
+        )
+    sys.stderr.write(said[0].upper() + said[1:] + ".\n")
+    return 130
 
 
 def _end_without_teardown() -> None:

@@ -84,3 +84,27 @@ def test_a_command_interrupted_before_it_acts_prints_a_document(
         "error": {"kind": "interrupted", "message": "interrupted: nothing was applied"},
     }
     assert "Interrupted" in cp(capsys, "plan", quickstart).err
+
+
+def test_ctrl_c_while_the_program_starts_is_no_traceback(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the first second, while modules load, printed a KeyboardInterrupt
+    traceback and no JSON (re-check by a helper)."""
+    import json
+    import sys
+
+    import controlplane.cli as cli
+
+    def starting(*_args: Any) -> int:
+        raise KeyboardInterrupt  # as an import half-way through would
+
+    monkeypatch.setattr(cli, "run", starting)
+    monkeypatch.setattr(sys, "argv", ["cp", "plan", ".", "--json"])
+    monkeypatch.setattr(cli, "_finished", [])
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 130
+    out, err = capsys.readouterr()
+    assert json.loads(out)["error"]["kind"] == "interrupted"
+    assert "Traceback" not in err and "Interrupted" in err
