@@ -43,7 +43,9 @@ from specs.snapshot import (
 )
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.plan import Plan
     from controlplane.store import Store
+    from controlplane.store.tables import PlaceholderRow
 
 # the first observation of a cluster reads its accounting this far back: the month's
 # budget and most of a fairshare half-life
@@ -117,30 +119,39 @@ def observe(
 
 def _with_last_known(snap: Snapshot, store: Store) -> Snapshot:
     """Each cluster that did not answer, with the workloads the store knows may be there
-    (only those are held for it: one never submitted there is planned elsewhere)."""
-    if all(c.reachable for c in snap.clusters):
+    (only those are held for it: one never submitted there is planned elsewhere): a run
+    not seen ending, sized by what it held, or a job submitted and not seen starting (a
+    placeholder), sized by the submit that made it."""
+    down = [c.name for c in snap.clusters if not c.reachable]
+    if not down:
         return snap
+    known = {name: store.running_on(name) for name in down}
+    plans: dict[str, Plan | None] = {}  # each plan read once, however many jobs it made
+    for ph in store.placeholders():
+        if ph.cluster in known and not known[ph.cluster].get(ph.workload):
+            if ph.plan_id not in plans:
+                plans[ph.plan_id] = store.get_plan(ph.plan_id)
+            known[ph.cluster][ph.workload] = _submitted_gpus(plans[ph.plan_id], ph)
     clusters = [
-        c if c.reachable else c.model_copy(update={"last_known": _known(store, c.name)})
+        c.model_copy(
+            update={
+                "last_known": [
+                    LastKnown(workload=k, gpus=g) for k, g in sorted(known[c.name].items())
+                ]
+            }
+        )
+        if c.name in known
+        else c
         for c in snap.clusters
     ]
     return snap.model_copy(update={"clusters": clusters})
 
 
-def _known(store: Store, cluster: str) -> list[LastKnown]:
-    """What the store knows may run on ``cluster``, sized by the run last seen, or for a
-    job not seen starting, by the submit that made it."""
-    known = store.known_on(cluster)
-    for ph in store.placeholders():
-        if ph.cluster == cluster and not known.get(ph.workload):
-            plan = store.get_plan(ph.plan_id)
-            submits = [
-                a
-                for a in (plan.actions if plan is not None else [])
-                if a.op == Op.SUBMIT and a.workload == ph.workload and a.cluster == cluster
-            ]
-            known[ph.workload] = sum(r.gpus for a in submits[:1] for r in a.replicas or [])
-    return [LastKnown(workload=k, gpus=g) for k, g in sorted(known.items())]
+def _submitted_gpus(plan: Plan | None, ph: PlaceholderRow) -> int:
+    for a in plan.actions if plan is not None else []:
+        if a.op == Op.SUBMIT and a.workload == ph.workload and a.cluster == ph.cluster:
+            return sum(r.gpus for r in a.replicas or [])
+    return 0
 
 
 def edited(snap: Snapshot, desired: DesiredState) -> set[str]:

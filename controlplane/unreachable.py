@@ -103,9 +103,9 @@ def stranded(desired: DesiredState, observed: Snapshot, waiting: set[str]) -> di
     wait for those clusters, whatever else the plan found (workload -> the clusters)."""
     down = unreachable(observed)
     out: dict[str, list[str]] = {}
-    for key in sorted(waiting & desired.workloads.keys() if down else set()):
-        usable = [c for n, c in desired.clusters.items() if may_use(desired.workloads[key], c)]
-        names = sorted(c.metadata.name for c in usable)
+    for key in sorted(waiting & desired.workloads.keys()) if down else []:
+        wl = desired.workloads[key]
+        names = sorted(n for n, c in desired.clusters.items() if may_use(wl, c))
         if names and all(n in down for n in names):
             out[key] = names
     return out

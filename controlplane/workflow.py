@@ -362,12 +362,11 @@ def apply_specs(
     return plan, report
 
 
-def _repeats(plan: Plan, last: Plan | None) -> bool:
+def _repeats(plan: Plan, last: Plan) -> bool:
     """An empty plan with the outcome of the last applied one (the same specs, nothing to
     do, the same work waiting for the same reasons, the same clusters silent)."""
     return (
-        last is not None
-        and plan.empty
+        plan.empty
         and last.empty
         and plan.spec_digest == last.spec_digest
         and plan.pending == last.pending

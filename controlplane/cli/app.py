@@ -298,11 +298,7 @@ def invoke(args: list[str], argv0: str) -> int:
         with activity.reporting(Spinner(err)), interrupts.interrupting():
             code = command.main(args=args, prog_name=prog, standalone_mode=False)
     except interrupts.Interrupted as exc:  # an apply that acts stops after its action instead
-        said = exc.message
-        if as_json:
-            write_json({"ok": False, "error": {"kind": "interrupted", "message": said}})
-        err.print(said[0].upper() + said[1:] + ".", highlight=False, soft_wrap=True)
-        code = 130
+        code = _ended("interrupted", exc.message, as_json, 130)
     except click.ClickException as exc:  # usage errors: click words them
         if as_json:
             write_json(problems.error_json(exc, kind="usage"))
@@ -311,10 +307,7 @@ def invoke(args: list[str], argv0: str) -> int:
         code = exc.exit_code
     except typer.Abort:  # a question without an answer (stdin closed: a script)
         said = "aborted: no answer to the question (give --auto-approve where nobody answers)"
-        if as_json:
-            write_json({"ok": False, "error": {"kind": "aborted", "message": said}})
-        err.print(said[0].upper() + said[1:] + ".", highlight=False, soft_wrap=True)
-        code = 1
+        code = _ended("aborted", said, as_json, 1)
     except SpecError as exc:
         if as_json:
             write_json(problems.error_json(exc))
@@ -333,6 +326,14 @@ def invoke(args: list[str], argv0: str) -> int:
         err.print(Text.assemble(("error:", "red"), f" {exc}"), highlight=False, soft_wrap=True)
         code = 1
     return code if isinstance(code, int) else 0
+
+
+def _ended(kind: str, said: str, as_json: bool, code: int) -> int:
+    """A command that ended without an answer: the line, and with --json the document."""
+    if as_json:
+        write_json({"ok": False, "error": {"kind": kind, "message": said}})
+    err.print(said[0].upper() + said[1:] + ".", highlight=False, soft_wrap=True)
+    return code
 
 
 def wants_json(args: list[str]) -> bool:

@@ -43,7 +43,8 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def _handling(handler: Handler) -> Iterator[None]:
+def handling(handler: Handler) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` for the block, then to what they went to."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -58,7 +59,7 @@ def _handling(handler: Handler) -> Iterator[None]:
 def interrupting() -> contextlib.AbstractContextManager[None]:
     """Ctrl-C and SIGTERM end the block with :class:`Interrupted` (Python's default for
     SIGTERM ends the process at once, without a word)."""
-    return _handling(_interrupt)
+    return handling(_interrupt)
 
 
 class StopBetweenActions:
@@ -83,5 +84,5 @@ class StopBetweenActions:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopBetweenActions]:
-        with _handling(self._signalled):
+        with handling(self._signalled):
             yield self

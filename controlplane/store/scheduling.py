@@ -69,20 +69,16 @@ class SchedulingState:
         with self.db.session() as db:
             return list(db.exec(select(PlaceholderRow)))
 
-    def known_on(self, cluster: str) -> dict[str, int]:
-        """Workloads that may have a job on ``cluster`` as far as the store knows, with the
-        GPUs it held: one running when last seen (a run without an end), or one submitted
-        there and not seen starting (a placeholder: 0 GPUs)."""
+    def running_on(self, cluster: str) -> dict[str, int]:
+        """Workloads whose job ran on ``cluster`` when last seen (a run without an end),
+        with the GPUs it held."""
         with self.db.session() as db:
-            waiting = db.exec(
-                select(PlaceholderRow.workload).where(PlaceholderRow.cluster == cluster)
-            )
             running = db.exec(
                 select(RunRow.workload, RunRow.gpus).where(
                     RunRow.cluster == cluster, col(RunRow.ended_at).is_(None)
                 )
             )
-            known = dict.fromkeys(waiting, 0)
+            known: dict[str, int] = {}
             for workload, gpus in running:
                 known[workload] = max(known.get(workload, 0), gpus)
             return known

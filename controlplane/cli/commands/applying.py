@@ -11,6 +11,7 @@ import typer
 
 from controlplane import workflow
 from controlplane.apply import ActionOutcome
+from controlplane.cli import interrupts
 from controlplane.cli.app import (
     DbOpt,
     DirArg,
@@ -222,7 +223,6 @@ def watch(
     failed or its plan was held back (a mass prune)."""
     if not interval > 0:
         raise typer.BadParameter("give a number of seconds above 0", param_hint="--interval")
-    import signal
 
     from watchfiles import watch as watch_files
 
@@ -241,8 +241,6 @@ def watch(
         options,
         lambda line: out.print(line, highlight=False, soft_wrap=True, markup=False),
     )
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: watcher.stop())
     changes = (
         None
         if once
@@ -255,6 +253,7 @@ def watch(
             watch_filter=lambda _c, p: "/.cp/" not in p and p.endswith((".yaml", ".yml")),
         )
     )
-    watcher.run(changes, once=once)
+    with interrupts.handling(lambda *_: watcher.stop()):  # after the action in flight
+        watcher.run(changes, once=once)
     if once and (watcher.failed or watcher.held_back):
         raise typer.Exit(1)  # cron and CI see a failed cycle, or one that needs a person

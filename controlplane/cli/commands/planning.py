@@ -55,6 +55,7 @@ from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
 from controlplane.observe import adapters_for, observe
 from solvers.policy import Policy
 from specs.diagnostics import SpecError
+from specs.snapshot import Snapshot
 
 
 @app.command("observe", epilog=examples("cp observe examples/quickstart --yaml > snapshot.yaml"))
@@ -73,16 +74,18 @@ def observe_cmd(
         raise typer.BadParameter("give --yaml or --json, not both", param_hint="--yaml")
     loaded = load(spec_dir)
     store, when = workflow.open_store(spec_dir, db), workflow.resolve_now(now)
+
+    def look(record: bool) -> Snapshot:
+        clock = workflow.clock(now)
+        adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock, read_only=not record)
+        return observe(loaded.desired, adapters, when, store, record=record)
+
     try:  # what it records is written under the apply lease, as apply and watch write it
         with holding_lease(store):
-            adapters = adapters_for(loaded.desired, spec_dir / ".cp", workflow.clock(now))
-            snap = observe(loaded.desired, adapters, when, store)
+            snap = look(record=True)
     except LeaseHeldError as exc:
         err.print(f"note: recorded nothing, {escape(str(exc))}", soft_wrap=True)
-        adapters = adapters_for(
-            loaded.desired, spec_dir / ".cp", workflow.clock(now), read_only=True
-        )
-        snap = observe(loaded.desired, adapters, when, store, record=False)
+        snap = look(record=False)
     data = snap.model_dump(mode="json", by_alias=True, exclude_none=True)
     if as_yaml:
         import yaml
@@ -194,10 +197,16 @@ def plan_cmd(
                 forecast=forecast,
                 policy=policy,
             )
-    if before is None:
-        plan = workflow.build_plan(
-            spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
-        )
+        else:
+            plan = workflow.build_plan(
+                spec_dir,
+                loaded,
+                observed=observed,
+                now=now,
+                db=db,
+                forecast=forecast,
+                policy=policy,
+            )
     if out_file:
         out_file.write_text(plan.to_json() + "\n")
     if full_plan:
