@@ -197,16 +197,10 @@ def plan_cmd(
                 forecast=forecast,
                 policy=policy,
             )
-        else:
-            plan = workflow.build_plan(
-                spec_dir,
-                loaded,
-                observed=observed,
-                now=now,
-                db=db,
-                forecast=forecast,
-                policy=policy,
-            )
+    if before is None:  # no base, or one that does not load
+        plan = workflow.build_plan(
+            spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
+        )
     if out_file:
         out_file.write_text(plan.to_json() + "\n")
     if full_plan:
