@@ -24,6 +24,29 @@ from specs.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
+class ActiveJob:
+    """A job of the workload on a cluster now: the candidates are what another submission
+    would get, not where this one is."""
+
+    cluster: str
+    job_id: str
+    state: str
+    pool: str | None
+    started_at: datetime | None
+    gpus: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "jobId": self.job_id,
+            "state": self.state,
+            "pool": self.pool,
+            "startedAt": _iso(self.started_at) if self.started_at else None,
+            "gpus": self.gpus,
+        }
+
+
+@dataclass(frozen=True)
 class CandidateTable:
     workload: str
     fan_out: bool
@@ -32,6 +55,7 @@ class CandidateTable:
     forecasted: bool  # estimates were asked of the clusters
     rows: list[Verdict]
     blocked: Reason | None = None  # why a plan would submit none of them now (budget, backoff)
+    active: tuple[ActiveJob, ...] = ()  # its jobs on the clusters now
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,6 +65,7 @@ class CandidateTable:
             "now": _iso(self.now),
             "forecasted": self.forecasted,
             "blocked": self.blocked.model_dump(mode="json") if self.blocked else None,
+            "active": [a.to_json() for a in self.active],
             "candidates": [
                 {
                     "name": v.candidate.name,
@@ -86,7 +111,33 @@ def candidate_table(
     parallel = spec.strategy.max_parallel if spec.strategy and fan_out else 1
     rows = choose([c for c, _ in pairs], forecasts, parallel)
     blocked = held.blocked if held is not None and not held.running else None
-    return CandidateTable(workload, fan_out, parallel, now, forecasts is not None, rows, blocked)
+    return CandidateTable(
+        workload,
+        fan_out,
+        parallel,
+        now,
+        forecasts is not None,
+        rows,
+        blocked,
+        active_jobs(snapshot, workload),
+    )
+
+
+def active_jobs(snapshot: Snapshot, workload: str) -> tuple[ActiveJob, ...]:
+    """The workload's jobs still on a cluster (queued, running or winding down)."""
+    return tuple(
+        ActiveJob(
+            cluster.name,
+            job.id,
+            job.state.value,
+            job.pool,
+            job.started_at,
+            sum(r.gpus for r in job.replicas),
+        )
+        for cluster in snapshot.clusters
+        for job in cluster.jobs
+        if job.workload == workload and job.state.active
+    )
 
 
 def _iso(t: datetime) -> str:

@@ -43,7 +43,7 @@ def check_non_preemptible_demand(ctx: CheckContext) -> Iterator[Diagnostic]:
                 f"this non-preemptible workload needs {need} GPUs (gpus x minReplicas) but "
                 f"project '{spec.project}' deserves only {total_quota(project.spec.quota).gpus}; "
                 "non-preemptible work only starts within deserved quota, so it will stay "
-                "pending: make it preemptible, shrink it or raise the project's quota.gpus",
+                "pending: make it preemptible, shrink it or raise the project's quota (spec.quota.gpus)",
                 severity="warning",
             )
     if not demand:

@@ -344,6 +344,22 @@ def test_cost_says_when_site_policy_holds_a_workload_back(
     assert "A plan submits none of these now: over-budget" in human.out
 
 
+def test_cost_of_a_running_workload_says_where_it_runs(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The candidates of a workload that runs are where another submission would go; the
+    table says first where it runs now (it said only "start unknown")."""
+    assert cp(capsys, "apply", quickstart, "--auto-approve").code == 0
+    res = cp(capsys, "cost", "nlp/llm-finetune", quickstart, "--no-forecast", "--json")
+    assert res.code == 0, res.err
+    [active] = res.json()["active"]
+    assert (active["cluster"], active["state"], active["gpus"]) == ("sim", "RUNNING", 16)
+    human = cp(capsys, "cost", "nlp/llm-finetune", quickstart, "--no-forecast")
+    assert f"Now: job {active['jobId']} RUNNING on sim/" in human.out
+    waiting = cp(capsys, "cost", "ads/ranker-serve", quickstart, "--no-forecast", "--json")
+    assert waiting.json()["active"] == [], "never submitted: nothing on the clusters"
+
+
 def test_the_saved_plan_s_hint_applies_it_from_anywhere(
     quickstart: Path,
     tmp_path: Path,

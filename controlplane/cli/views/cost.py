@@ -8,6 +8,7 @@ from rich.text import Text
 
 from controlplane.cli.views.tables import Cell, Column, print_table
 from controlplane.costs import CandidateTable
+from solvers import reasons
 from solvers.fanout import describe_start
 from specs.durations import format_duration
 
@@ -21,6 +22,15 @@ def print_candidates(console: Console, table: CandidateTable) -> None:
     )
     where = "estimates from the clusters" if table.forecasted else "no estimates: by cost"
     console.print(f"[bold]{table.workload}[/] ({kind}; {where})", highlight=False)
+    for job in table.active:
+        where = f"{job.cluster}/{job.pool}" if job.pool else job.cluster
+        since = f" since {reasons.stamp(job.started_at)}" if job.started_at else ""
+        console.print(
+            f"Now: job {job.job_id} {job.state} on {where}{since}, {job.gpus} GPUs; the "
+            "candidates are where another submission would go.",
+            highlight=False,
+            markup=False,
+        )
     if table.blocked is not None:
         console.print(
             f"A plan submits none of these now: {table.blocked.code.value}: "
