@@ -281,7 +281,7 @@ def cycle(
             _pending(problem, session, again or allocator, ledger, drift) + fan.pending,
             key=lambda p: p.workload,
         )
-        projects, departments = _quota_tables(problem, session, pending, held[0])
+        projects, departments = _quota_tables(problem, session, pending, held[0], drift)
         return Plan(
             id=made,
             created_at=now,
@@ -345,16 +345,23 @@ def _protected_wait(
 
 
 def _quota_tables(
-    problem: Problem, session: Session, pending: list[Pending], held: dict[str, float]
+    problem: Problem,
+    session: Session,
+    pending: list[Pending],
+    held: dict[str, float],
+    drift: Drift,
 ) -> tuple[dict[str, QueueStatus], dict[str, QueueStatus]]:
+    """Per queue: quotas, allocation after the plan, and the GPUs waiting work needs at
+    least (an edit waiting to replace its running job: its new version's)."""
     waiting: dict[str, float] = {}
     for p in pending:
         job = problem.jobs.get(p.workload)
         if job is None and p.workload not in problem.candidates:
             job = problem.fan_out.get(p.workload)  # a fan-out workload held back
         if job is not None:
+            need = drift.needs.get(p.workload, job.min_replicas * job.gpus)
             for q in session.chain(job.queue):
-                waiting[q.id] = waiting.get(q.id, 0) + job.min_replicas * job.gpus
+                waiting[q.id] = waiting.get(q.id, 0) + need
     projects: dict[str, QueueStatus] = {}
     departments: dict[str, QueueStatus] = {}
     for qid, q in sorted(problem.queues.items()):

@@ -63,6 +63,8 @@ class Drift:
     # workload -> (the replicas that ran before, why fewer now)
     shrunk: dict[str, tuple[list[str], Reason]] = field(default_factory=dict)
     waiting: dict[str, Reason] = field(default_factory=dict)  # the old version keeps running
+    # of those: the GPUs their new version needs at least (what waits, in the quota table)
+    needs: dict[str, float] = field(default_factory=dict)
 
 
 def reconcile_drift(
@@ -140,10 +142,8 @@ def _replace(
         if req.preemptible and req.min_runtime and req.started_at is not None:
             until = req.started_at + timedelta(seconds=req.min_runtime)
             if now < until:
-                _keep_old(req, job, old)
-                drift.waiting[req.key] = reasons.change_waits_for_min_runtime(
-                    text, req.min_runtime, until
-                )
+                waits = reasons.change_waits_for_min_runtime(text, req.min_runtime, until)
+                _keep_old(drift, req, job, old, waits)
                 continue
         cluster = req.cluster or ""
         leaves = [(node_key(cluster, r.node), r.gpus) for r in job.replicas if r.node]
@@ -161,8 +161,7 @@ def _replace(
                         index.take(n, g)
                 why = "does not fit on the GPUs free with the old job gone"
         if nodes is None:
-            _keep_old(req, job, old)
-            drift.waiting[req.key] = reasons.change_does_not_fit(text, why or "")
+            _keep_old(drift, req, job, old, reasons.change_does_not_fit(text, why or ""))
             continue
         for n, g in leaves:
             if n in problem.nodes:
@@ -183,8 +182,13 @@ def _replace(
         req.placed, req.pool, req.cluster, req.started_at = nodes, pool, pool[0], now
 
 
-def _keep_old(req: JobRequest, job: Job, old: WorkloadSpec | None) -> None:
-    """The request becomes the shape that runs: nothing grows, shrinks or moves it."""
+def _keep_old(
+    drift: Drift, req: JobRequest, job: Job, old: WorkloadSpec | None, why: Reason
+) -> None:
+    """The old version keeps running, and the new one waits: the request becomes the shape
+    that runs (nothing grows, shrinks or moves it)."""
+    drift.waiting[req.key] = why
+    drift.needs[req.key] = req.min_replicas * req.gpus
     count = len(req.placed)
     if old is not None:
         req.gpus, req.walltime = old.gpus, old.walltime

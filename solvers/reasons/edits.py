@@ -26,10 +26,16 @@ def replaced(changes: str) -> Reason:
     )
 
 
-def fewer_replicas(before: int, after: int) -> Reason:
+def fewer_replicas(running: int, wanted: int) -> Reason:
+    """An elastic job running more replicas than its edited spec asks for (what the spec
+    said before is not told: the job may have grown or shrunk since it was submitted)."""
+    stop = running - wanted
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
-        message=f"the spec changed (replicas: {before} -> {after}): the extra replicas stop",
+        message=(
+            f"the spec changed (replicas: now {wanted}): {stop} of the {running} running "
+            f"replicas stop{'s' if stop == 1 else ''}"
+        ),
     )
 
 

@@ -111,8 +111,37 @@ def test_an_elastic_workload_grows_and_shrinks_in_place(tmp_path: Path, capsys: 
     data = plan(capsys, root)
     assert ops(data) == [("resize", "spec-changed")]
     assert len(data["actions"][0]["replicas"]) == 3
-    assert "replicas: 4 -> 3" in data["actions"][0]["reason"]["message"]
+    assert "replicas: now 3): 1 of the 4 running" in data["actions"][0]["reason"]["message"]
     settle(capsys, root)
+
+
+def test_a_shrink_says_what_the_spec_asks_and_how_many_replicas_stop(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """The spec went 4 -> 1 while 2 ran (4 GPUs were all the limit left): the reason said
+    "replicas: 2 -> 1", a change nobody made (user trial). It says what the spec asks for
+    now and how many of the running replicas stop."""
+    root = write_specs(
+        tmp_path / "s",
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=4, limit=4),
+            workload("w", "p", gpus=2, replicas=4, minReplicas=1, gpuTypes=["a100_80"]),
+        ],
+    )
+    settle(capsys, root, T0)
+    write_specs(
+        root,
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=4, limit=4),
+            workload("w", "p", gpus=2, replicas=1, minReplicas=1, gpuTypes=["a100_80"]),
+        ],
+    )
+    [resize] = plan(capsys, root)["actions"]
+    assert resize["op"] == "resize" and len(resize["replicas"]) == 1
+    message = resize["reason"]["message"]
+    assert message.endswith("(replicas: now 1): 1 of the 2 running replicas stops"), message
 
 
 def test_a_fixed_gang_given_fewer_replicas_is_replaced_not_cut(
@@ -176,3 +205,5 @@ def test_a_replacement_that_does_not_fit_keeps_the_old_job(tmp_path: Path, capsy
     assert waits["workload"] == "p/w" and waits["reason"]["code"] == "spec-changed"
     assert "gpus: 2 -> 8" in waits["reason"]["message"]
     assert "keeps running" in waits["reason"]["message"]
+    # the quota table counts what the new version waits for, not the old one's 2 GPUs
+    assert data["projects"]["p"]["pending"] == 8
