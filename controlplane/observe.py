@@ -155,14 +155,15 @@ def _submitted_gpus(plan: Plan | None, ph: PlaceholderRow) -> int:
 
 
 def edited(snap: Snapshot, desired: DesiredState) -> set[str]:
-    """The spec digests of our active jobs whose workload's spec has changed since."""
+    """The spec digests of our active (or completed) jobs whose workload's spec has
+    changed since."""
     current = {k: w.spec.digest for k, w in desired.workloads.items()}
     return {
         j.spec_digest
         for c in snap.clusters
         for j in c.jobs
         if j.workload in current
-        and j.state.active
+        and (j.state.active or j.state == JobState.COMPLETED)
         and j.spec_digest is not None
         and j.spec_digest != current[j.workload]
     }
@@ -277,7 +278,7 @@ def recall_completions(
     """Add the remembered completed jobs the clusters no longer show; with ``record``,
     remember the completed jobs in view first."""
     done = {
-        (j.workload, c.name): j.id
+        (j.workload, c.name): (j.id, j.spec_digest)
         for c in snap.clusters
         for j in c.jobs
         if j.workload in workloads and j.state == JobState.COMPLETED
@@ -294,6 +295,7 @@ def recall_completions(
                     workload=row.workload,
                     state=JobState.COMPLETED,
                     reason="completed; remembered by the store",
+                    spec_digest=row.spec_digest,
                 )
             )
     if not extra:

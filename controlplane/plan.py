@@ -105,6 +105,12 @@ class Plan(PlanModel):
         description="clusters that did not answer when the plan was made, with the error",
         exclude_if=lambda v: not v,
     )
+    finished: list[Pending] = Field(
+        default_factory=list,
+        description="completed workloads edited since their job completed: they do not run "
+        "again (a new name runs the new version)",
+        exclude_if=lambda v: not v,  # left out when empty: plans sealed before it still verify
+    )
     policy: PolicyDiff | None = Field(
         default=None,
         description="policy figures changed (since the plan last applied, or against "

@@ -70,7 +70,7 @@ from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
 from controlplane.sequence import sort_actions
 from solvers import reasons
 from solvers.allocation import Allocation, allocate_best
-from solvers.drift import Drift, reconcile_drift
+from solvers.drift import Drift, finished_edits, reconcile_drift
 from solvers.fanout import Estimate, plan_fan_out
 from solvers.kai.allocate import Allocator, allocate
 from solvers.kai.consolidate import consolidate
@@ -290,6 +290,10 @@ def cycle(
             observed_digest=digest,
             actions=actions,
             pending=pending,
+            finished=[
+                Pending(workload=k, reason=r)
+                for k, r in finished_edits(problem, observed, specs).items()
+            ],
             projects=projects,
             departments=departments,
             solver=SolverReport(

@@ -92,14 +92,23 @@ class SchedulingState:
                 db.delete(row)
                 db.commit()
 
-    def record_completions(self, done: dict[tuple[str, str], str], now: datetime) -> None:
-        """Remember ``{(workload, cluster): job}`` as completed (a newer job replaces an older)."""
+    def record_completions(
+        self, done: dict[tuple[str, str], tuple[str, str | None]], now: datetime
+    ) -> None:
+        """Remember ``{(workload, cluster): (job, spec digest)}`` as completed (a newer job
+        replaces an older)."""
         with self.db.session() as db:
-            for (workload, cluster), job in sorted(done.items()):
+            for (workload, cluster), (job, digest) in sorted(done.items()):
                 row = db.get(CompletionRow, (workload, cluster))
-                if row is None or row.job != job:
+                if row is None or row.job != job or (digest and row.spec_digest != digest):
                     db.merge(
-                        CompletionRow(workload=workload, cluster=cluster, job=job, seen_at=now)
+                        CompletionRow(
+                            workload=workload,
+                            cluster=cluster,
+                            job=job,
+                            seen_at=now,
+                            spec_digest=digest,
+                        )
                     )
             db.commit()
 

@@ -28,7 +28,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class MetaRow(SQLModel, table=True):
@@ -119,6 +119,7 @@ class CompletionRow(SQLModel, table=True):
     cluster: str = Field(primary_key=True)
     job: str
     seen_at: datetime
+    spec_digest: str | None = None  # of the spec it ran (6): an edit after it is told
 
 
 class RunRow(SQLModel, table=True):

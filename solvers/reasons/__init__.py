@@ -24,6 +24,7 @@ from solvers.reasons.disturbed import (
 from solvers.reasons.edits import (
     change_does_not_fit,
     change_waits_for_min_runtime,
+    edited_after_completion,
     fewer_replicas,
     replaced,
     replacing,
@@ -71,6 +72,7 @@ __all__ = [
     "counted_once",
     "down_to_limit",
     "duplicate",
+    "edited_after_completion",
     "failed",
     "fan_out_candidate",
     "fan_out_loser",

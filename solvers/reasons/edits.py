@@ -26,6 +26,18 @@ def replaced(changes: str) -> Reason:
     )
 
 
+def edited_after_completion(changes: str) -> Reason:
+    """A workload whose spec changed after its job ran to completion: it does not run again."""
+    what = f" ({changes})" if changes else ""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed{what} after its job completed: a completed workload does not "
+            "run again; give it a new metadata.name to run the new version"
+        ),
+    )
+
+
 def fewer_replicas(running: int, wanted: int) -> Reason:
     """An elastic job running more replicas than its edited spec asks for (what the spec
     said before is not told: the job may have grown or shrunk since it was submitted)."""

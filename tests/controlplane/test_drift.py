@@ -207,3 +207,23 @@ def test_a_replacement_that_does_not_fit_keeps_the_old_job(tmp_path: Path, capsy
     assert "keeps running" in waits["reason"]["message"]
     # the quota table counts what the new version waits for, not the old one's 2 GPUs
     assert data["projects"]["p"]["pending"] == 8
+
+
+def test_an_edit_after_the_job_completed_is_told_not_run(tmp_path: Path, capsys: Capsys) -> None:
+    """Editing a workload whose job completed gave "No changes. The clusters match the
+    specs." (user trial): a completed workload does not run again, and the plan says so,
+    with the change and what to do."""
+    root = org(tmp_path / "s", walltime="30m")
+    settle(capsys, root, T0)  # done by T1
+    org(root, walltime="30m", command=["train", "--resume"])
+    data = plan(capsys, root)
+    assert data["actions"] == [] and data["pending"] == []
+    [told] = data["finished"]
+    assert told["workload"] == "p/w" and "after its job completed" in told["reason"]["message"]
+    text = ok(cp(capsys, "plan", root, "--now", T1)).out
+    assert "1 completed workload edited since it ran does not run again" in text
+    assert "Completed, edited since" in text and "match the specs" not in text
+    markdown = ok(cp(capsys, "plan", root, "--now", T1, "--markdown")).out
+    assert "1 completed workload edited since: not run again." in markdown.splitlines()[0]
+    org(root, walltime="30m")  # edited back: nothing to tell
+    assert "finished" not in plan(capsys, root)

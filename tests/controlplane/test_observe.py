@@ -76,6 +76,30 @@ def test_a_completed_workload_stays_completed_after_the_cluster_forgets_it(tmp_p
     assert [a.workload for a in plan(DESIRED, snap, now=snap.now).actions] == ["p/w"]
 
 
+def test_an_edit_after_completion_is_told_after_the_cluster_forgets_the_job(
+    tmp_path: Path,
+) -> None:
+    """A completed workload edited later does not run again, and the plan says so with the
+    change (user trial: "No changes", no hint), also once only the store remembers the
+    job: the completion keeps the digest of the spec it ran."""
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    ran = DESIRED.workloads["p/w"].spec
+    adapter.jobs = [
+        job(JobState.COMPLETED, started=True).model_copy(update={"spec_digest": ran.digest})
+    ]
+    observe(DESIRED, {"sim": adapter}, NOW, store)
+    adapter.jobs = []  # MinJobAge later
+    edited = desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=1, command=["v2"])])
+    snap = observe(edited, {"sim": adapter}, NOW + timedelta(minutes=10), store)
+    made = plan(edited, snap, now=snap.now)
+    assert made.actions == [] and made.pending == []
+    [told] = made.finished
+    assert told.workload == "p/w" and told.reason.code == ReasonCode.SPEC_CHANGED
+    assert "command: " in told.reason.message and "after its job completed" in told.reason.message
+    unedited = plan(DESIRED, observe(DESIRED, {"sim": adapter}, NOW, store), now=NOW)
+    assert unedited.finished == [], "the spec it ran: nothing to tell"
+
+
 def test_a_failed_or_cancelled_job_is_not_remembered_as_completed(tmp_path: Path) -> None:
     store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
     adapter.jobs = [job(JobState.FAILED, started=True)]

@@ -34,6 +34,11 @@ def plan_top(plan: Plan) -> str:
         f"**{summary(plan)}**"
         + (f" {counted(disrupted, 'running workload')} disturbed." if disrupted else "")
         + (f" {counted(edits, 'edited workload')} still on the old version." if edits else "")
+        + (
+            f" {counted(len(plan.finished), 'completed workload')} edited since: not run again."
+            if plan.finished
+            else ""
+        )
     )
     lines = [lead, ""]
     if plan.policy is not None:
@@ -89,6 +94,18 @@ def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Secti
                     for p in plan.pending
                 ],
                 noun="waiting",
+            )
+        )
+    if plan.finished:
+        sections.append(
+            Section(
+                title=f"Completed, edited since ({len(plan.finished):,})",
+                columns=["workload", "reason"],
+                rows=[
+                    f"| `{cell(p.workload)}` | **{p.reason.code.value}**: {cell(p.reason.message)} |"
+                    for p in plan.finished
+                ],
+                noun="completed",
             )
         )
     if warnings:

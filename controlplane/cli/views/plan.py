@@ -13,7 +13,7 @@ from controlplane.cli.views.policy import print_policy
 from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.words import counted
 from controlplane.plan import Plan
-from solvers.reasons import shape
+from solvers.reasons import shape, stamp
 from specs.actions import Action, Op
 
 _SYMBOL = {
@@ -58,7 +58,7 @@ def print_plan(console: Console, plan: Plan) -> None:
         Text.assemble(
             ("Plan ", "bold"),
             (plan.id, "bold cyan"),
-            f"  made {plan.created_at.isoformat()}"
+            f"  made {stamp(plan.created_at)}"
             + (f"  git {short_commit(plan.git_commit)}" if plan.git_commit else ""),
         )
     )
@@ -96,6 +96,12 @@ def print_plan(console: Console, plan: Plan) -> None:
             f"run{'s' if edits == 1 else ''} the old version until the edit can be made "
             "(below)."
         )
+    elif plan.finished:
+        console.print(
+            f"[green]No changes.[/] {counted(len(plan.finished), 'completed workload')} "
+            f"edited since {'it' if len(plan.finished) == 1 else 'they'} ran "
+            f"{'does' if len(plan.finished) == 1 else 'do'} not run again (below)."
+        )
     else:
         console.print("[green]No changes.[/] The clusters match the specs.")
     if plan.policy is not None:
@@ -113,6 +119,20 @@ def print_plan(console: Console, plan: Plan) -> None:
                     Text.assemble((p.reason.code.value, "yellow"), f": {p.reason.message}"),
                 )
                 for p in plan.pending
+            ],
+        )
+    if plan.finished:
+        console.print()
+        console.print(Text("Completed, edited since", style="bold"))
+        print_entries(
+            console,
+            [
+                (
+                    Text("  =", style="dim"),
+                    Text(p.workload, style="bold"),
+                    Text.assemble((p.reason.code.value, "dim"), f": {p.reason.message}"),
+                )
+                for p in plan.finished
             ],
         )
     console.print()
