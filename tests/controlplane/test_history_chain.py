@@ -167,6 +167,25 @@ def test_a_store_of_the_previous_schema_gains_the_actor(tmp_path: Path, capsys: 
     assert all(r["by"] for r in cp(capsys, "history", specs, "--json").json())
 
 
+def test_a_store_of_schema_5_gains_the_completions_spec_digest(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "store", "init", specs).code == 0
+    sql(specs, "ALTER TABLE completions DROP COLUMN spec_digest")  # as version 5 made it
+    sql(specs, "UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-20T00:00:00Z").code == 0
+    later = cp(capsys, "plan", specs, "--json", "--now", "2026-11-25T00:00:00Z")
+    assert later.code == 0, later.err
+    assert cp(capsys, "observe", specs, "--now", "2026-11-25T00:00:00Z").code == 0
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        (told,) = db.execute(
+            "SELECT count(*) FROM completions WHERE spec_digest IS NOT NULL"
+        ).fetchone()
+    assert told > 0, "completions recorded with the spec they ran"
+
+
 def test_who_applied_is_shown_as_printable_text(
     tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
