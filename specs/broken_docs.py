@@ -6,7 +6,8 @@ references to other documents would then wait until its schema error is fixed: a
 round of errors. So a *shadow* of it is validated without the fields that failed (their
 defaults instead), and the references of that shadow are checked with everything else:
 only the fields that name another document, a GPU type or a pool, never a check of a
-value that failed.
+value that failed. A workload whose project failed (or is missing: no default to fall
+back on) stands on a stand-in project, itself never judged.
 """
 
 from __future__ import annotations
@@ -34,13 +35,19 @@ def shadow(
     if not isinstance(spec, dict) or any(len(loc) < 2 or loc[0] != "spec" for loc in locs):
         return None  # an error outside spec's fields: nothing to stand on
     failed = {loc[1] for loc in locs}
-    lenient = {**value, "spec": {k: v for k, v in spec.items() if k not in failed}}
+    kept = {k: v for k, v in spec.items() if k not in failed}
+    line, column = name_position(node)
+    if model is Workload and not isinstance(kept.get("project"), str):
+        # its project is missing or failed: a stand-in (never checked) lets its other
+        # references be checked all the same
+        kept["project"] = f"no-project-line-{line}"
+        failed.add("project")
+    lenient = {**value, "spec": kept}
     try:
         document = model.model_validate(lenient, by_alias=True, by_name=False)
     except ValidationError:
         return None
     assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS holds no other
-    line, column = name_position(node)
     placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
     return placed, frozenset(f"spec.{k}" for k in failed)
 

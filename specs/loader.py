@@ -191,9 +191,7 @@ def _read_document(
         for issue in issues:
             errors.append(error(issue.loc, issue.message, at_key=issue.at_key))
         identity = broken_docs.identity(kind, value)
-        shadow = (
-            broken_docs.shadow(node, value, model, [i.loc for i in issues]) if identity else None
-        )
+        shadow = broken_docs.shadow(node, value, model, [i.loc for i in issues])
         return _DocumentOutcome(errors=errors, broken=identity, shadow=shadow)
     assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS holds no other
     line, column = name_position(node)

@@ -520,6 +520,30 @@ def test_a_broken_documents_own_references_come_with_its_schema_errors(repo: Pat
     assert "did you mean 'rivanna'?" in found[3].message
 
 
+def test_a_workload_without_its_project_still_has_its_references_checked(repo: Path) -> None:
+    """A required field that failed left nothing to check the rest against: a workload
+    without ``project`` got no word on its unknown cluster and GPU type until the project
+    was added (user trial). A stand-in project (never judged itself) lets them come now."""
+    lost = workload("c", clusters=["rivana"], gpuTypes=["h999"])
+    del lost["spec"]["project"]
+    org(repo, lost, workload("d", project=7, clusters=["nowhere"]))  # type: ignore[arg-type]
+    w = repo / "w.yaml"
+    found = errors(repo)
+    assert [d.field for d in found] == [
+        "spec.project",  # missing
+        "spec.clusters.0",
+        "spec.gpuTypes.0",
+        "spec.project",  # not a string
+        "spec.clusters.0",
+    ], [str(d) for d in found]
+    assert [where(d) for d in found if d.field != "spec.project"] == [
+        at(w, "rivana"),
+        at(w, "h999"),
+        at(w, "nowhere"),
+    ]
+    assert not any("no-project" in d.message for d in found), "the stand-in is never shown"
+
+
 # ----------------------------------------------------------------------- validate() directly
 
 
