@@ -91,7 +91,7 @@ def observe(
     if store is None:
         return snap
     workloads = set(desired.workloads)
-    snap = _with_last_known(snap, store)
+    snap = _with_last_known(snap, store, desired)
     snap, accounted = _with_runs(snap, adapters, store)
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
     if record:
@@ -117,11 +117,11 @@ def observe(
     return snap
 
 
-def _with_last_known(snap: Snapshot, store: Store) -> Snapshot:
+def _with_last_known(snap: Snapshot, store: Store, desired: DesiredState) -> Snapshot:
     """Each cluster that did not answer, with the workloads the store knows may be there
     (only those are held for it: one never submitted there is planned elsewhere): a run
     not seen ending, sized by what it held, or a job submitted and not seen starting (a
-    placeholder), sized by the submit that made it."""
+    placeholder), sized by the submit that made it (by its spec when that plan is gone)."""
     down = [c.name for c in snap.clusters if not c.reachable]
     if not down:
         return snap
@@ -131,7 +131,11 @@ def _with_last_known(snap: Snapshot, store: Store) -> Snapshot:
         if ph.cluster in known and not known[ph.cluster].get(ph.workload):
             if ph.plan_id not in plans:
                 plans[ph.plan_id] = store.get_plan(ph.plan_id)
-            known[ph.cluster][ph.workload] = _submitted_gpus(plans[ph.plan_id], ph)
+            gpus = _submitted_gpus(plans[ph.plan_id], ph)
+            if gpus is None and ph.workload in desired.workloads:
+                spec = desired.workloads[ph.workload].spec
+                gpus = spec.gpus * spec.replicas
+            known[ph.cluster][ph.workload] = gpus or 0
     clusters = [
         c.model_copy(
             update={
@@ -147,11 +151,12 @@ def _with_last_known(snap: Snapshot, store: Store) -> Snapshot:
     return snap.model_copy(update={"clusters": clusters})
 
 
-def _submitted_gpus(plan: Plan | None, ph: PlaceholderRow) -> int:
+def _submitted_gpus(plan: Plan | None, ph: PlaceholderRow) -> int | None:
+    """The GPUs the submit that made a placeholder asked for; None: not known."""
     for a in plan.actions if plan is not None else []:
         if a.op == Op.SUBMIT and a.workload == ph.workload and a.cluster == ph.cluster:
             return sum(r.gpus for r in a.replicas or [])
-    return 0
+    return None
 
 
 def edited(snap: Snapshot, desired: DesiredState) -> set[str]:

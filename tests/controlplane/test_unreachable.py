@@ -232,6 +232,22 @@ def test_a_placeholder_on_an_unreachable_cluster_is_kept(tmp_path: Path) -> None
     assert verdict.fate is Fate.UNOBSERVED
 
 
+def test_a_placeholder_whose_plan_is_gone_is_sized_by_its_spec(tmp_path: Path) -> None:
+    """A job submitted to a silent cluster by a plan the store no longer has (an older
+    store, a pruned history) held 0 GPUs: its project could start other work over its
+    limit meanwhile. It holds what its spec asks for."""
+    specs = desired(
+        [*clusters(), project("p", gpus=8, limit=8), workload("w", "p", gpus=4, replicas=2)]
+    )
+    adapters, far, store = world(tmp_path, specs)
+    store.add_placeholder("p/w", "far", "1000", "plan-gone")
+    far.down = True
+    snap, planned = run(specs, adapters, store, NOW)
+    [down] = [c for c in snap.clusters if c.name == "far"]
+    assert [(k.workload, k.gpus) for k in down.last_known or []] == [("p/w", 8)]
+    assert planned.projects["p"].unreachable == 8
+
+
 def test_unreachable_is_in_the_digest_and_left_out_of_json_when_reachable() -> None:
     up = Snapshot(now=NOW, clusters=[ClusterState(name="far")])
     down = Snapshot(now=NOW, clusters=[ClusterState(name="far", reachable=False, error="x")])
