@@ -136,6 +136,17 @@ class Plan(PlanModel):
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def same_plan(self, other: Plan) -> bool:
+        """The same content but for how long its solver took: a plan made again from the
+        same specs, snapshot and time (its id says so) is this one."""
+
+        def body(p: Plan) -> dict[str, object]:
+            dumped = p.model_dump(mode="json", by_alias=True, exclude={"digest"})
+            dumped["solver"].pop("wallSeconds", None)
+            return dumped
+
+        return body(self) == body(other)
+
     def sealed(self) -> Plan:
         """The plan with its content digest set: what is stored and written to files."""
         return self.model_copy(update={"digest": self.content_digest()})

@@ -402,7 +402,7 @@ def apply_saved(
     is asked before each action."""
     store = open_store(spec_dir, db)
     stored = store.get_plan(plan.id)
-    if stored is not None and stored.digest is not None and stored.digest != plan.digest:
+    if stored is not None and stored.digest is not None and not stored.same_plan(plan):
         raise StateFileError(
             f"plan {plan.id} differs from the plan of that id the store "
             "recorded when it was made; nothing was applied"

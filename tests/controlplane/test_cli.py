@@ -360,6 +360,35 @@ def test_cost_of_a_running_workload_says_where_it_runs(
     assert waiting.json()["active"] == [], "never submitted: nothing on the clusters"
 
 
+def test_a_plan_made_twice_at_one_time_applies_from_its_file(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two plans of the same specs, snapshot and --now have one id; the store keeps the
+    first. Applying the second's file was refused ("differs from the plan of that id the
+    store recorded") because its solver took a few milliseconds longer (user trial). Only
+    how long the solver took may differ; any other change to a plan of that id is still
+    refused."""
+    assert cp(capsys, "plan", quickstart, "--now", NOW).code == 0  # stored
+    out = quickstart / "p.json"
+    assert cp(capsys, "plan", quickstart, "--now", NOW, "--out", out).code == 0
+    made = Plan.from_json(out.read_text())
+    slower = made.model_copy(
+        update={"solver": made.solver.model_copy(update={"wall_seconds": 123.0})}
+    ).sealed()
+    out.write_text(slower.to_json())
+    applied = cp(capsys, "apply", out, "--dir", quickstart, "--now", NOW, "--json")
+    assert applied.code == 0, applied.err
+    assert applied.json()["ok"]
+    reasons_changed = made.model_copy(
+        update={
+            "actions": [made.actions[0].model_copy(update={"job": "forged"}), *made.actions[1:]]
+        }
+    ).sealed()
+    out.write_text(reasons_changed.to_json())
+    refused = cp(capsys, "apply", out, "--dir", quickstart, "--now", NOW, "--json")
+    assert refused.code != 0 and "differs from the plan of that id" in refused.err
+
+
 def test_the_saved_plan_s_hint_applies_it_from_anywhere(
     quickstart: Path,
     tmp_path: Path,
