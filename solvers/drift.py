@@ -81,6 +81,7 @@ def reconcile_drift(
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
+    flips: list[tuple[JobRequest, float, str]] = []  # made non-preemptible in place
     # only running work can have drifted: waiting work is built from the specs as they are
     for key in sorted(k for k, r in problem.jobs.items() if r.job_id is not None):
         req = problem.jobs[key]
@@ -95,7 +96,10 @@ def reconcile_drift(
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields):
             replace.append((req, job, old, describe(found)))
-        elif len(req.placed) > req.replicas:
+            continue
+        if old is not None and old.is_preemptible and not new.is_preemptible:
+            flips.append((req, sum(r.gpus for r in job.replicas), describe(found)))
+        if len(req.placed) > req.replicas:
             drift.shrunk[key] = (
                 list(req.placed),
                 reasons.fewer_replicas(len(req.placed), req.replicas),
@@ -103,9 +107,45 @@ def reconcile_drift(
             for n in req.placed[req.replicas :]:
                 problem.nodes[n].used -= req.gpus
             req.placed = req.placed[: req.replicas]
+    held = (held[0], _made_non_preemptible(problem, flips, held[1], drift))
     if replace:
         _replace(problem, replace, now, drift, held)
     return drift
+
+
+def _made_non_preemptible(
+    problem: Problem,
+    flips: list[tuple[JobRequest, float, str]],
+    held_np: Mapping[str, float],
+    drift: Drift,
+) -> dict[str, float]:
+    """Running jobs edited to non-preemptible become so in workload order while their
+    queues' non-preemptible work stays within deserved on every level (the rule a
+    non-preemptible job starts by); the others stay preemptible, as they ran, and the plan
+    says why. Returns the non-preemptible GPUs held per queue after that."""
+    held = defaultdict(float, held_np)
+    for req, gpus, _ in flips:  # counted as non-preemptible by held_now: not yet
+        for qid in problem.chain(req.queue):
+            held[qid] -= gpus
+    for req, gpus, text in flips:
+        over = next(
+            (
+                problem.queues[q]
+                for q in problem.chain(req.queue)
+                if held[q] + gpus > problem.queues[q].deserved
+            ),
+            None,
+        )
+        if over is None:
+            for qid in problem.chain(req.queue):
+                held[qid] += gpus
+            continue
+        req.preemptible = True
+        drift.waiting[req.key] = reasons.stays_preemptible(
+            text, over.kind, over.name, held[over.id] + gpus, over.deserved
+        )
+        drift.needs[req.key] = 0  # it waits for no GPUs: it holds them
+    return held
 
 
 def finished_edits(

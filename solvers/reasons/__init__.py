@@ -28,6 +28,7 @@ from solvers.reasons.edits import (
     fewer_replicas,
     replaced,
     replacing,
+    stays_preemptible,
 )
 from solvers.reasons.started import (
     fan_out_candidate,
@@ -103,6 +104,7 @@ __all__ = [
     "shape",
     "stamp",
     "started_short",
+    "stays_preemptible",
     "submitted",
     "walltime_exceeds",
 ]

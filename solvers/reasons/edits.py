@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from solvers.reasons.words import stamp
+from solvers.reasons.words import gpus, stamp
 from specs.actions import Reason, ReasonCode
 from specs.durations import format_duration
 
@@ -34,6 +34,19 @@ def edited_after_completion(changes: str) -> Reason:
         message=(
             f"the spec changed{what} after its job completed: a completed workload does not "
             "run again; give it a new metadata.name to run the new version"
+        ),
+    )
+
+
+def stays_preemptible(changes: str, kind: str, queue: str, would: float, deserved: float) -> Reason:
+    """A running job edited to non-preemptible that its queue's deserved quota cannot
+    hold as such."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed ({changes}); non-preemptible work must fit within deserved "
+            f"quota, and {kind} {queue}'s would hold {gpus(would)} GPUs of its deserved "
+            f"{gpus(deserved)}, so the job stays preemptible until it fits"
         ),
     )
 

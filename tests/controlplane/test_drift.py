@@ -227,3 +227,40 @@ def test_an_edit_after_the_job_completed_is_told_not_run(tmp_path: Path, capsys:
     assert "1 completed workload edited since: not run again." in markdown.splitlines()[0]
     org(root, walltime="30m")  # edited back: nothing to tell
     assert "finished" not in plan(capsys, root)
+
+
+def test_a_job_made_non_preemptible_beyond_deserved_stays_preemptible(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """`preemptible: false` on a running job above its project's deserved quota made it
+    immune to reclaim: reclaim took a smaller project's job instead, and non-preemptible
+    work held more than deserved (user trial). Non-preemptible work starts only within
+    deserved; an edit to running work keeps that rule: the job stays preemptible, and the
+    plan says why."""
+    a100 = {"gpuTypes": ["a100_80"], "command": ["x"]}
+
+    def specs(big: dict[str, Any], claim: bool = False) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS[:1]),  # 16 GPUs: p's fair share is its deserved 4
+                project("p", gpus=4),
+                project("q", gpus=12),
+                workload("big", "p", gpus=8, **a100, **big),
+                workload("mine", "q", gpus=8, **a100),
+                *([workload("claim", "q", gpus=4, **a100)] if claim else []),
+            ],
+        )
+
+    root = specs({})
+    settle(capsys, root, T0)
+    specs({"preemptible": False})
+    data = plan(capsys, root)
+    assert data["actions"] == []
+    [waits] = data["pending"]
+    assert (waits["workload"], waits["reason"]["code"]) == ("p/big", "spec-changed")
+    assert "project p's would hold 8 GPUs of its deserved 4" in waits["reason"]["message"]
+    assert data["projects"]["p"]["pending"] == 0, "it waits for no GPUs"
+    specs({"preemptible": False}, claim=True)
+    data = plan(capsys, root)
+    assert ("preempt", "p/big") in {(a["op"], a["workload"]) for a in data["actions"]}
