@@ -20,7 +20,7 @@ them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ from adapters import make_adapter
 from adapters.base import Accounting, Adapter, AdapterError, LocalStateError
 from controlplane import placeholders
 from controlplane.activity import busy
+from solvers.order import last_completed
 from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
 from specs.actions import Op
@@ -114,7 +115,22 @@ def observe(
     if record:
         store.record_versions({k: w.spec for k, w in desired.workloads.items()}, now)
     snap.versions = store.versions(edited(snap, desired))
+    snap.spec_since = _spec_since(snap, desired, store)
     return snap
+
+
+def _spec_since(snap: Snapshot, desired: DesiredState, store: Store) -> dict[str, datetime]:
+    """For each workload whose last completed job ran another version of its spec: when
+    the store first saw the spec it has now (known only once an observation recorded it)."""
+    current = {k: w.spec.digest for k, w in desired.workloads.items()}
+    last = last_completed(j for c in snap.clusters for j in c.jobs)
+    edits = {
+        k: current[k]
+        for k, j in last.items()
+        if k in current and j.spec_digest not in (None, current[k])
+    }
+    seen = store.first_seen(edits.values())
+    return {k: seen[d] for k, d in sorted(edits.items()) if d in seen}
 
 
 def _with_last_known(snap: Snapshot, store: Store, desired: DesiredState) -> Snapshot:
@@ -301,6 +317,7 @@ def recall_completions(
                     state=JobState.COMPLETED,
                     reason="completed; remembered by the store",
                     spec_digest=row.spec_digest,
+                    ended_at=row.seen_at.replace(tzinfo=row.seen_at.tzinfo or UTC),  # by then
                 )
             )
     if not extra:

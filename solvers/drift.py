@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from solvers import reasons
-from solvers.order import job_id_order
+from solvers.order import last_completed
 from solvers.placement import FreeIndex
 from solvers.problem import JobRequest, Problem, node_key
 from specs.actions import Reason
 from specs.diff import changes, describe
 from specs.models import WorkloadSpec
-from specs.snapshot import Job, JobState, Snapshot
+from specs.snapshot import Job, Snapshot
 
 # fields a running job cannot follow: a new job is needed
 REPLACE = frozenset({"gpus", "command", "image", "walltime", "checkpoint"})
@@ -153,17 +153,12 @@ def finished_edits(
 ) -> dict[str, Reason]:
     """Completed workloads whose spec changed after their last job completed (known where
     the job carries its spec's digest): they do not run again, and the plan says so."""
-    last: dict[str, Job] = {}
-    for cluster in observed.clusters:
-        for job in cluster.jobs:
-            key = job.workload
-            if key not in problem.completed or job.state != JobState.COMPLETED:
-                continue
-            if key not in last or job_id_order(job.id) > job_id_order(last[key].id):
-                last[key] = job
+    last = last_completed(j for c in observed.clusters for j in c.jobs)
     found: dict[str, Reason] = {}
     for key, job in sorted(last.items()):
         new = specs.get(key)
+        if key not in problem.completed:
+            continue
         if new is None or job.spec_digest is None or job.spec_digest == new.digest:
             continue
         old = observed.versions.get(job.spec_digest)

@@ -9,7 +9,8 @@
   at it, above it, then older, then name;
 - :class:`VictimOrder` — job order reversed, for a min-heap of candidate victims (lowest
   priority and newest first);
-- :func:`job_id_order` — cluster job ids in numeric order ("9" before "10").
+- :func:`job_id_order` — cluster job ids in numeric order ("9" before "10"), and
+  :func:`last_completed` by it.
 
 Sort keys rather than comparators: Python sorts and heaps compare tuples, and a key
 computed once per item is cheaper than a comparison function called per pair.
@@ -17,9 +18,11 @@ computed once per item is cheaper than a comparison function called per pair.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+from specs.snapshot import Job, JobState
 
 if TYPE_CHECKING:  # the rules read these records; the records do not need the rules
     from solvers.problem import JobRequest, Queue
@@ -111,3 +114,15 @@ class VictimOrder:
 def job_id_order(job_id: str) -> tuple[int, int, str]:
     """Numeric job ids in numeric order ("9" before "10"), others after them by name."""
     return (0, int(job_id), "") if job_id.isdigit() else (1, 0, job_id)
+
+
+def last_completed(jobs: Iterable[Job]) -> dict[str, Job]:
+    """The newest completed job (by job id) of each workload among ``jobs``."""
+    last: dict[str, Job] = {}
+    for job in jobs:
+        key = job.workload
+        if key is None or job.state != JobState.COMPLETED:
+            continue
+        if key not in last or job_id_order(job.id) > job_id_order(last[key].id):
+            last[key] = job
+    return last

@@ -214,6 +214,13 @@ class Snapshot(SnapshotModel):
         "changed",
         exclude_if=lambda v: not v,
     )
+    spec_since: dict[str, AwareDatetime] = Field(
+        default_factory=dict,
+        description="when the store first saw a workload's current spec, for each workload "
+        "whose last completed job ran another version (normally from the store): an edit "
+        "made while that job ran is run once it completed; one made after is not",
+        exclude_if=lambda v: not v,
+    )
 
     def cluster(self, name: str) -> ClusterState | None:
         return next((c for c in self.clusters if c.name == name), None)

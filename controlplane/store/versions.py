@@ -15,7 +15,7 @@ from datetime import datetime
 from sqlmodel import col, select
 
 from controlplane.store.database import Database
-from controlplane.store.tables import VersionRow
+from controlplane.store.tables import VersionRow, aware
 from specs.models import WorkloadSpec
 
 
@@ -36,6 +36,19 @@ class Versions:
                     body = spec.model_dump_json(by_alias=True, exclude_defaults=True)
                     db.add(VersionRow(digest=digest, workload=key, body=body, first_seen=now))
             db.commit()
+
+    def first_seen(self, digests: Iterable[str]) -> dict[str, datetime]:
+        """When the store first saw each of ``digests`` it knows."""
+        wanted = sorted(set(digests))
+        if not wanted:
+            return {}
+        with self.db.session() as db:
+            rows = db.exec(
+                select(VersionRow.digest, VersionRow.first_seen).where(
+                    col(VersionRow.digest).in_(wanted)
+                )
+            )
+            return {digest: aware(seen) for digest, seen in rows}
 
     def versions(self, digests: Iterable[str]) -> dict[str, WorkloadSpec]:
         """The specs behind ``digests`` that the store knows."""

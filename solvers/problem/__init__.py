@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from solvers.order import job_id_order
+from solvers.order import job_id_order, last_completed
 from solvers.problem.records import (
     JobRequest,
     NodeInfo,
@@ -30,7 +30,7 @@ from solvers.problem.records import (
 from solvers.problem.specpart import ProblemCache, SpecPart, eligible_pools, job_request, spec_part
 from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.desired import DesiredState
-from specs.snapshot import Job, JobState, Snapshot
+from specs.snapshot import Job, Snapshot
 
 __all__ = [
     "JobRequest",
@@ -114,7 +114,9 @@ def build_problem(
             else:
                 duplicates += active[1:]
         elif (
-            seg.complete if seg is not None else any(j.state == JobState.COMPLETED for _, j in seen)
+            seg.complete
+            if seg is not None
+            else _done(wl.spec.digest, seen, observed.spec_since.get(key))
         ):
             completed.add(key)
         else:  # never ran, failed, or a segmented workload between segments
@@ -216,6 +218,24 @@ def _utc(moment: datetime) -> datetime:
     their own time zone object, and two aware datetimes with different ones compare
     through Python-level offset calls: sorting jobs by age was ~14x slower."""
     return moment if moment.tzinfo is UTC or moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _done(digest: str, seen: list[tuple[str, Job]], since: datetime | None) -> bool:
+    """A job of the workload completed, and its spec was not edited while the last one ran
+    (``since``: when the store first saw the spec of ``digest``, if it was edited): an
+    edit made while it ran asked for the new version, which runs once the old one ends."""
+    last = next(iter(last_completed(j for _, j in seen).values()), None)
+    if last is None:
+        return False
+    edited_while_running = (
+        since is not None
+        and last.spec_digest not in (None, digest)
+        and last.ended_at is not None
+        and _utc(since) < _utc(last.ended_at)
+        # a spec seen before the job started (a revert to it) was not an edit of it
+        and (last.started_at is None or _utc(since) >= _utc(last.started_at))
+    )
+    return not edited_while_running
 
 
 def held_now(problem: Problem, observed: Snapshot) -> tuple[dict[str, float], dict[str, float]]:

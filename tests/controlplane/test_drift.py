@@ -264,3 +264,26 @@ def test_a_job_made_non_preemptible_beyond_deserved_stays_preemptible(
     specs({"preemptible": False}, claim=True)
     data = plan(capsys, root)
     assert ("preempt", "p/big") in {(a["op"], a["workload"]) for a in data["actions"]}
+
+
+def test_an_edit_waiting_on_a_job_that_then_completes_runs_its_new_version(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """An edit made while the job ran waited (here for minRuntime); the old job then ran
+    to completion, and the edit was dropped: the workload counted as completed and the
+    plan called it "edited after its job completed" (user trial). The edit asked for the
+    new version, which runs once the old job is done; an edit made after the completion
+    still does not run."""
+    root = org(tmp_path / "s", min_runtime="2h", walltime="90m")
+    settle(capsys, root, T0)
+    org(root, min_runtime="2h", walltime="90m", gpus=4)
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", T1))  # waits: the store sees it
+    after = "2026-11-22T11:45:00+00:00"  # the old job completed at 11:30
+    data = plan(capsys, root, after)
+    assert [(a["op"], a["workload"]) for a in data["actions"]] == [("submit", "p/w")]
+    assert {r["gpus"] for r in data["actions"][0]["replicas"]} == {4}
+    assert "finished" not in data
+    settle(capsys, root, after)
+    org(root, min_runtime="2h", walltime="90m", gpus=2)  # after the new one completed
+    later = plan(capsys, root, "2026-11-22T14:00:00+00:00")
+    assert later["actions"] == [] and [f["workload"] for f in later["finished"]] == ["p/w"]
