@@ -299,6 +299,11 @@ def invoke(args: list[str], argv0: str) -> int:
             code = command.main(args=args, prog_name=prog, standalone_mode=False)
     except interrupts.Interrupted as exc:  # an apply that acts stops after its action instead
         code = _ended("interrupted", exc.message, as_json, 130)
+    except ImportError as exc:  # a signal while a module was being imported
+        signalled = interrupts.interrupted_by(exc)
+        if signalled is None:
+            raise
+        code = _ended("interrupted", signalled.message, as_json, 130)
     except click.ClickException as exc:  # usage errors: click words them
         if as_json:
             write_json(problems.error_json(exc, kind="usage"))

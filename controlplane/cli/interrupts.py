@@ -38,6 +38,20 @@ class ActingInterrupted(Interrupted):
     )
 
 
+def interrupted_by(exc: BaseException) -> Interrupted | None:
+    """The signal behind ``exc``, if one is: a signal while a module was imported ends the
+    import with an ImportError caused by it (a compiled module: "initialization failed";
+    a module imported again while partly initialised: "cannot import name")."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Interrupted):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise Interrupted
 

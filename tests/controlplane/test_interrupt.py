@@ -108,3 +108,45 @@ def test_ctrl_c_while_the_program_starts_is_no_traceback(
     out, err = capsys.readouterr()
     assert json.loads(out)["error"]["kind"] == "interrupted"
     assert "Traceback" not in err and "Interrupted" in err
+
+
+HOOK = """
+import os, signal, sys, importlib.abc
+armed = []
+class SignalInsideAnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "ortools.sat.python.cp_model_helper":
+            armed.append(name)  # the compiled module starts to initialise
+        elif len(armed) == 1:
+            armed.append(name)
+            sys.stderr.write("[test] SIGINT inside the compiled module's initialisation\\n")
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, SignalInsideAnImport())
+from controlplane.cli import main
+sys.argv = ["cp", *sys.argv[1:]]
+main()
+"""
+
+
+def test_ctrl_c_while_a_compiled_module_initialises_is_no_traceback(quickstart: Path) -> None:
+    """A Ctrl-C while OR-Tools' compiled module initialised (CP-SAT is imported when the
+    first plan needs it) ended as "ImportError: initialization failed" with a traceback
+    and nothing on stdout under --json (user trial). The import error caused by the
+    signal is an interruption like any other. A real process: the module must not be
+    loaded yet."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", HOOK, "apply", str(quickstart), "--auto-approve", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert "[test] SIGINT" in done.stderr, "the hook never fired: " + done.stderr[-500:]
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["error"]["kind"] == "interrupted"

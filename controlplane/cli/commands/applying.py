@@ -82,7 +82,8 @@ def apply(
         if not as_json:
             outcome_line(out, o)
 
-    stopper = StopBetweenActions(lambda said: err.print(said, highlight=False))
+    # written plainly: a signal handler may run while the terminal library imports a module
+    stopper = StopBetweenActions(_say_plainly)
     with stopper.installed():  # Ctrl-C, SIGTERM: stop after the action in flight
         if target.is_dir() and reviewed:
             loaded = load_to_plan(target)
@@ -257,3 +258,7 @@ def watch(
         watcher.run(changes, once=once)
     if once and (watcher.failed or watcher.held_back):
         raise typer.Exit(1)  # cron and CI see a failed cycle, or one that needs a person
+
+
+def _say_plainly(said: str) -> None:
+    sys.stderr.write(f"{said}\n")
