@@ -275,8 +275,9 @@ def record_endings(snap: Snapshot, store: Store, desired: DesiredState) -> None:
                 and (j.state in FAILED_STATES or j.state == JobState.COMPLETED)
             ):
                 ran = int((j.ended_at - j.started_at).total_seconds()) if j.started_at else 0
+                failed = j.state in FAILED_STATES
                 endings.append(
-                    (j.workload, j.id, j.ended_at, j.exit_code, j.state in FAILED_STATES, ran)
+                    (j.workload, j.id, j.ended_at, j.exit_code, failed, ran, j.spec_digest)
                 )
     if endings:
         store.record_endings(endings, fresh_after=CAP_SECONDS)

@@ -198,6 +198,11 @@ class Failure(SnapshotModel):
     job: str
     ended_at: AwareDatetime
     exit_code: str | None = None
+    spec_digest: str | None = Field(
+        default=None,
+        description="the digest of the spec the failed job ran: an edit since ends the backoff",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class Snapshot(SnapshotModel):

@@ -127,13 +127,19 @@ class SchedulingState:
             return keep
 
     def record_endings(
-        self, endings: list[tuple[str, str, datetime, str | None, bool, int]], *, fresh_after: int
+        self,
+        endings: list[tuple[str, str, datetime, str | None, bool, int, str | None]],
+        *,
+        fresh_after: int,
     ) -> None:
         """Update failure streaks from ended jobs: ``(workload, job, ended_at, exit code,
-        failed, seconds it ran)``. A failure newer than the streak's adds to it (or starts a
-        new one if it ran ``fresh_after`` seconds or more); a newer success ends it."""
+        failed, seconds it ran, spec digest)``. A failure newer than the streak's adds to it
+        (or starts a new one if it ran ``fresh_after`` seconds or more, or ran another
+        version of the spec); a newer success ends it."""
         with self.db.session() as db:
-            for workload, job, ended, code, failed, ran in sorted(endings, key=lambda e: e[2]):
+            for workload, job, ended, code, failed, ran, digest in sorted(
+                endings, key=lambda e: e[2]
+            ):
                 row = db.get(FailureRow, workload)
                 if row is not None and (row.job == job or _aware(row.ended_at) >= ended):
                     continue
@@ -142,10 +148,15 @@ class SchedulingState:
                         db.delete(row)
                         db.flush()
                     continue
-                count = 1 if row is None or ran >= fresh_after else row.count + 1
+                fresh = row is None or ran >= fresh_after or row.spec_digest != digest
                 db.merge(
                     FailureRow(
-                        workload=workload, count=count, job=job, ended_at=ended, exit_code=code
+                        workload=workload,
+                        count=1 if fresh or row is None else row.count + 1,
+                        job=job,
+                        ended_at=ended,
+                        exit_code=code,
+                        spec_digest=digest,
                     )
                 )
                 db.flush()
@@ -161,6 +172,7 @@ class SchedulingState:
                     job=r.job,
                     ended_at=_aware(r.ended_at),
                     exit_code=r.exit_code,
+                    spec_digest=r.spec_digest,
                 )
                 for r in sorted(rows, key=lambda r: r.workload)
             ]

@@ -28,7 +28,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class MetaRow(SQLModel, table=True):
@@ -166,6 +166,7 @@ class FailureRow(SQLModel, table=True):
     job: str
     ended_at: datetime
     exit_code: str | None = None
+    spec_digest: str | None = None  # of the spec the failed job ran (7)
 
 
 class LeaseRow(SQLModel, table=True):

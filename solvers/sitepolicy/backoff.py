@@ -6,7 +6,8 @@ doubles with every failure in a row — 1, 2, 4, 8 … minutes, at most an hour 
 the failed job's end. The streak is kept by the store (clusters forget ended jobs); it
 ends when a job of the workload completes, and a job that ran at least an hour before it
 failed starts a new streak, so a long service that fails once a week is not punished for
-its history.
+its history. An edit to the spec ends the wait at once: the failures were the old
+version's (a fixed command runs now), and its failures start a new streak.
 
 Failures are FAILED, NODE_FAIL and TIMEOUT (work that ran out of walltime would only run
 out again); a CANCELLED job was stopped on purpose and is not one. Pure: the failures
@@ -15,7 +16,7 @@ come in through the snapshot, ``now`` is an argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from solvers import reasons
@@ -68,6 +69,7 @@ def latest_failure(workload: str, jobs: Iterable[Job], record: Failure | None) -
         job=newest.id,
         ended_at=newest.ended_at,
         exit_code=newest.exit_code,
+        spec_digest=newest.spec_digest,
     )
 
 
@@ -94,8 +96,12 @@ def why_waiting(failure: Failure, now: datetime) -> Reason | None:
     )
 
 
-def block_failed(problem: Problem, observed: Snapshot, now: datetime) -> None:
-    """Hold back the waiting workloads whose latest job failed until their backoff is over."""
+def block_failed(
+    problem: Problem, observed: Snapshot, now: datetime, digests: Mapping[str, str]
+) -> None:
+    """Hold back the waiting workloads whose latest job failed until their backoff is over,
+    unless the spec was edited since (``digests``: each workload's spec digest now): the
+    failure was the old version's, and the fix runs at once."""
     records = {f.workload: f for f in observed.failures}
     jobs: dict[str, list[Job]] = {}
     for c in observed.clusters:
@@ -106,5 +112,7 @@ def block_failed(problem: Problem, observed: Snapshot, now: datetime) -> None:
         if job.running or job.blocked is not None:
             continue
         failure = latest_failure(key, jobs.get(key, []), records.get(key))
-        if failure is not None and (why := why_waiting(failure, now)) is not None:
+        if failure is None or failure.spec_digest not in (None, digests.get(key)):
+            continue
+        if (why := why_waiting(failure, now)) is not None:
             job.blocked = why

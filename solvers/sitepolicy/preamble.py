@@ -26,6 +26,6 @@ def planning_problem(
     :class:`~solvers.problem.ProblemCache`)."""
     problem = build_problem(desired, observed, now, cache)
     block_over_budget(problem, desired, observed.usage, now)
-    block_failed(problem, observed, now)
+    block_failed(problem, observed, now, {k: w.spec.digest for k, w in desired.workloads.items()})
     set_aside_fan_out(problem)
     return problem

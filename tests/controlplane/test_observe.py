@@ -100,6 +100,26 @@ def test_an_edit_after_completion_is_told_after_the_cluster_forgets_the_job(
     assert unedited.finished == [], "the spec it ran: nothing to tell"
 
 
+def test_an_edit_to_a_failed_workload_ends_its_backoff(tmp_path: Path) -> None:
+    """A fixed command waited out the backoff of the broken one's failures (up to an hour
+    after a streak; user trial). The failures were the old version's: an edit runs the new
+    version at once, also once only the store remembers the failure."""
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    ran = DESIRED.workloads["p/w"].spec
+    failed = job(JobState.FAILED, started=True).model_copy(
+        update={"spec_digest": ran.digest, "ended_at": NOW}
+    )
+    adapter.jobs = [failed]
+    snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(seconds=10), store)
+    waiting = plan(DESIRED, snap, now=snap.now)
+    assert waiting.actions == []
+    assert [(p.workload, p.reason.code) for p in waiting.pending] == [("p/w", ReasonCode.FAILED)]
+    adapter.jobs = []  # the cluster forgets the job: the store remembers the failure
+    fixed = desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=1, command=["v2"])])
+    snap = observe(fixed, {"sim": adapter}, NOW + timedelta(seconds=20), store)
+    assert [a.workload for a in plan(fixed, snap, now=snap.now).actions] == ["p/w"]
+
+
 def test_a_failed_or_cancelled_job_is_not_remembered_as_completed(tmp_path: Path) -> None:
     store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
     adapter.jobs = [job(JobState.FAILED, started=True)]
