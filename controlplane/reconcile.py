@@ -79,6 +79,7 @@ from solvers.kai.limits import enforce_limits
 from solvers.kai.preempt import preempt
 from solvers.kai.protection import Protected, protected_work, protection_wait
 from solvers.kai.reclaim import reclaim
+from solvers.kai.swap import swap_homes
 from solvers.policy import DEFAULT_POLICY, Deadline, Policy
 from solvers.problem import JobRequest, Problem, ProblemCache, held_now
 from solvers.session import Session
@@ -262,6 +263,7 @@ def cycle(
     # 7. allocate what GPUs are left (KAI's next cycle, in this plan)
     deadline.at("allocating what is left")
     again = allocate(session, prefer=ledger.lost) if ledger.grants or ledger.lost else None
+    swap_homes(session, ledger)  # victims on each other's old nodes keep their own instead
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
     # 8. actions
     grants = {**allocator.grants, **ledger.grants, **(again.grants if again else {})}

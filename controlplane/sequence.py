@@ -39,8 +39,9 @@ def sort_actions(actions: Iterable[Action], observed: Snapshot) -> list[Action]:
 
 def move_sequence(actions: list[Action], observed: Snapshot) -> dict[str, int]:
     """Position of each moved workload: after the preemptions and shrinks, one move at a
-    time, each when it fits. (A cycle, which the search does not produce, keeps the order
-    the moves were given in.)"""
+    time, each when it fits. (A cycle keeps the order the moves were given in; the
+    reconciler avoids the one its steps made, two victims on each other's old nodes:
+    solvers/kai/swap.py.)"""
     # only the nodes moves go to are ever checked for room, and only the jobs the actions
     # name are looked up: a plan of thousands of running jobs needs no ledger of them all
     moved = [a for a in actions if a.op == Op.MOVE]

@@ -22,6 +22,17 @@ def moved(before: str, after: str, beneficiary: str, step: str) -> Reason:
     )
 
 
+def gave_back(nodes: str, beneficiary: str, step: str) -> Reason:
+    """An elastic victim that keeps the rest of its replicas where they ran."""
+    return Reason(
+        code=ReasonCode.ELASTIC_SHRINK,
+        message=(
+            f"gives back its replicas on {nodes} so that {beneficiary} fits ({step}); the "
+            "rest stays where it ran"
+        ),
+    )
+
+
 def reclaimed(
     mine: Queue,
     mine_held: float,

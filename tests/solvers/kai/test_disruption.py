@@ -720,6 +720,39 @@ def over_a_limit(state: DesiredState, placement: dict[str, list[str]]) -> bool:
     return any(g > limit for q, g in held.items() if (limit := limits[q]) is not None)
 
 
+def test_two_elastic_jobs_moved_onto_each_other_s_nodes_can_be_carried_out() -> None:
+    """Found by the property test below: to fit a higher-priority gang, consolidation
+    moved two elastic jobs, each down to one replica, each onto a node the other left.
+    Neither move could go first (each needs the other's node free), so the simulator
+    refused the plan. Each is kept on a node it ran on instead: two shrinks, same room."""
+    state, snap = world(
+        {"n0": 4, "n1": 2, "n2": 2},
+        [
+            proj("p0", min_runtime="30m"),
+            job("w0", "p0", replicas=2, minReplicas=1, priority=40),
+            job("w3", "p0", priority=40),
+            job("w4", "p0", gpus=2, priority=40),
+            job("w5", "p0", priority=40),
+            job("w6", "p0", replicas=2, minReplicas=1, priority=40),
+            job("w8", "p0", gpus=2, priority=50),
+        ],
+        running=[
+            ("p0/w0", ["n0", "n2"]),
+            ("p0/w6", ["n0", "n1"]),
+            ("p0/w3", ["n2"]),
+            ("p0/w4", ["n0"]),
+            ("p0/w5", ["n1"]),
+        ],
+        waiting=["p0/w8"],
+        started={"p0/w0": 300, "p0/w6": 300, "p0/w3": 5, "p0/w4": 5, "p0/w5": 5},
+    )
+    p = plan(state, snap, now=NOW)
+    assert ops(p)["p0/w8"] == (Op.SUBMIT, ["n0"])
+    after = apply(snap, p)  # the simulator refused it: a node over capacity
+    assert _placement(after)["p0/w8"] == ["n0"]
+    assert all(a.op != Op.MOVE for a in p.actions), [(a.op, a.workload) for a in p.actions]
+
+
 @SETTINGS
 @given(scenes())
 def test_every_eviction_in_a_plan_is_needed(scene: tuple[DesiredState, Snapshot]) -> None:
