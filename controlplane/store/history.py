@@ -402,6 +402,16 @@ def _state_problem(
                 "reason_code": action.reason.code.value,
                 "reason": action.reason.message,
             }
+    actions = list(actions)
+    rows = {(a.plan_id, a.seq) for a in actions}
+    missing = sorted(k for k in planned if k not in rows)
+    if missing:
+        plan_id, seq = missing[0]
+        what = planned[plan_id, seq]
+        return (
+            f"action {seq} of plan {plan_id} ({what['op']} {what['workload']}): the stored "
+            "plan has it, and its row is gone"
+        )
     for a in sorted(actions, key=lambda a: (a.plan_id, a.seq)):
         if a.plan_id not in bodies:
             continue  # a plan from before the chain (schema 1)

@@ -90,6 +90,14 @@ def test_a_real_history_verifies(applied: Path, capsys: Capsys) -> None:
             lambda s: sql(s, "DELETE FROM events WHERE id = (SELECT max(id) FROM events)"),
             "chain head",
         ),
+        (  # "who preempted my job" gone from history and explain (user trial)
+            lambda s: sql(
+                s,
+                "DELETE FROM actions WHERE seq = 2 AND "
+                "plan_id = (SELECT id FROM plans WHERE chain_seq = 1)",
+            ),
+            "action 2 of",
+        ),
     ],
     ids=[
         "plan body",
@@ -100,6 +108,7 @@ def test_a_real_history_verifies(applied: Path, capsys: Capsys) -> None:
         "event deleted",
         "who applied",
         "end cut off",
+        "action deleted",
     ],
 )
 def test_an_edit_is_named(
