@@ -360,6 +360,27 @@ def test_cost_of_a_running_workload_says_where_it_runs(
     assert waiting.json()["active"] == [], "never submitted: nothing on the clusters"
 
 
+def test_cost_says_when_a_plan_would_start_none_of_the_candidates(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A candidate marked "chosen" for work a plan never starts (completed, or held back by
+    its quota) read as if it would run (user trial): the table says why not."""
+    start, later = "2026-11-20T00:00:00+00:00", "2026-11-21T12:00:00+00:00"
+    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", start).code == 0
+
+    def blocked(workload: str) -> dict[str, str]:
+        res = cp(capsys, "cost", workload, quickstart, "--no-forecast", "--json", "--now", later)
+        assert res.code == 0, res.err
+        got: dict[str, str] = res.json()["blocked"]
+        return got
+
+    assert blocked("nlp/sweep-lr-1")["code"] == "completed"  # 6 h walltime: done by then
+    assert blocked("ads/ranker-serve")["code"] == "non-preemptible-over-deserved"
+    assert blocked("nlp/llm-finetune") is None, "running: another submission is not blocked"
+    human = cp(capsys, "cost", "nlp/sweep-lr-1", quickstart, "--no-forecast", "--now", later)
+    assert "A plan submits none of these now: completed" in human.out
+
+
 def test_a_plan_made_twice_at_one_time_applies_from_its_file(
     quickstart: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
