@@ -39,9 +39,10 @@ def _interrupted_early(args: list[str]) -> int:
     """Ctrl-C while the program was still starting (importing its modules): nothing was
     done; said in a line, and with ``--json`` in a document, not a traceback."""
     said = "interrupted: nothing was applied"
-    if "--json" in args:
+    if "--json" in args:  # laid out as every other document (write_json: indent 2)
         sys.stdout.write(
-            '{"ok": false, "error": {"kind": "interrupted", "message": "' + said + '"}}\n'
+            '{\n  "ok": false,\n  "error": {\n    "kind": "interrupted",\n'
+            f'    "message": "{said}"\n  }}\n}}\n'
         )
     sys.stderr.write(said[0].upper() + said[1:] + ".\n")
     return 130

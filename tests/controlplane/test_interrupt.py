@@ -107,6 +107,7 @@ def test_ctrl_c_while_the_program_starts_is_no_traceback(
     assert ended.value.code == 130
     out, err = capsys.readouterr()
     assert json.loads(out)["error"]["kind"] == "interrupted"
+    assert out == json.dumps(json.loads(out), indent=2) + "\n", "laid out as every document"
     assert "Traceback" not in err and "Interrupted" in err
 
 
