@@ -225,6 +225,10 @@ def test_an_edit_after_the_job_completed_is_told_not_run(tmp_path: Path, capsys:
     assert "Completed, edited since" in text and "match the specs" not in text
     markdown = ok(cp(capsys, "plan", root, "--now", T1, "--markdown")).out
     assert "1 completed workload edited since: not run again." in markdown.splitlines()[0]
+    explained = " ".join(ok(cp(capsys, "explain", "p/w", root, "--now", T1)).out.split())
+    assert "after its job completed" in explained and "nothing to do" not in explained
+    doc = ok(cp(capsys, "explain", "p/w", root, "--now", T1, "--json")).json()
+    assert doc["finished"]["reason"]["code"] == "spec-changed"
     org(root, walltime="30m")  # edited back: nothing to tell
     assert "finished" not in plan(capsys, root)
 

@@ -87,11 +87,14 @@ def explain(
     running = exposure(desired, found.snapshot, plan, workload)
     actions = [a for a in plan.actions if a.workload == workload]
     pending = [p for p in plan.pending if p.workload == workload]
+    # a completed workload edited since: not run again (said in place of "nothing to do")
+    edited = next((p for p in plan.finished if p.workload == workload), None)
     past = found.store.history(workload, 10) if found.store is not None else []
     chain = plan.quota_chain(desired.workloads[workload].spec.project)
     if as_json:
         doc = explain_json(row, running, actions, pending, chain, past)
         doc["jobs"] = jobs_json(found.snapshot, workload)  # every job of it the clusters show
+        doc["finished"] = edited.model_dump(mode="json", by_alias=True) if edited else None
         write_json(doc)
     else:
         waiting_jobs = [
@@ -100,5 +103,14 @@ def explain(
             if j.state.active and not j.state.holds_gpus
         ]
         print_explain(
-            out, row, running, actions, pending, chain, past, plan.created_at, waiting_jobs
+            out,
+            row,
+            running,
+            actions,
+            pending,
+            chain,
+            past,
+            plan.created_at,
+            waiting_jobs,
+            edited,
         )

@@ -79,6 +79,7 @@ def print_explain(
     past: list[HistoryRow],
     now: datetime,
     queued: Sequence[str] = (),  # its jobs waiting in a cluster's queue
+    edited: Pending | None = None,  # completed, and edited since (the plan's ``finished``)
 ) -> None:
     console.print(Text.assemble((row.name, "bold"), f": {row.state}"), highlight=False)
     if exposure is not None:
@@ -92,7 +93,9 @@ def print_explain(
         )
     for p in pending:
         console.print(f"[bold]waits[/] — {p.reason.code.value}: {p.reason.message}")
-    if not actions and not pending:
+    if edited is not None:
+        console.print(f"{edited.reason.code.value}: {edited.reason.message}", markup=False)
+    elif not actions and not pending:
         quiet = {
             "running": "the plan leaves it running as it is",
             "completed": "it ran to completion; nothing to do (rename it to run it again)",
