@@ -21,7 +21,7 @@ from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, re
 from controlplane.cli.views.words import counted
 from controlplane.plan import Plan, QueueStatus
 from solvers.reasons import gpus as n
-from specs.actions import Op
+from specs.actions import Op, Pending
 from specs.diagnostics import Diagnostic
 
 
@@ -86,28 +86,11 @@ def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Secti
             f"{c:,} {code}" for code, c in sorted(why.items(), key=lambda x: (-x[1], x[0]))
         )
         sections.append(
-            Section(
-                title=f"Waiting ({len(plan.pending):,}: {codes})",
-                columns=["workload", "reason"],
-                rows=[
-                    f"| `{cell(p.workload)}` | **{p.reason.code.value}**: {cell(p.reason.message)} |"
-                    for p in plan.pending
-                ],
-                noun="waiting",
-            )
+            _workloads(f"Waiting ({len(plan.pending):,}: {codes})", plan.pending, "waiting")
         )
     if plan.finished:
-        sections.append(
-            Section(
-                title=f"Completed, edited since ({len(plan.finished):,})",
-                columns=["workload", "reason"],
-                rows=[
-                    f"| `{cell(p.workload)}` | **{p.reason.code.value}**: {cell(p.reason.message)} |"
-                    for p in plan.finished
-                ],
-                noun="completed",
-            )
-        )
+        title = f"Completed, edited since ({len(plan.finished):,})"
+        sections.append(_workloads(title, plan.finished, "completed"))
     if warnings:
         sections.append(
             Section(
@@ -123,6 +106,18 @@ def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Secti
         )
     sections.append(_quota(plan))
     return sections
+
+
+def _workloads(title: str, entries: list[Pending], noun: str) -> Section:
+    return Section(
+        title=title,
+        columns=["workload", "reason"],
+        rows=[
+            f"| `{cell(p.workload)}` | **{p.reason.code.value}**: {cell(p.reason.message)} |"
+            for p in entries
+        ],
+        noun=noun,
+    )
 
 
 def _quota(plan: Plan) -> Section:

@@ -14,7 +14,7 @@ from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.words import counted
 from controlplane.plan import Plan
 from solvers.reasons import shape, stamp
-from specs.actions import Action, Op
+from specs.actions import Action, Op, Pending
 
 _SYMBOL = {
     Op.SUBMIT: ("+", "green"),
@@ -107,37 +107,32 @@ def print_plan(console: Console, plan: Plan) -> None:
     if plan.policy is not None:
         console.print()
         print_policy(console, plan.policy)
-    if plan.pending:
-        console.print()
-        console.print(Text("Waiting", style="bold"))
-        print_entries(
-            console,
-            [
-                (
-                    Text("  ~", style="yellow"),
-                    Text(p.workload, style="bold"),
-                    Text.assemble((p.reason.code.value, "yellow"), f": {p.reason.message}"),
-                )
-                for p in plan.pending
-            ],
-        )
-    if plan.finished:
-        console.print()
-        console.print(Text("Completed, edited since", style="bold"))
-        print_entries(
-            console,
-            [
-                (
-                    Text("  =", style="dim"),
-                    Text(p.workload, style="bold"),
-                    Text.assemble((p.reason.code.value, "dim"), f": {p.reason.message}"),
-                )
-                for p in plan.finished
-            ],
-        )
+    _print_workloads(console, "Waiting", plan.pending, "~", "yellow")
+    _print_workloads(console, "Completed, edited since", plan.finished, "=", "dim")
     console.print()
     print_quota(console, plan.projects, plan.departments)
     console.print()
     console.print(Text(summary(plan), style="bold"))
     if plan.solver.cut_short:
         console.print(Text(cut_short(plan), style="yellow"))
+
+
+def _print_workloads(
+    console: Console, title: str, entries: list[Pending], symbol: str, color: str
+) -> None:
+    """A section of workloads with their reasons (none: no section)."""
+    if not entries:
+        return
+    console.print()
+    console.print(Text(title, style="bold"))
+    print_entries(
+        console,
+        [
+            (
+                Text(f"  {symbol}", style=color),
+                Text(p.workload, style="bold"),
+                Text.assemble((p.reason.code.value, color), f": {p.reason.message}"),
+            )
+            for p in entries
+        ],
+    )
