@@ -127,7 +127,9 @@ def holding_lease(store: Store, ttl: float = LEASE_SECONDS) -> Iterator[Lease]:
     """Hold the store's apply lease for the block, or raise LeaseHeldError naming who
     holds it. One actor at a time, end to end: whoever applies observes, plans and acts
     under the lease, so nobody plans against a world another process is changing."""
-    holder = f"{socket.gethostname()}:{os.getpid()}"
+    # host and process first (a crashed holder on this host is recognised by them), then
+    # who applies, for whoever finds the lease held
+    holder = f"{socket.gethostname()}:{os.getpid()} by {actor()}"
     if (other := store.acquire_lease(holder, ttl=ttl)) is not None:
         dead = store.lease_holder()
         if (
@@ -261,12 +263,13 @@ def _creates_job(action: Action, job: str) -> bool:
 
 
 def _dead_here(holder: str) -> bool:
-    """``holder`` ("host:pid") is a process of this host that no longer runs.
+    """``holder`` ("host:pid", then " by " and who applies) is a process of this host
+    that no longer runs.
 
     Only this host's processes can be checked; a holder elsewhere keeps its lease until
     it expires. A zombie counts as dead: it can never release the lease itself.
     """
-    host, _, pid = holder.rpartition(":")
+    host, _, pid = holder.split(" ", 1)[0].rpartition(":")
     if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:

@@ -33,11 +33,24 @@ def dead_pid() -> int:
     return proc.pid
 
 
-def test_the_lease_of_a_killed_apply_on_this_host_is_taken_over(tmp_path: Path) -> None:
+@pytest.mark.parametrize("by", ["", " by alice@laptop"], ids=["before-actor", "with-actor"])
+def test_the_lease_of_a_killed_apply_on_this_host_is_taken_over(tmp_path: Path, by: str) -> None:
     store = Store(f"sqlite:///{tmp_path}/db")
-    assert store.acquire_lease(f"{socket.gethostname()}:{dead_pid()}") is None
+    assert store.acquire_lease(f"{socket.gethostname()}:{dead_pid()}{by}") is None
     report = apply_plan(EMPTY, {}, store, observed_digest=None)
     assert report.ok and store.lease_holder() is None, "taken, used and released"
+
+
+def test_a_held_lease_names_who_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refusal named only "vm:672" (user trial): who holds the lease is told too."""
+    from controlplane.apply import holding_lease
+
+    store = Store(f"sqlite:///{tmp_path}/db")
+    monkeypatch.setenv("CP_ACTOR", "nightly-ci")
+    with holding_lease(store):
+        monkeypatch.setenv("CP_ACTOR", "alice")
+        with pytest.raises(LeaseHeldError, match=r"\(\S+:\d+ by nightly-ci until "):
+            apply_plan(EMPTY, {}, store, observed_digest=None)
 
 
 @pytest.mark.parametrize(
