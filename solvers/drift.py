@@ -27,7 +27,7 @@ about it is returned.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -36,7 +36,7 @@ from solvers.order import last_completed
 from solvers.placement import FreeIndex
 from solvers.problem import JobRequest, Problem, node_key
 from specs.actions import Reason
-from specs.diff import changes, describe
+from specs.diff import Change, Scalar, changes, describe, show
 from specs.models import WorkloadSpec
 from specs.snapshot import Job, Snapshot
 
@@ -95,10 +95,10 @@ def reconcile_drift(
         found = changes(old, new) if old is not None else []
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields):
-            replace.append((req, job, old, describe(found)))
+            replace.append((req, job, old, _described(found, old, new)))
             continue
         if old is not None and old.is_preemptible and not new.is_preemptible:
-            flips.append((req, sum(r.gpus for r in job.replicas), describe(found)))
+            flips.append((req, sum(r.gpus for r in job.replicas), _described(found, old, new)))
         if len(req.placed) > req.replicas:
             drift.shrunk[key] = (
                 list(req.placed),
@@ -163,9 +163,31 @@ def finished_edits(
             continue
         old = observed.versions.get(job.spec_digest)
         found[key] = reasons.edited_after_completion(
-            describe(changes(old, new)) if old is not None else ""
+            _described(changes(old, new), old, new) if old is not None else ""
         )
     return found
+
+
+# fields whose default depends on others: an unset one is told by the value it stood for
+_DEFAULTS: dict[str, Callable[[WorkloadSpec], Scalar]] = {
+    "priority": lambda s: s.effective_priority,
+    "preemptible": lambda s: s.is_preemptible,
+    "minReplicas": lambda s: s.effective_min_replicas,
+}
+
+
+def _described(found: list[Change], old: WorkloadSpec | None, new: WorkloadSpec) -> str:
+    """``gpus: 2 -> 4``, an unset field as ``default (50)`` where its default depends on
+    the rest of the spec (``priority: default (50) -> 70``, not ``none -> 70``)."""
+    if old is None:
+        return describe(found)
+    spelled = []
+    for f, a, b in found:
+        if f in _DEFAULTS:
+            a = a if a is not None else f"default ({show(_DEFAULTS[f](old))})"
+            b = b if b is not None else f"default ({show(_DEFAULTS[f](new))})"
+        spelled.append((f, a, b))
+    return describe(spelled)
 
 
 def _needs_new_job(req: JobRequest, fields: set[str]) -> bool:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from specs.durations import format_duration
 
 Scalar = float | str | bool | list[Any] | None
+Change = tuple[str, Scalar, Scalar]  # (field, before, after)
 
 # fields written as durations (seconds in the models)
 DURATIONS = frozenset({"halfLife", "maxWalltime", "minRuntime", "walltime", "grace", "total"})

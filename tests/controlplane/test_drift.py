@@ -264,6 +264,8 @@ def test_a_job_made_non_preemptible_beyond_deserved_stays_preemptible(
     [waits] = data["pending"]
     assert (waits["workload"], waits["reason"]["code"]) == ("p/big", "spec-changed")
     assert "project p's would hold 8 GPUs of its deserved 4" in waits["reason"]["message"]
+    # the unset field is told by the value it stood for, not "none" (user trial)
+    assert "(preemptible: default (true) -> false)" in waits["reason"]["message"]
     assert data["projects"]["p"]["pending"] == 0, "it waits for no GPUs"
     specs({"preemptible": False}, claim=True)
     data = plan(capsys, root)
