@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from controlplane.plan import Plan, QueueStatus
 from solvers.reasons import gpus as n
 from solvers.segments import progress_from_jobs, segments_of
+from specs.actions import ReasonCode
 from specs.desired import DesiredState
 from specs.durations import format_duration
 from specs.snapshot import Snapshot
@@ -98,8 +99,23 @@ def exposure(desired: DesiredState, snapshot: Snapshot, plan: Plan, key: str) ->
         preemptible=spec.is_preemptible,
         min_runtime_ends=ends,
         protected=ends is not None and ends > now,
-        threats=_threats(desired, plan, key) if spec.is_preemptible else [_never()],
+        threats=(
+            _threats(desired, plan, key, sum(len(j.replicas) for _, j in held))
+            if spec.is_preemptible
+            else [_never()]
+        ),
     )
+
+
+# waiting reasons that taking GPUs from others could end (reclaim's business)
+_WAITS_FOR_ROOM = frozenset(
+    {
+        ReasonCode.NO_CAPACITY,
+        ReasonCode.GANG_UNPLACEABLE,
+        ReasonCode.FAIRSHARE,
+        ReasonCode.MIN_RUNTIME,
+    }
+)
 
 
 def _never() -> Threat:
@@ -112,9 +128,14 @@ def _never() -> Threat:
     )
 
 
-def _threats(desired: DesiredState, plan: Plan, key: str) -> list[Threat]:
+def _threats(desired: DesiredState, plan: Plan, key: str, running: int) -> list[Threat]:
+    """Who could take GPUs from workload ``key`` (``running`` replicas now), as the plan
+    leaves the quotas."""
     spec = desired.workloads[key].spec
     waiting_workloads = {p.workload for p in plan.pending}
+    for_room = {
+        p.workload.split("/", 1)[0] for p in plan.pending if p.reason.code in _WAITS_FOR_ROOM
+    }
     out: list[Threat] = []
 
     # reclaim: each level of the chain that holds more than it deserves
@@ -122,7 +143,9 @@ def _threats(desired: DesiredState, plan: Plan, key: str) -> list[Threat]:
     over = [(k, name, q) for k, name, q in chain if q.allocated > q.deserved]
     for kind, name, q in over:
         reclaimers = _projects_beside(plan, kind, name, q.department)
-        waiting = [p for p in reclaimers if plan.projects[p].pending > 0]
+        # who would now: below its fair share, with work that waits for room (not for
+        # its limit, its budget or a deserved quota)
+        waiting = [p for p in reclaimers if p in for_room and _below_share(plan, p)]
         hungry = [p for p in reclaimers if plan.projects[p].allocated < plan.projects[p].deserved]
         fair = f", above its fair share {n(q.fair_share)}" if q.allocated > q.fair_share else ""
         if kind == "department":
@@ -196,17 +219,22 @@ def _threats(desired: DesiredState, plan: Plan, key: str) -> list[Threat]:
             [],
         )
     )
-    if spec.effective_min_replicas < spec.replicas:
-        out.append(
-            Threat(
-                "shrink",
-                f"elastic: it gives back replicas down to its minReplicas "
-                f"{spec.effective_min_replicas} before it is evicted",
-                [],
-                [],
-            )
+    least = spec.effective_min_replicas
+    if least < spec.replicas:
+        told = (
+            f"elastic: it gives back replicas down to its minReplicas {least} before it is "
+            f"evicted (it runs {running})"
+            if running > least
+            else f"elastic, but it runs {running} replica{'s' if running != 1 else ''}, not "
+            f"above its minReplicas {least}: nothing to give back before it is evicted"
         )
+        out.append(Threat("shrink", told, [], []))
     return out
+
+
+def _below_share(plan: Plan, project: str) -> bool:
+    q = plan.projects[project]
+    return q.allocated < q.fair_share
 
 
 def _projects_beside(plan: Plan, kind: str, name: str, parent: str | None) -> list[str]:

@@ -205,3 +205,31 @@ def test_the_spec_directory_comes_after_the_name_or_as_dir(
     assert cp(capsys, "plan", specs, "--observed", snapshot, "--out", plan_file).code == 0
     shown = cp(capsys, "show", plan_file, specs, "--json")
     assert shown.code == 0 and shown.json()["id"] == json.loads(plan_file.read_text())["id"]
+
+
+def test_what_could_evict_it_counts_what_runs_and_who_could_take_now(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Two claims a new user found wrong (user trial): an elastic workload at its
+    minReplicas "gives back replicas down to its minReplicas" (it has none to give), and
+    a project "waiting now" to reclaim whose work waits for its limit and a deserved quota,
+    not for room."""
+    import shutil
+
+    quickstart = tmp_path / "q"
+    root = Path(__file__).resolve().parents[3]
+    shutil.copytree(root / "examples" / "quickstart", quickstart)
+    at = ["--now", "2026-12-01T00:10:00+00:00"]
+    assert cp(capsys, "apply", quickstart, "--auto-approve", *at).code == 0
+    elastic = cp(capsys, "explain", "vision/augment-workers", quickstart, "--json", *at).json()
+    [shrink] = [t for t in elastic["running"]["couldEvict"] if t["kind"] == "shrink"]
+    assert "runs 2 replicas, not above its minReplicas 2: nothing to give back" in shrink["message"]
+    trained = cp(capsys, "explain", "vision/vit-train", quickstart, "--json", *at).json()
+    beside = [t for t in trained["running"]["couldEvict"] if "ads" in t["by"]]
+    assert beside, "ads may take GPUs back one day"
+    pending = {
+        p["workload"]: p["reason"]["code"]
+        for p in cp(capsys, "plan", quickstart, "--json", *at).json()["pending"]
+    }
+    assert pending["ads/ctr-train"] == "over-limit"  # its waits are not for room
+    assert all("ads" not in t["waiting"] for t in beside), "ads would not reclaim now"
