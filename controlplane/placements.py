@@ -32,6 +32,16 @@ def prunes(problem: Problem) -> list[Action]:
                 reason=reasons.pruned(job.workload or ""),
             )
         )
+    for cluster, job in problem.outdated:
+        out.append(
+            Action(
+                op=Op.CANCEL,
+                workload=job.workload or "",
+                cluster=cluster,
+                job=job.id,
+                reason=reasons.queued_for_old_version(job.id),
+            )
+        )
     for cluster, job in problem.duplicates:
         winner = problem.jobs.get(job.workload or "")
         reason = (

@@ -70,6 +70,7 @@ def build_problem(
     submitted: dict[str, Job] = {}
     completed: set[str] = set()
     duplicates: list[tuple[str, Job]] = []
+    outdated: list[tuple[str, Job]] = []
     candidates: dict[str, list[tuple[str, Job]]] = {}
     fan_out: dict[str, JobRequest] = {}
     segments: dict[str, Segments] = {}
@@ -104,6 +105,9 @@ def build_problem(
             req.started_at = _utc(job.started_at) if job.started_at else None
             req.created = _utc(job.submitted_at or job.started_at or req.created)
             duplicates += [(c, j) for c, j in active if j is not job]
+            jobs[key] = req
+        elif active and _outdated(active, wl.spec.digest):
+            outdated += active  # nothing runs yet: the new version takes their place
             jobs[key] = req
         elif active:
             active.sort(key=lambda cj: job_id_order(cj[1].id))
@@ -143,6 +147,7 @@ def build_problem(
         fan_out,
         candidates,
         segments,
+        outdated,
     )
 
 
@@ -218,6 +223,12 @@ def _utc(moment: datetime) -> datetime:
     their own time zone object, and two aware datetimes with different ones compare
     through Python-level offset calls: sorting jobs by age was ~14x slower."""
     return moment if moment.tzinfo is UTC or moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _outdated(queued: list[tuple[str, Job]], digest: str) -> bool:
+    """Jobs waiting in a cluster's queue, all made of another version of the spec (known
+    by the digest they carry; a job without one is left as it is)."""
+    return all(j.spec_digest is not None and j.spec_digest != digest for _, j in queued)
 
 
 def _done(digest: str, seen: list[tuple[str, Job]], since: datetime | None) -> bool:

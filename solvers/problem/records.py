@@ -118,6 +118,9 @@ class Problem:
     candidates: dict[str, list[tuple[str, Job]]] = field(default_factory=dict)
     # where every workload that runs in checkpoint segments stands
     segments: dict[str, Segments] = field(default_factory=dict)
+    # jobs waiting in a cluster's queue for a spec edited since: cancelled, and the workload
+    # planned afresh
+    outdated: list[tuple[str, Job]] = field(default_factory=list)
     # what solvers derive from the problem alone, computed once (e.g. CP-SAT's base state)
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

@@ -51,6 +51,17 @@ def stays_preemptible(changes: str, kind: str, queue: str, would: float, deserve
     )
 
 
+def queued_for_old_version(job: str) -> Reason:
+    """The cancel of a job that waits in a cluster's queue for an edited spec."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed while job {job} waited in the cluster's queue: it is "
+            "cancelled, and the new version is planned in its place"
+        ),
+    )
+
+
 def fewer_replicas(running: int, wanted: int) -> Reason:
     """An elastic job running more replicas than its edited spec asks for (what the spec
     said before is not told: the job may have grown or shrunk since it was submitted)."""

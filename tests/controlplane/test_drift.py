@@ -293,3 +293,37 @@ def test_an_edit_waiting_on_a_job_that_then_completes_runs_its_new_version(
     org(root, min_runtime="2h", walltime="90m", gpus=2)  # after the new one completed
     later = plan(capsys, root, "2026-11-22T14:00:00+00:00")
     assert later["actions"] == [] and [f["workload"] for f in later["finished"]] == ["p/w"]
+
+
+def test_an_edit_to_work_queued_in_the_cluster_replaces_its_queued_job(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A workload whose job still waited in the cluster's own queue (here a fan-out
+    candidate on a full cluster) kept the old version when edited, and the plan only said
+    "submitted" (user trial). Nothing runs yet: the queued job is cancelled and the new
+    version planned in its place."""
+    a100 = {"gpuTypes": ["a100_80"], "command": ["x"]}
+    fan = {"strategy": {"fanOut": True, "maxParallel": 1}, "walltime": "4h", **a100}
+
+    def specs(gpus: int) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS[:1]),
+                project("p", gpus=16),
+                workload("hog", "p", gpus=8, replicas=2, **a100),
+                workload("fan", "p", gpus=gpus, **fan),
+            ],
+        )
+
+    root = specs(8)
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", T0))
+    [queued] = [p for p in plan(capsys, root, T0)["pending"] if p["workload"] == "p/fan"]
+    assert queued["reason"]["code"] == "submitted"
+    specs(4)
+    data = plan(capsys, root, T0)
+    mine = [(a["op"], a["reason"]["code"]) for a in data["actions"] if a["workload"] == "p/fan"]
+    assert ("cancel", "spec-changed") in mine and ("submit", "fan-out") in mine, mine
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", T0))
+    again = plan(capsys, root, T0)
+    assert again["actions"] == [], "the new version waits in the queue: nothing more to do"
