@@ -17,31 +17,14 @@ from solvers.problem import JobRequest, Problem
 from solvers.session import Grant, Session
 from specs.actions import Action, Op, Reason, SubmitDetails
 from specs.desired import DesiredState
-from specs.snapshot import Replica
+from specs.snapshot import Job, Replica
 
 
 def prunes(problem: Problem) -> list[Action]:
-    out = []
-    for cluster, job in problem.orphans:
-        out.append(
-            Action(
-                op=Op.CANCEL,
-                workload=job.workload or "",
-                cluster=cluster,
-                job=job.id,
-                reason=reasons.pruned(job.workload or ""),
-            )
-        )
-    for cluster, job in problem.outdated:
-        out.append(
-            Action(
-                op=Op.CANCEL,
-                workload=job.workload or "",
-                cluster=cluster,
-                job=job.id,
-                reason=reasons.queued_for_old_version(job.id),
-            )
-        )
+    """The cancels of our jobs no workload needs: of workloads gone from the specs, jobs
+    queued for an edited spec, and second jobs of one workload."""
+    out = [_cancel(c, job, reasons.pruned(job.workload or "")) for c, job in problem.orphans]
+    out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
     for cluster, job in problem.duplicates:
         winner = problem.jobs.get(job.workload or "")
         reason = (
@@ -49,16 +32,14 @@ def prunes(problem: Problem) -> list[Action]:
             if winner is not None and winner.fan_out
             else reasons.duplicate(job.workload or "")
         )
-        out.append(
-            Action(
-                op=Op.CANCEL,
-                workload=job.workload or "",
-                cluster=cluster,
-                job=job.id,
-                reason=reason,
-            )
-        )
+        out.append(_cancel(cluster, job, reason))
     return out
+
+
+def _cancel(cluster: str, job: Job, reason: Reason) -> Action:
+    return Action(
+        op=Op.CANCEL, workload=job.workload or "", cluster=cluster, job=job.id, reason=reason
+    )
 
 
 def segment(problem: Problem, action: Action) -> Action:
