@@ -16,9 +16,9 @@ from typing import Any
 
 from adapters.base import Adapter
 from controlplane.forecast import ForecastRun, candidates_of
-from solvers import reasons
 from solvers.fanout import Estimate, Verdict, choose
-from solvers.problem import JobRequest, Problem, held_now
+from solvers.kai.allocate import check_limits
+from solvers.session import Session
 from solvers.sitepolicy.preamble import planning_problem
 from specs.actions import Reason, ReasonCode
 from specs.desired import DesiredState
@@ -119,7 +119,9 @@ def candidate_table(
             message="it ran to completion and does not run again (a new name runs it again)",
         )
     elif blocked is None and held is not None and not held.running:
-        blocked = _over_quota(problem, held, held_now(problem, snapshot))
+        # the allocator's hard caps, against what runs now (limits; deserved quotas for
+        # non-preemptible work; per-GPU-type quotas)
+        blocked = check_limits(Session.before(problem), held, held.min_replicas * held.gpus)
     return CandidateTable(
         workload,
         fan_out,
@@ -130,21 +132,6 @@ def candidate_table(
         blocked,
         active_jobs(snapshot, workload),
     )
-
-
-def _over_quota(
-    problem: Problem, job: JobRequest, held: tuple[dict[str, float], dict[str, float]]
-) -> Reason | None:
-    """Why a plan would not start ``job`` whatever room there is, as the clusters hold
-    GPUs now: a limit of one of its queues, or (non-preemptible) a deserved quota."""
-    need = job.min_replicas * job.gpus
-    for qid in problem.chain(job.queue):
-        q = problem.queues[qid]
-        if not job.preemptible and held[1][qid] + need > q.deserved:
-            return reasons.non_preemptible_over_deserved(q, held[1][qid], need)
-        if q.limit is not None and held[0][qid] + need > q.limit:
-            return reasons.over_limit(q, held[0][qid], need)
-    return None
 
 
 def active_jobs(snapshot: Snapshot, workload: str) -> tuple[ActiveJob, ...]:

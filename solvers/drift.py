@@ -157,13 +157,11 @@ def finished_edits(
     found: dict[str, Reason] = {}
     for key, job in sorted(last.items()):
         new = specs.get(key)
-        if key not in problem.completed:
+        if key not in problem.completed or new is None or job.spec_digest in (None, new.digest):
             continue
-        if new is None or job.spec_digest is None or job.spec_digest == new.digest:
-            continue
-        old = observed.versions.get(job.spec_digest)
+        old = observed.versions.get(job.spec_digest or "")
         found[key] = reasons.edited_after_completion(
-            _described(changes(old, new), old, new) if old is not None else ""
+            _described(changes(old, new) if old is not None else [], old, new)
         )
     return found
 

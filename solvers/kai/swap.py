@@ -22,7 +22,10 @@ def swap_homes(session: Session, ledger: Ledger) -> None:
     """While two disturbed jobs of the same GPUs per replica each hold, in one pool, a node
     the other ran on and they did not, trade those replicas (usage per node is unchanged)."""
     s, jobs = session, session.problem.jobs
-    movers = sorted(k for k in ledger.disrupted if jobs[k].running and _away(s, jobs[k]))
+    # evicted victims hold nothing: only those placed again may sit on another's node
+    movers = sorted(
+        k for k in ledger.disrupted if jobs[k].running and s.tasks.get(k) and _away(s, jobs[k])
+    )
     swapped: set[str] = set()
     for i, a_key in enumerate(movers):
         for b_key in movers[i + 1 :]:
