@@ -13,11 +13,13 @@ back on) stands on a stand-in project, itself never judged.
 from __future__ import annotations
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 from yaml.nodes import Node
 
 from specs import cache
 from specs.desired import DesiredState, SourceRef, document_name
-from specs.diagnostics import Diagnostic, Loc
+from specs.diagnostics import Diagnostic, Issue, Loc, describe_errors
+from specs.fields import FAILED
 from specs.models import Cluster, Department, Project, Workload
 from specs.validate import validate
 from specs.yaml_nodes import name_position
@@ -27,13 +29,15 @@ Shadow = tuple[cache.PlacedDocument, frozenset[str]]  # the document, the fields
 
 def shadow(
     node: Node, value: dict[object, object], model: type[BaseModel], locs: list[Loc]
-) -> Shadow | None:
+) -> tuple[Shadow | None, list[Issue]]:
     """The document without the top fields of its spec that failed (their defaults
     instead), if that validates, and those fields: its references to other documents can
-    then be checked with its schema errors, not once they are fixed."""
+    then be checked with its schema errors, not once they are fixed. Also the errors of its
+    checks across fields (``minReplicas`` against ``replicas``), which pydantic holds back
+    while a field of the same model fails; a check whose other field failed is left out."""
     spec = value.get("spec")
     if not isinstance(spec, dict) or any(len(loc) < 2 or loc[0] != "spec" for loc in locs):
-        return None  # an error outside spec's fields: nothing to stand on
+        return None, []  # an error outside spec's fields: nothing to stand on
     failed = {loc[1] for loc in locs}
     kept = {k: v for k, v in spec.items() if k not in failed}
     line, column = name_position(node)
@@ -42,14 +46,32 @@ def shadow(
         # references be checked all the same
         kept["project"] = f"no-project-line-{line}"
         failed.add("project")
-    lenient = {**value, "spec": kept}
-    try:
-        document = model.model_validate(lenient, by_alias=True, by_name=False)
-    except ValidationError:
-        return None
-    assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS holds no other
-    placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
-    return placed, frozenset(f"spec.{k}" for k in failed)
+    across: list[Issue] = []
+    for _ in range(2):  # the fields of a failed check across fields are left out in turn
+        lenient = {**value, "spec": kept}
+        try:
+            document = model.model_validate(
+                lenient, by_alias=True, by_name=False, context={FAILED: frozenset(failed)}
+            )
+        except ValidationError as err:
+            found = err.errors(include_url=False)
+            checks = [e for e in found if _across_fields(e)]
+            if across or len(checks) < len(found):  # a default that does not validate alone
+                return None, across or describe_errors(checks, lenient, model)
+            across = describe_errors(checks, lenient, model)
+            spilled = {i.loc[1] for i in across if len(i.loc) >= 2 and i.loc[0] == "spec"}
+            kept = {k: v for k, v in kept.items() if k not in spilled}
+            failed |= spilled
+            continue
+        assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS only
+        placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
+        return (placed, frozenset(f"spec.{k}" for k in failed)), across
+    return None, across
+
+
+def _across_fields(error: ErrorDetails) -> bool:
+    """Whether a validation error comes from a check across fields (``fields.at``)."""
+    return error["type"] == "value_error" and error["msg"].removeprefix("Value error, ")[:1] == "@"
 
 
 def identity(kind: str, value: dict[object, object]) -> tuple[str, str] | None:

@@ -16,7 +16,16 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from specs.durations import parse_duration
 
@@ -128,3 +137,35 @@ def at(field: str, message: str) -> ValueError:
     """An error of a check across fields, pointed at ``field`` (a dotted camelCase path
     below the model that raises it; specs/diagnostics.py moves the error there)."""
     return ValueError(f"@{field}: {message}")
+
+
+def raise_all(found: list[ValueError], model: str) -> None:
+    """Raise every error a model's checks across fields found (pydantic takes one
+    ``ValueError`` per validator; a ``ValidationError`` carries them all)."""
+    if len(found) == 1:
+        raise found[0]
+    if found:
+        raise ValidationError.from_exception_data(
+            model,
+            [
+                InitErrorDetails(
+                    type=PydanticCustomError("value_error", "{message}", {"message": str(e)}),
+                    loc=(),
+                    input=None,
+                )
+                for e in found
+            ],
+        )
+
+
+# the validation context's key for the fields of a document's spec that failed their
+# schema and stand at their defaults (specs/broken_docs.py): checks across fields leave
+# them out rather than judge the default
+FAILED = "failed"
+
+
+def failed_fields(info: ValidationInfo) -> frozenset[str]:
+    """The spec fields (camelCase) that failed and stand at their defaults, if any."""
+    context = info.context
+    failed = context.get(FAILED) if isinstance(context, dict) else None
+    return failed if isinstance(failed, frozenset) else frozenset()

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from specs.durations import format_duration
@@ -32,6 +39,8 @@ from specs.fields import (
     Text,
     Weight,
     at,
+    failed_fields,
+    raise_all,
 )
 
 API_GROUP = "controlplane"
@@ -271,21 +280,36 @@ class WorkloadSpec(SpecModel):
     strategy: Strategy | None = None
 
     @model_validator(mode="after")
-    def _replica_bounds(self) -> WorkloadSpec:
-        if self.min_replicas is not None and self.min_replicas > self.replicas:
-            raise at(
-                "minReplicas",
-                f"minReplicas {self.min_replicas} exceeds replicas {self.replicas}; "
-                "lower minReplicas or raise replicas",
+    def _across_fields(self, info: ValidationInfo) -> WorkloadSpec:
+        failed, found = failed_fields(info), []
+        if (
+            "replicas" not in failed
+            and self.min_replicas is not None
+            and self.min_replicas > self.replicas
+        ):
+            found.append(
+                at(
+                    "minReplicas",
+                    f"minReplicas {self.min_replicas} exceeds replicas {self.replicas}; "
+                    "lower minReplicas or raise replicas",
+                )
             )
         ck = self.checkpoint
-        if ck is not None and self.walltime is not None and ck.grace >= self.walltime:
-            raise at(
-                "checkpoint.grace",
-                f"the checkpoint grace ({format_duration(ck.grace)}) must be shorter than the "
-                f"walltime ({format_duration(self.walltime)}): the job would be signalled before "
-                "it starts",
+        if (
+            "walltime" not in failed
+            and ck is not None
+            and self.walltime is not None
+            and ck.grace >= self.walltime
+        ):
+            found.append(
+                at(
+                    "checkpoint.grace",
+                    f"the checkpoint grace ({format_duration(ck.grace)}) must be shorter than "
+                    f"the walltime ({format_duration(self.walltime)}): the job would be "
+                    "signalled before it starts",
+                )
             )
+        raise_all(found, type(self).__name__)
         return self
 
     @property

@@ -544,6 +544,34 @@ def test_a_workload_without_its_project_still_has_its_references_checked(repo: P
     assert not any("no-project" in d.message for d in found), "the stand-in is never shown"
 
 
+def test_checks_across_fields_come_with_the_field_errors(repo: Path) -> None:
+    """``cp validate`` promises every error at once, but a workload with a bad field kept
+    back its checks across fields (minReplicas against replicas, the checkpoint grace
+    against the walltime) until that field was fixed, and gave only the first of the two
+    (user trial). A check whose other field failed is not judged against its default."""
+    org(
+        repo,
+        workload(
+            "a", gpus=-2, replicas=2, minReplicas=5, walltime="1h", checkpoint={"grace": "2h"}
+        ),
+        workload("b", replicas="many", minReplicas=3, walltime="nope", checkpoint={"grace": "2h"}),
+        workload("c", replicas=2, minReplicas=3, walltime="1h", checkpoint={"grace": "1h"}),
+    )
+    w = repo / "w.yaml"
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(w, "-2"), "spec.gpus"),
+        (at(w, "5"), "spec.minReplicas"),
+        (at(w, "2h"), "spec.checkpoint.grace"),  # both checks, not the first
+        (at(w, "many"), "spec.replicas"),
+        (at(w, "nope"), "spec.walltime"),
+        (at(w, "3", 2), "spec.minReplicas"),
+        (at(w, "grace: 1h", 1, 7), "spec.checkpoint.grace"),
+    ], [str(d) for d in found]
+    assert "minReplicas 5 exceeds replicas 2" in found[1].message
+    assert "grace (2h) must be shorter than the walltime (1h)" in found[2].message
+
+
 # ----------------------------------------------------------------------- validate() directly
 
 
