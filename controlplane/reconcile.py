@@ -227,8 +227,45 @@ def cycle(
 ) -> Round:
     """One KAI cycle against ``observed``: the steps narrated at the top of this module.
     ``digest``: the observed snapshot's, when the caller has it already. Step 11 runs when
-    the round's plan is asked for (``Round.finish``)."""
-    deadline = deadline or Deadline()
+    the round's plan is asked for (``Round.finish``).
+
+    An edit whose new version does not fit beside its old job waits in the cycle as a new
+    job would (solvers/drift.py); where the cycle does not place it, the cycle runs again
+    with its old version kept: at most three runs, the third keeping every such edit's."""
+    kept: frozenset[str] = frozenset()
+    while True:
+        made = _cycle(
+            desired,
+            observed,
+            now,
+            policy,
+            git_commit,
+            forecasts,
+            deadline or Deadline(),
+            digest,
+            cache,
+            kept,
+        )
+        if isinstance(made, Round):
+            return made
+        tried, unplaced = made
+        kept |= tried if kept else unplaced
+
+
+def _cycle(
+    desired: DesiredState,
+    observed: Snapshot,
+    now: datetime,
+    policy: Policy,
+    git_commit: str | None,
+    forecasts: Mapping[str, Estimate] | None,
+    deadline: Deadline,
+    digest: str | None,
+    cache: ProblemCache | None,
+    kept: frozenset[str],
+) -> Round | tuple[frozenset[str], frozenset[str]]:
+    """:func:`cycle` once, with the edits in ``kept`` keeping their old version; or the
+    edits tried as new jobs and those of them it did not place, to run it again."""
     deadline.at("reading the problem")
     # 1. the problem (segments finished or not), with site policy: budgets, retry backoff;
     #    fan-out workloads waiting for a start leave KAI's allocation
@@ -236,7 +273,7 @@ def cycle(
     #    running work whose spec was edited: in place, fewer replicas, or replaced now
     held = held_now(problem, observed)  # what runs now, before an edit reshapes it
     specs = {k: w.spec for k, w in desired.workloads.items()}
-    drift = reconcile_drift(problem, observed, specs, now, held)
+    drift = reconcile_drift(problem, observed, specs, now, held, kept)
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
     deadline.at("allocating")
@@ -265,6 +302,9 @@ def cycle(
     again = allocate(session, prefer=ledger.lost) if ledger.grants or ledger.lost else None
     swap_homes(session, ledger)  # victims on each other's old nodes keep their own instead
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
+    unplaced = frozenset(k for k in drift.trials if not session.tasks.get(k))
+    if unplaced:
+        return frozenset(drift.trials), unplaced
     # 8. actions
     grants = {**allocator.grants, **ledger.grants, **(again.grants if again else {})}
     actions = prunes(problem) + placements(desired, problem, session, grants, ledger, drift)

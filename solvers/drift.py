@@ -15,9 +15,13 @@ a plan's changes:
   may stop while the others run) cancels the job and submits the new version. The
   new version is placed before anything else in the cycle, on the GPUs the old job
   leaves and whatever else is free, within the limits of its queues (and, if it is
-  non-preemptible, their deserved quotas). Where it does not fit, or a preemptible job is
-  still inside its project's ``minRuntime``, the old version keeps running, as the old
-  shape, and the plan says why and until when.
+  non-preemptible, their deserved quotas). Where it does not fit there, it waits in the
+  cycle as a new job of its project and priority would, with its old job's GPUs free:
+  the cycle's allocate, reclaim or preempt may place it (then the old job is cancelled),
+  and if none does, the cycle runs again with the old version kept
+  (controlplane/reconcile.py). Where nothing places it, or a preemptible job is still
+  inside its project's ``minRuntime``, the old version keeps running, as the old shape,
+  and the plan says why and until when.
 
 Pure: the problem is changed in place for the cycle that follows (a replacement runs at
 its new nodes with its new shape, the GPUs it leaves are free), and what must be said
@@ -29,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from solvers import reasons
 from solvers.order import last_completed
@@ -66,6 +70,18 @@ class Drift:
     waiting: dict[str, Reason] = field(default_factory=dict)  # the old version keeps running
     # of those: the GPUs their new version needs at least (what waits, in the quota table)
     needs: dict[str, float] = field(default_factory=dict)
+    # replacements waiting in the cycle as new jobs, their old jobs' GPUs free: each is
+    # replaced if the cycle places it (the caller checks, and runs the cycle again
+    # with the others kept if it did not)
+    trials: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What a replacement that does not fit beside its old job needs to wait as a new job."""
+
+    kept: frozenset[str]  # tried in an earlier run of this cycle and not placed
+    since: Mapping[str, datetime]  # when each edit was first seen: its place in the queue
 
 
 def reconcile_drift(
@@ -74,10 +90,12 @@ def reconcile_drift(
     specs: Mapping[str, WorkloadSpec],
     now: datetime,
     held: tuple[Mapping[str, float], Mapping[str, float]],
+    kept: frozenset[str] = frozenset(),
 ) -> Drift:
     """Sort every edit to a running workload into in place, shrink or replacement (module
     docstring), changing ``problem`` to match. ``held``: what each queue holds now, all
-    work and non-preemptible (:func:`~solvers.problem.held_now`)."""
+    work and non-preemptible (:func:`~solvers.problem.held_now`). ``kept``: replacements
+    an earlier run of this cycle tried as new jobs and could not place."""
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
@@ -109,7 +127,7 @@ def reconcile_drift(
             req.placed = req.placed[: req.replicas]
     held = (held[0], _made_non_preemptible(problem, flips, held[1], drift))
     if replace:
-        _replace(problem, replace, now, drift, held)
+        _replace(problem, replace, now, drift, held, Trial(kept, observed.spec_since))
     return drift
 
 
@@ -213,9 +231,11 @@ def _replace(
     now: datetime,
     drift: Drift,
     held_now: tuple[Mapping[str, float], Mapping[str, float]],
+    trial: Trial,
 ) -> None:
     """Each replacement in workload order, on the GPUs its old job leaves and what is free;
-    the old version stays where the new one may not start."""
+    where it does not fit there, it waits in the cycle as a new job would (``Trial``); the
+    old version stays where the new one may not start."""
     distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
     index = FreeIndex(problem.nodes, distinct)
     held, held_np = defaultdict(float, held_now[0]), defaultdict(float, held_now[1])
@@ -230,19 +250,28 @@ def _replace(
         leaves = [(node_key(cluster, r.node), r.gpus) for r in job.replicas if r.node]
         before, after = sum(g for _, g in leaves), req.replicas * req.gpus
         why = _over_quota(problem, req, held, held_np, after - before)
-        nodes = None
-        if why is None:
+        if why is not None:
+            _keep_old(drift, req, job, old, reasons.change_does_not_fit(text, why))
+            continue
+        if req.key in trial.kept:  # a cycle that tried it as a new job did not place it
+            _keep_old(drift, req, job, old, reasons.change_not_placed(text))
+            continue
+        drift.replaced[req.key] = Replacement(
+            job_id=job.id,
+            cluster=cluster,
+            submit=reasons.replacing(text, job.id),
+            cancel=reasons.replaced(text),
+        )
+        for n, g in leaves:
+            if n in index.free:
+                index.give(n, g)
+        nodes = index.place_gang(req.pools, req.gpus, req.replicas)
+        if nodes is None:
             for n, g in leaves:
                 if n in index.free:
-                    index.give(n, g)
-            nodes = index.place_gang(req.pools, req.gpus, req.replicas)
-            if nodes is None:
-                for n, g in leaves:
-                    if n in index.free:
-                        index.take(n, g)
-                why = "does not fit on the GPUs free with the old job gone"
-        if nodes is None:
-            _keep_old(drift, req, job, old, reasons.change_does_not_fit(text, why or ""))
+                    index.take(n, g)
+            _try_as_new(problem, req, leaves, trial.since.get(req.key, now))
+            drift.trials.add(req.key)
             continue
         for n, g in leaves:
             if n in problem.nodes:
@@ -253,14 +282,22 @@ def _replace(
             held[q] += after - before
             if not req.preemptible:
                 held_np[q] += after - before
-        drift.replaced[req.key] = Replacement(
-            job_id=job.id,
-            cluster=cluster,
-            submit=reasons.replacing(text, job.id),
-            cancel=reasons.replaced(text),
-        )
         pool = index.pool_of[nodes[0]]
         req.placed, req.pool, req.cluster, req.started_at = nodes, pool, pool[0], now
+
+
+def _try_as_new(
+    problem: Problem, req: JobRequest, leaves: list[tuple[str, int]], since: datetime
+) -> None:
+    """The new version as a new job would wait (queued since the edit was first seen),
+    with the GPUs its old job holds free: the cycle's allocate, reclaim and preempt may
+    place it; if none does, the cycle is run again with the old version kept."""
+    for n, g in leaves:
+        if n in problem.nodes:
+            problem.nodes[n].used -= g
+    req.job_id = req.cluster = req.pool = req.started_at = None
+    req.placed = []
+    req.created = since.astimezone(UTC)
 
 
 def _keep_old(

@@ -24,6 +24,7 @@ from solvers.reasons.disturbed import (
 )
 from solvers.reasons.edits import (
     change_does_not_fit,
+    change_not_placed,
     change_waits_for_min_runtime,
     edited_after_completion,
     fewer_replicas,
@@ -70,6 +71,7 @@ __all__ = [
     "beyond_deserved",
     "candidates_waiting",
     "change_does_not_fit",
+    "change_not_placed",
     "change_waits_for_min_runtime",
     "cluster_unreachable",
     "counted_once",

@@ -94,3 +94,16 @@ def change_does_not_fit(changes: str, why: str) -> Reason:
             "the old version until it fits"
         ),
     )
+
+
+def change_not_placed(changes: str) -> Reason:
+    """A replacement that the cycle could not place as a new job, with its old job's GPUs free."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed ({changes}); the new version found no room even with the old "
+            "job's GPUs free, as a new job of its project and priority (nothing free, no "
+            "lower-priority work of its project to preempt, no quota to reclaim), so the job "
+            "keeps running the old version until it fits"
+        ),
+    )

@@ -327,3 +327,110 @@ def test_an_edit_to_work_queued_in_the_cluster_replaces_its_queued_job(
     ok(cp(capsys, "apply", root, "--auto-approve", "--now", T0))
     again = plan(capsys, root, T0)
     assert again["actions"] == [], "the new version waits in the queue: nothing more to do"
+
+
+def test_a_replacement_preempts_lower_priority_work_of_its_project(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """An edit that did not fit on what its old job leaves and what was free waited "until
+    it fits" beside lower-priority work of its own project, which a new job of its
+    priority would preempt: for ever, as nothing made room (user trial). The new version
+    now competes as a new job would (allocate, reclaim, preempt) with its old job's GPUs
+    free, and replaces the old job when it is placed."""
+    a100 = {"gpuTypes": ["a100_80"], "command": ["x"]}
+
+    def specs(gpus: int) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS[:1]),  # two nodes of 8 GPUs
+                project("p", gpus=16),
+                workload("w", "p", gpus=gpus, priority=100, **a100),
+                workload("low1", "p", gpus=8, priority=10, **a100),
+                workload("low2", "p", gpus=4, priority=10, **a100),
+            ],
+        )
+
+    root = specs(2)
+    settle(capsys, root, T0)
+    specs(8)  # 4 GPUs are free with the old job gone, on two nodes or one
+    data = plan(capsys, root)
+    by_op = {a["op"]: a for a in data["actions"]}
+    assert sorted(by_op) == ["cancel", "preempt", "submit"], ops(data)
+    assert by_op["preempt"]["workload"] in ("p/low1", "p/low2")
+    assert "p/w" in by_op["preempt"]["reason"]["message"]
+    assert by_op["cancel"]["workload"] == by_op["submit"]["workload"] == "p/w"
+    assert by_op["submit"]["reason"]["code"] == "spec-changed"
+    assert {r["gpus"] for r in by_op["submit"]["replicas"]} == {8}
+    assert [p["workload"] for p in data["pending"]] == [by_op["preempt"]["workload"]]
+    settle(capsys, root)
+
+
+def test_a_replacement_reclaims_what_its_project_deserves(tmp_path: Path, capsys: Capsys) -> None:
+    """The new version of a project below its deserved quota takes back GPUs another
+    project borrowed, as a new job of that project would."""
+    a100 = {"gpuTypes": ["a100_80"], "command": ["x"]}
+
+    def specs(gpus: int) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS[:1]),
+                project("p", gpus=12),
+                project("q", gpus=4),
+                workload("w", "p", gpus=gpus, **a100),
+                workload("borrow", "q", gpus=8, **a100),
+                workload("own", "q", gpus=4, **a100),
+            ],
+        )
+
+    root = specs(4)
+    settle(capsys, root, T0)
+    specs(8)
+    data = plan(capsys, root)
+    assert ops(data) == [
+        ("submit", "spec-changed"),
+        ("preempt", "reclaim"),
+        ("cancel", "spec-changed"),
+    ]
+    submit, reclaimed, cancel = data["actions"]
+    assert submit["workload"] == cancel["workload"] == "p/w"
+    assert reclaimed["workload"].startswith("q/")
+    settle(capsys, root)
+
+
+def test_of_two_replacements_tried_as_new_jobs_the_one_placed_goes_ahead(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """The cycle that tried both runs again with the edit it could not place kept: that
+    one's old job keeps running, and the other is still replaced."""
+    a100, v100 = {"gpuTypes": ["a100_80"]}, {"gpuTypes": ["v100"]}
+
+    def specs(first: int, second: int) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS),
+                project("p", gpus=24),
+                workload("w1", "p", gpus=first, priority=100, **a100),
+                workload("low1", "p", gpus=8, priority=10, **a100),
+                workload("low2", "p", gpus=4, priority=10, **a100),
+                workload("w2", "p", gpus=second, priority=10, **v100),
+                workload("v1", "p", gpus=4, priority=10, **v100),
+                workload("v2", "p", gpus=2, priority=10, **v100),
+            ],
+        )
+
+    root = specs(2, 2)
+    settle(capsys, root, T0)
+    specs(8, 4)  # w2 ties with everything beside it: no victim, and no other project
+    data = plan(capsys, root)
+    assert sorted((a["op"], a["workload"]) for a in data["actions"] if a["workload"] == "p/w1") == [
+        ("cancel", "p/w1"),
+        ("submit", "p/w1"),
+    ]
+    assert [a["op"] for a in data["actions"] if a["workload"] != "p/w1"] == ["preempt"]
+    waits = {p["workload"]: p["reason"] for p in data["pending"]}
+    assert waits["p/w2"]["code"] == "spec-changed"
+    assert "found no room even with the old job's GPUs free" in waits["p/w2"]["message"]
+    assert "gpus: 2 -> 4" in waits["p/w2"]["message"]
