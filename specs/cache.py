@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from specs.models import Document
 
-FORMAT = "specs-cache/1"
+FORMAT = "specs-cache/2"
 _SUBDIR = "specs"
 # The modules whose code decides what a file validates to (and where its names sit).
 _SALTED_MODULES = (
@@ -45,11 +45,20 @@ class _Frozen(BaseModel):
 
 
 class PlacedDocument(_Frozen):
-    """A validated document and the 1-based position of its ``metadata.name``."""
+    """A validated document, the 1-based position of its ``metadata.name``, and the hash
+    of what it says (:func:`document_digest`)."""
 
     line: int
     column: int
     document: Document
+    digest: str = ""
+
+
+def document_digest(document: Document) -> str:
+    """The hash of what a document says: its values, defaults filled in, with no trace of
+    how it was written (comments, layout, key order, which file)."""
+    said = json.dumps(document.model_dump(mode="json", by_alias=True), sort_keys=True)
+    return hashlib.sha256(said.encode()).hexdigest()
 
 
 class PlacedWarning(_Frozen):

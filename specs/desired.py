@@ -26,7 +26,7 @@ class DesiredState:
     projects: dict[str, Project] = field(default_factory=dict)
     workloads: dict[str, Workload] = field(default_factory=dict)  # keyed by project/name
     sources: dict[tuple[str, str], SourceRef] = field(default_factory=dict)  # (kind, name)
-    digest: str = ""  # content hash of the spec files, recorded in every plan
+    digest: str = ""  # hash of what the documents say (loader.specs_digest), in every plan
 
     def source(self, kind: str, name: str) -> SourceRef | None:
         return self.sources.get((kind, name))

@@ -197,7 +197,9 @@ def _read_document(
         return _DocumentOutcome(errors=errors, broken=identity, shadow=shadow)
     assert isinstance(document, (Cluster, Department, Project, Workload))  # KINDS holds no other
     line, column = name_position(node)
-    placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
+    placed = cache.PlacedDocument.model_construct(
+        line=line, column=column, document=document, digest=cache.document_digest(document)
+    )
     return _DocumentOutcome(placed=placed, errors=errors)
 
 
@@ -310,7 +312,6 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
         raise SpecError([Diagnostic(_display(root), 1, 1, "no such spec directory or file")])
 
     # 1. Read each file: from the cache when its content is known, else parse and validate.
-    digest = hashlib.sha256()
     placed: list[tuple[str, cache.PlacedDocument]] = []
     broken: list[tuple[str, str]] = []
     broken_at: list[tuple[str, str, SourceRef]] = []  # where each was written
@@ -318,14 +319,12 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     contents: dict[str, bytes] = {}
     used: set[str] = set()
     budget = MAX_TOTAL_BYTES
-    for relative, path in _spec_files(root, errors):
+    for _, path in _spec_files(root, errors):
         shown = _display(path)
         content = _read_bounded(path, shown, budget, errors)
         if content is None:
             continue
         budget -= len(content)
-        digest.update(f"{relative}\0{len(content)}\0".encode())
-        digest.update(content)
         contents[shown] = content
         key = cache.content_key(content)
         specs = cache.read(cache_dir, key) if cache_dir is not None else None
@@ -365,7 +364,7 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
 
     # 2. Assemble; duplicates are only visible here, while both documents are at hand,
     #    those that failed their schema among them (in reading order: files, then lines)
-    desired, entries, duplicates = _assemble(placed, digest.hexdigest())
+    desired, entries, duplicates = _assemble(placed, specs_digest(doc for _, doc in placed))
     read_order = {path: i for i, path in enumerate(contents)}
     entries = sorted(
         entries + broken_at, key=lambda e: (read_order[e[2].path], e[2].line, e[2].column)
@@ -383,6 +382,20 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     if cache_dir is not None:
         cache.prune(cache_dir, used)
     return LoadResult(desired=desired, warnings=sort_diagnostics(warnings))
+
+
+def specs_digest(placed: Iterable[cache.PlacedDocument]) -> str:
+    """The specs' digest, recorded in every plan: over what each document says, not how
+    or where it is written, so a comment or a document moved to another file leaves a
+    plan made of them good (a saved plan, a reviewed one)."""
+    said = sorted(
+        (p.document.kind, document_name(p.document), p.digest or cache.document_digest(p.document))
+        for p in placed
+    )
+    digest = hashlib.sha256()
+    for kind, name, doc in said:
+        digest.update(f"{kind}\0{name}\0{doc}\n".encode())
+    return digest.hexdigest()
 
 
 def _assemble(

@@ -79,6 +79,32 @@ def test_stale_plan_is_refused(quickstart: Path, capsys: pytest.CaptureFixture[s
     assert stale.code == 1 and "run `cp plan` again" in stale.err
 
 
+def test_a_plan_stays_good_through_edits_that_change_no_spec(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A comment, a blank line, a document moved to another file or a key written in
+    another order made a saved plan stale ("the specs changed"), and a reviewed plan
+    unknown to ``apply --reviewed``: the specs' digest was over the files' bytes (user
+    trial). It is over what the documents say; an edit to a value still counts."""
+    assert cp(capsys, "plan", quickstart, "--out", quickstart / "p.json").code == 0
+    nlp = quickstart / "workloads" / "nlp.yaml"
+    text = nlp.read_text()
+    first, _, rest = text.partition("---\n")  # llm-finetune, then the rest
+    nlp.write_text("# reviewed by the platform team\n\n" + rest)
+    (quickstart / "workloads" / "moved.yaml").write_text(
+        first.replace("  type: training\n  replicas: 2", "  replicas: 2\n  type: training")
+    )
+    assert (
+        "  replicas: 2\n  type: training" in (quickstart / "workloads" / "moved.yaml").read_text()
+    )
+    same = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--json")
+    assert same.code == 0, same.err
+    assert cp(capsys, "plan", quickstart, "--out", quickstart / "q.json").code == 0
+    nlp.write_text(rest.replace("gpus: 1", "gpus: 2", 1))
+    stale = cp(capsys, "apply", quickstart / "q.json", "--dir", quickstart)
+    assert stale.code == 1 and "changed since plan" in stale.err
+
+
 class FlakyAdapter:
     """A real simulator adapter that fails its N-th execute, like a controller outage."""
 
