@@ -164,7 +164,7 @@ def _threats(desired: DesiredState, plan: Plan, key: str, running: int) -> list[
                 f"reclaim: {kind} {name} holds {n(q.allocated)} GPUs, "
                 f"{n(q.allocated - q.deserved)} above its deserved {n(q.deserved)}{fair}; "
                 + (
-                    f"{who} may take GPUs back: {', '.join(reclaimers)}{below}"
+                    f"{who} may take GPUs back: {_when(plan, reclaimers)}{below}"
                     if reclaimers
                     else "no other project could reclaim them now"
                 ),
@@ -230,6 +230,23 @@ def _threats(desired: DesiredState, plan: Plan, key: str, running: int) -> list[
         )
         out.append(Threat("shrink", told, [], []))
     return out
+
+
+def _when(plan: Plan, reclaimers: list[str]) -> str:
+    """The reclaimers, those below their fair share (who may reclaim now) first: one above
+    its fair share may reclaim only once it is below it again."""
+    now = [p for p in reclaimers if _below_share(plan, p)]
+    later = [p for p in reclaimers if p not in now]
+    told = []
+    if now:
+        told.append(f"{', '.join(now)} now (below {_its(now)} fair share)")
+    if later:
+        told.append(f"{', '.join(later)} only once below {_its(later)} fair share")
+    return "; ".join(told)
+
+
+def _its(projects: list[str]) -> str:
+    return "its" if len(projects) == 1 else "their"
 
 
 def _below_share(plan: Plan, project: str) -> bool:

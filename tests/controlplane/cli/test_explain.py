@@ -233,3 +233,10 @@ def test_what_could_evict_it_counts_what_runs_and_who_could_take_now(
     }
     assert pending["ads/ctr-train"] == "over-limit"  # its waits are not for room
     assert all("ads" not in t["waiting"] for t in beside), "ads would not reclaim now"
+    # the list of those who may reclaim named projects above their fair share as if they
+    # could now (user trial): they may only once below it
+    [department] = [t for t in beside if "department research" in t["message"]]
+    assert (
+        "ads now (below its fair share); search only once below its fair share"
+        in (department["message"])
+    )
