@@ -6,7 +6,8 @@ change instead: when a project or department holds more than its ``quota.limit``
 preemptible work is taken back until it fits, victims chosen as reclaim chooses them:
 first from the project of the subtree that stands furthest above its allocatable share,
 inside it in victim order (lowest priority, then youngest; an elastic job's replicas
-above ``minReplicas`` one at a time before its core gang).
+above ``minReplicas`` one at a time before its core gang). No more than needed: a job
+taken before a larger one that alone brings the queue down is spared.
 
 Never a victim: non-preemptible work (it stays, and the queue stays above its limit until
 it ends) and the core gang of work still inside its project's ``minRuntime`` (taken back
@@ -17,6 +18,8 @@ its department's cut already took.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from solvers import reasons
 from solvers.kai.candidates import protected
@@ -39,9 +42,7 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
         if s.alloc[q.id] <= q.limit:
             continue
         held_before = s.alloc[q.id]
-        for victim, replicas in _victims(s, q):
-            if s.alloc[q.id] <= q.limit:
-                break
+        for victim, replicas in _needed(_victims(s, q), s.alloc[q.id] - q.limit):
             nodes = s.tasks[victim.key][-replicas:]
             trial = Statement(s)
             trial.evict(victim, nodes)
@@ -52,25 +53,53 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
                 ledger.waiting[victim.key] = reason
 
 
-def _victims(s: Session, q: Queue) -> list[tuple[JobRequest, int]]:
-    """(job, replicas to take) in the order they go: the most over-share project first,
-    inside it elastic replicas above the minimum, then whole jobs, in victim order."""
+def _needed(victims: list[Victim], excess: float) -> list[tuple[JobRequest, int]]:
+    """The victims, in their order, that bring ``excess`` GPUs back: taken in order until
+    enough, then those a later, larger one made unneeded are spared (the last taken
+    first). An elastic job whose core gang goes loses all its replicas."""
+    taken: list[Victim] = []
+    for victim in victims:
+        if excess <= 0:
+            break
+        taken.append(victim)
+        excess -= victim.replicas * victim.job.gpus
+    spare, whole, kept = -excess, set(), []
+    for v in reversed(taken):
+        gpus = v.replicas * v.job.gpus
+        if gpus <= spare and v.job.key not in whole:
+            spare -= gpus
+            continue
+        if v.core:
+            whole.add(v.job.key)
+        kept.append((v.job, v.replicas))
+    return kept[::-1]
+
+
+class Victim(NamedTuple):
+    job: JobRequest
+    replicas: int  # to take
+    core: bool  # its core gang (the job's last replicas), not a replica above minReplicas
+
+
+def _victims(s: Session, q: Queue) -> list[Victim]:
+    """What may go, in the order it goes: the most over-share project first, inside it
+    elastic replicas above the minimum, then whole jobs, in victim order."""
     inside = _projects_under(s, q)
     # how far each project stands above what it may hold
     over = {p: s.alloc[p] - s.allocatable_share(s.problem.queues[p]) for p in inside}
-    out: list[tuple[tuple[float, int, VictimOrder, int], JobRequest, int]] = []
+    out: list[tuple[tuple[float, int, VictimOrder, int], Victim]] = []
     for key, nodes in s.tasks.items():
         job = s.problem.jobs[key]
         if job.queue not in inside or not nodes or not job.preemptible:
             continue
         rank = VictimOrder(job, len(nodes))
         for i in range(max(0, len(nodes) - job.min_replicas)):  # elastic replicas, one by one
-            out.append(((-over[job.queue], 0, rank, i), job, 1))
+            out.append(((-over[job.queue], 0, rank, i), Victim(job, 1, False)))
         core = min(len(nodes), job.min_replicas)
         if core and not protected(s, job):  # minRuntime shields the core gang only
-            out.append(((-over[job.queue], 1, rank, 0), job, core))
+            out.append(((-over[job.queue], 1, rank, 0), Victim(job, core, True)))
     out.sort(key=lambda t: t[0])
-    return [(job, n) for _, job, n in out]
+    return [v for _, v in out]
 
 
 def _projects_under(s: Session, q: Queue) -> set[str]:

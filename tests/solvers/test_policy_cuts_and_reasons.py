@@ -14,7 +14,11 @@ import pytest
 
 from adapters.simulator import nodes_from_spec
 from controlplane.reconcile import plan
+from solvers.kai.disruption import Ledger
+from solvers.kai.limits import enforce_limits
 from solvers.policy import Policy
+from solvers.problem import build_problem
+from solvers.session import Session
 from specs.snapshot import ClusterState, Job, Replica, Snapshot
 from tests.builders import NOW, cluster, department, desired, project, workload
 
@@ -51,6 +55,44 @@ def test_a_lowered_limit_reclaims_down_to_it() -> None:
     assert all(a.reason.code.value == "reclaim" for a in p.actions)
     assert "limit" in p.actions[0].reason.message and "16" in p.actions[0].reason.message
     assert p.projects["p"].allocated == 16
+
+
+def test_a_lowered_limit_takes_back_no_more_jobs_than_it_needs() -> None:
+    """p holds 21 GPUs: two small jobs first in victim order, then a big one (all started
+    together); its limit is cut to 12. The small ones were taken, then the big one, and the small
+    ones restarted elsewhere ("moved"), for nothing: the big one alone brings p down to
+    its limit (user trial, the quick start's nlp). Each job taken is needed."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 4}]
+    docs = [
+        cluster(pools=pools),
+        project("p", gpus=12, limit=12),
+        workload("big", "p", gpus=8, replicas=2),
+        workload("s1", "p", gpus=2),
+        workload("s2", "p", gpus=2),
+        workload("nb", "p", gpus=1, type="interactive"),
+    ]
+    d = desired(docs)
+    nodes = [n for c in d.clusters.values() for n in nodes_from_spec(c)]
+    big = Job(
+        id="big",
+        workload="p/big",
+        replicas=[Replica(node="a100-01", gpus=8), Replica(node="a100-02", gpus=8)],
+        started_at=NOW - timedelta(hours=2),
+        pool="a100",
+    )
+    jobs = [
+        big,
+        running("p/s1", "a100-03", gpus=2, minutes_ago=120),
+        running("p/s2", "a100-03", gpus=2, minutes_ago=120),
+        running("p/nb", "a100-04", gpus=1, minutes_ago=120),
+    ]
+    snap = Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=jobs)])
+    ledger = Ledger()
+    enforce_limits(Session.open(build_problem(d, snap, NOW)), ledger)
+    assert sorted(ledger.disrupted) == ["p/big"]
+    p = plan(d, snap, now=NOW)
+    assert [(a.op.value, a.workload) for a in p.actions] == [("preempt", "p/big")]
+    assert p.projects["p"].allocated == 5
 
 
 def test_a_lowered_department_limit_reclaims_down_to_it() -> None:
