@@ -188,6 +188,7 @@ def base_diff(
     """``cp plan --base``: the change between two spec trees planned on one observation."""
     return PolicyDiff(
         against=f"{label} (plan {base.id})",
+        base=label,
         changes=spec_changes(base_desired, head_desired),
         shares=share_changes(base, head),
         workloads=workload_changes(

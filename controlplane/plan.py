@@ -72,6 +72,12 @@ class WorkloadChange(PlanModel):
 
 class PolicyDiff(PlanModel):
     against: str  # what "before" is: the base ref and its plan, or the plan last applied
+    base: str | None = Field(
+        default=None,
+        description="the git ref or folder of `--base`: a plan made for review (what "
+        "`cp apply --reviewed` looks for); unset against the plan last applied",
+        exclude_if=lambda v: v is None,
+    )
     changes: list[PolicyChange] = Field(default_factory=list)
     shares: list[ShareChange] = Field(default_factory=list)
     workloads: list[WorkloadChange] = Field(default_factory=list)

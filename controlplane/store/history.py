@@ -112,16 +112,23 @@ class History:
             return Plan.from_json(row.body) if row is not None else None
 
     def reviewed_plan(self, spec_digest: str) -> Plan | None:
-        """The newest plan made of exactly these specs and not yet applied: what a pull
-        request's reviewers saw, looked up when it is merged."""
+        """The newest plan made for review (``cp plan --base``) of exactly these specs and
+        not yet applied: what a pull request's reviewers saw, looked up when it is merged.
+        Plans that other commands stored of the same specs (``status``, ``explain``, a
+        plain ``plan``) were shown to nobody reviewing, and are passed over."""
         with self.db.session() as db:
-            row = db.exec(
+            rows = db.exec(
                 select(PlanRow)
                 .where(PlanRow.spec_digest == spec_digest, PlanRow.status == "planned")
                 .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
-                .limit(1)
-            ).first()
-            return Plan.from_json(row.body) if row is not None else None
+            )
+            for row in rows:
+                if '"base":' not in row.body:  # only a plan made with --base has the key
+                    continue
+                plan = Plan.from_json(row.body)
+                if plan.policy is not None and plan.policy.base is not None:
+                    return plan
+            return None
 
     def plans(self, limit: int = 20) -> list[PlanRow]:
         with self.db.session() as db:

@@ -110,6 +110,28 @@ def test_a_department_quota_cut_reviewed_merged_and_applied(repo: Path, capsys: 
     assert settled.code == 0, settled.out
 
 
+def test_apply_reviewed_takes_the_plan_the_review_showed_not_a_later_one(
+    repo: Path, capsys: Capsys
+) -> None:
+    """A read-only command after the merge (`cp status`, `cp explain`, a plain `cp plan`)
+    stores a plan of the same specs; `apply --reviewed` took that newest one, which no
+    reviewer saw, and acted on clusters that had moved on since the review (user trial).
+    It takes the newest plan made with --base (refused, as before, once stale)."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+    reviewed = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    later = "2026-11-22T11:00:00+00:00"
+    for command in (["status", specs], ["plan", specs], ["explain", "chem/c0", specs]):
+        ok(cp(capsys, *command, "--now", later))
+    applied = cp(capsys, "apply", specs, "--reviewed", "--auto-approve", "--json", "--now", later)
+    assert ok(applied).json()["plan"] == reviewed["id"]
+
+
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
     """Without --base, the plan compares the quota table with the plan last applied."""
     specs = repo / "specs"
