@@ -20,7 +20,13 @@ from datetime import datetime
 
 from controlplane.inventory import chain_of
 from controlplane.plan import Plan, QueueStatus
-from solvers.sitepolicy.budgets import MonthUsage, month_start, over_budget, usage_this_month
+from solvers.sitepolicy.budgets import (
+    MonthUsage,
+    month_name,
+    month_start,
+    over_budget,
+    usage_this_month,
+)
 from solvers.sitepolicy.preamble import planning_problem
 from solvers.sitepolicy.usage import DEFAULT_HALF_LIFE, decayed_gpu_hours, fairshare_inputs
 from specs.actions import Reason
@@ -128,7 +134,7 @@ def usage_report(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> Usage
         )
     return UsageReport(
         now=now,
-        month=now.strftime("%B %Y"),
+        month=month_name(now),
         month_start=month_start(now),
         projects=projects,
         departments=departments,

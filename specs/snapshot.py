@@ -177,6 +177,12 @@ class UsageRecord(SnapshotModel):
     gpu_hours: float = Field(ge=0)
     ended_at: AwareDatetime
     gpu_type: str | None = None
+    started_at: AwareDatetime | None = Field(
+        default=None,
+        description="when the GPU-hours began (they were used evenly up to ended_at): "
+        "fairshare decays each moment of use by its own age",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class Progress(SnapshotModel):

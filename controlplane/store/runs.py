@@ -135,7 +135,11 @@ def _monthly(row: RunRow) -> list[UsageRecord]:
         hours = row.gpus * (stop - start).total_seconds() / 3600
         out.append(
             UsageRecord(
-                project=row.project, gpu_hours=round(hours, 6), ended_at=stop, gpu_type=row.gpu_type
+                project=row.project,
+                gpu_hours=round(hours, 6),
+                ended_at=stop,
+                gpu_type=row.gpu_type,
+                started_at=start,
             )
         )
         start = stop

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from solvers import reasons
 from solvers.problem import Problem
@@ -19,7 +19,13 @@ from specs.snapshot import UsageRecord
 
 
 def month_start(now: datetime) -> datetime:
-    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    """The start of ``now``'s calendar month in UTC, whatever offset ``now`` carries."""
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def month_name(now: datetime) -> str:
+    """``now``'s calendar month in UTC: "November 2026"."""
+    return now.astimezone(UTC).strftime("%B %Y")
 
 
 @dataclass(frozen=True)
@@ -31,15 +37,29 @@ class MonthUsage:
 def usage_this_month(
     records: list[UsageRecord], now: datetime, cost_per_gpu_hour: dict[str, float]
 ) -> dict[str, MonthUsage]:
-    """Per project: GPU-hours and cost of the work that ended this month (UTC)."""
+    """Per project: GPU-hours and cost used this month (UTC) up to ``now``. A record
+    with its start counts the part of it between the month's start and ``now`` (records
+    are cut at month boundaries); one without counts whole if it ended in that window."""
     start = month_start(now)
     hours: dict[str, float] = defaultdict(float)
     cost: dict[str, float] = defaultdict(float)
     for r in records:
-        if start < r.ended_at <= now:  # a record ending at midnight belongs to the month before
-            hours[r.project] += r.gpu_hours
-            cost[r.project] += r.gpu_hours * cost_per_gpu_hour.get(r.gpu_type or "", 0.0)
+        used = _within(r, start, now)
+        if used > 0:
+            hours[r.project] += used
+            cost[r.project] += used * cost_per_gpu_hour.get(r.gpu_type or "", 0.0)
     return {p: MonthUsage(hours[p], cost[p]) for p in hours}
+
+
+def _within(r: UsageRecord, start: datetime, now: datetime) -> float:
+    """The GPU-hours of ``r`` used after ``start`` and up to ``now``."""
+    if r.started_at is None or r.started_at >= r.ended_at:
+        # a record ending at midnight belongs to the month before
+        return r.gpu_hours if start < r.ended_at <= now else 0.0
+    low, high = max(r.started_at, start), min(r.ended_at, now)
+    if high <= low:
+        return 0.0
+    return r.gpu_hours * (high - low) / (r.ended_at - r.started_at)
 
 
 def over_budget(
@@ -51,7 +71,7 @@ def over_budget(
 ) -> Reason | None:
     """Why the project may start nothing new this month, or None while it has budget left."""
     used = used or MonthUsage(0.0, 0.0)
-    month = now.strftime("%B %Y")
+    month = month_name(now)
     if budget_hours is not None and used.gpu_hours >= budget_hours:
         return reasons.over_budget_hours(project, used.gpu_hours, budget_hours, month)
     if budget_cost is not None and used.cost >= budget_cost:

@@ -34,14 +34,34 @@ def decayed_gpu_hours(
     half_life: int,
     weight: Mapping[str, float] | None = None,
 ) -> float:
-    """Sum of GPU-hours, each halved for every ``half_life`` seconds since it ended and,
-    given ``weight`` (GPU type -> cost per GPU-hour), weighed by its type."""
+    """Sum of GPU-hours, each moment of use halved for every ``half_life`` seconds since
+    it (Slurm decays usage as it accrues, not by the end of the job) and, given ``weight``
+    (GPU type -> cost per GPU-hour), weighed by its type. Use after ``now`` is not
+    counted (a plan made for a moment in the past); a record without its start decays
+    from its end."""
     total = 0.0
     for r in records:
-        age = max(0.0, (now - r.ended_at).total_seconds())
         hours = r.gpu_hours * (weight.get(r.gpu_type or "", 0.0) if weight is not None else 1.0)
-        total += hours * 0.5 ** (age / half_life)
+        total += hours * _decay(r, now, half_life)
     return total
+
+
+def _decay(r: UsageRecord, now: datetime, half_life: int) -> float:
+    """The share of a record's GPU-hours left after decay, used evenly over its run: the
+    mean of 2^(-age / half_life) over [start, end], ``now`` cutting it short."""
+    end = min(r.ended_at, now)
+    if r.started_at is None or r.started_at >= r.ended_at:
+        since: float = 0.5 ** (max(0.0, (now - r.ended_at).total_seconds()) / half_life)
+        return since
+    if r.started_at >= now:
+        return 0.0
+    length = (r.ended_at - r.started_at).total_seconds()
+    young = (now - end).total_seconds() / half_life  # ages in half-lives
+    old = (now - r.started_at).total_seconds() / half_life
+    # the integral of 2^-a over the run, divided by its whole length (what lies beyond
+    # now is not counted)
+    left: float = 0.5**young - 0.5**old
+    return left * half_life / math.log(2) / length
 
 
 def normalised_usage(

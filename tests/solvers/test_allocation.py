@@ -3,7 +3,7 @@ Slurm, time-based fairshare (usage with decay bends only the over-quota split), 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from adapters.simulator import nodes_from_spec
 from controlplane.reconcile import plan
@@ -136,6 +136,28 @@ def test_a_project_over_its_monthly_budget_starts_nothing_new() -> None:
     assert "120 of its 100 GPU-hours for November 2026" in blocked.pending[0].reason.message
     last_month = [UsageRecord(project="p", gpu_hours=120, ended_at=NOW - timedelta(days=30))]
     assert [a.workload for a in plan(d, empty(d, last_month), now=NOW).actions] == ["p/w"]
+
+
+def test_budget_months_are_utc_months_whatever_the_clock_s_offset() -> None:
+    """``--now 2026-12-01T01:00:00+02:00`` is 23:00 UTC on November 30: the November
+    budget still binds (it said "for December 2026", and the reverse offset freed a
+    November budget an hour early; user trial)."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=8, budget={"gpuHoursPerMonth": 10}),
+            workload("w", "p", gpus=2),
+        ]
+    )
+    november = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    spent = [UsageRecord(project="p", gpu_hours=12, ended_at=november)]
+    east = datetime(2026, 12, 1, 1, tzinfo=timezone(timedelta(hours=2)))
+    blocked = plan(d, empty(d, spent), now=east)
+    assert [p.reason.code.value for p in blocked.pending] == ["over-budget"]
+    assert "for November 2026" in blocked.pending[0].reason.message
+    west = datetime(2026, 11, 30, 20, tzinfo=timezone(timedelta(hours=-5)))  # December, UTC
+    assert [a.workload for a in plan(d, empty(d, spent), now=west).actions] == ["p/w"]
 
 
 def test_cost_budgets_weigh_gpu_types() -> None:

@@ -105,7 +105,7 @@ def test_usage_comes_from_the_runs_the_store_recorded(
     tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Applied at 10:00 on the simulator, looked at two hours later: every running job has
-    used its GPUs for two hours, nothing has decayed yet."""
+    used its GPUs for two hours, each moment of it decayed by its own age."""
     q = tmp_path / "quickstart"
     shutil.copytree(ROOT / "examples" / "quickstart", q, ignore=shutil.ignore_patterns(".cp"))
     assert cp(capsys, "apply", q, "--auto-approve", "--now", "2026-11-22T10:00:00Z").code == 0
@@ -114,7 +114,9 @@ def test_usage_comes_from_the_runs_the_store_recorded(
     for name, row in doc["projects"].items():
         held = status["projects"][name]["allocated"]
         assert row["monthGpuHours"] == pytest.approx(held * 2), name
-        assert row["decayedGpuHours"] == pytest.approx(held * 2), name
+        life = row["halfLifeSeconds"] / 3600
+        decayed = held * life / math.log(2) * (1 - 0.5 ** (2 / life))  # below held * 2
+        assert row["decayedGpuHours"] == pytest.approx(decayed, rel=1e-4), name
     ads = doc["projects"]["ads"]["budget"]
     assert ads["left"] == pytest.approx(5000 - 2 * status["projects"]["ads"]["allocated"])
     monkeypatch.setenv("COLUMNS", "100")
