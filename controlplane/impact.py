@@ -91,7 +91,18 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
     applied) and ``after``: deserved, limit, over-quota weight, rank and department."""
     out = []
     for kind, old_table, new_table in _tables(before, after):
-        for name in sorted(set(old_table) & set(new_table)):
+        for name in sorted(set(old_table) | set(new_table)):
+            if name not in old_table or name not in new_table:  # added or removed: one row
+                out.append(
+                    PolicyChange(
+                        kind=kind,
+                        name=name,
+                        field="",
+                        before="present" if name in old_table else None,
+                        after="present" if name in new_table else None,
+                    )
+                )
+                continue
             old, new = old_table[name], new_table[name]
             for field, a, b in (
                 ("quota.gpus", old.deserved, new.deserved),
@@ -209,5 +220,22 @@ def applied_diff(last: Plan | None, head: Plan) -> PolicyDiff | None:
     return PolicyDiff(
         against=f"the plan last applied ({last.id})",
         changes=changes,
-        shares=share_changes(last, head, only=queues),
+        shares=share_changes(last, head, only=queues | _under(last, head, queues)),
     )
+
+
+def _under(before: Plan, after: Plan, queues: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The queues below the departments in ``queues``, in either plan: a department's cut
+    moves its children's fair shares."""
+    parents = {name for kind, name in queues if kind == "department"}
+    found: set[tuple[str, str]] = set()
+    while parents:
+        children = {
+            (kind, name)
+            for kind, old_table, new_table in _tables(before, after)
+            for name, q in (*old_table.items(), *new_table.items())
+            if q.department in parents
+        } - found
+        found |= children
+        parents = {name for kind, name in children if kind == "department"}
+    return found

@@ -144,6 +144,32 @@ def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys:
     assert "Against" not in ok(cp(capsys, "plan", specs, "--now", NOW)).out
 
 
+def test_against_the_plan_last_applied_names_queues_added_and_removed(
+    repo: Path, capsys: Capsys
+) -> None:
+    """Without --base, a department removed and a project added were left out, and only
+    the fair share of a queue whose own figures changed was shown: a department's cut
+    moved its projects' shares unseen (user trial). Now as --base shows them: a queue
+    added or removed is a row, and the queues under a changed one show their shares."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    docs = org(20)  # arts cut from 36 to 20
+    docs += [department("spare", gpus=0), project("newproj", gpus=0, department="science")]
+    write_specs(specs, docs)
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    write_specs(specs, [d for d in docs if d["metadata"]["name"] != "spare"])
+    policy = ok(cp(capsys, "plan", specs, "--json", "--now", NOW)).json()["policy"]
+    assert [(c["kind"], c["name"], c["field"], c["after"]) for c in policy["changes"]] == [
+        ("department", "spare", "", None)
+    ]
+    write_specs(specs, org(36))  # arts back to 36, newproj gone
+    policy = ok(cp(capsys, "plan", specs, "--json", "--now", NOW)).json()["policy"]
+    rows = {(c["kind"], c["name"], c["field"]) for c in policy["changes"]}
+    assert ("project", "newproj", "") in rows and ("department", "arts", "quota.gpus") in rows
+    shares = {(s["kind"], s["name"]) for s in policy["shares"]}
+    assert {("project", "paint"), ("project", "film")} <= shares, "under arts"
+
+
 def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) -> None:
     specs = repo / "specs"
     res = cp(capsys, "plan", specs, "--base", "no-such-branch", "--now", NOW)
