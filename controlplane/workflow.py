@@ -84,19 +84,29 @@ def load(spec_dir: Path) -> LoadResult:
 
 
 def open_store(
-    spec_dir: Path, db: str | None, *, init: bool = False, reading: bool = False
+    spec_dir: Path,
+    db: str | None,
+    *,
+    init: bool = False,
+    reading: bool = False,
+    now: datetime | None = None,
 ) -> Store:
     """``--db`` when given, else SQLite under ``spec_dir/.cp/``; ``reading`` (a command that
     only reads, or notes its plan) without ``.cp/``: an empty store in memory, so a folder
-    without specs (a command run in the wrong place) is left as it was."""
+    without specs (a command run in the wrong place) is left as it was. ``now``
+    (``--now``): what is recorded happens at that time, as the plan and the clusters see
+    it, not on the wall clock."""
     from controlplane.store import Store, default_url  # sqlalchemy, only once a store is opened
 
     if db:
-        return Store(db, init=init)
-    if reading and not (spec_dir / ".cp").is_dir():
-        return Store("sqlite://", init=True)
-    store = Store(default_url(spec_dir), init=init, create_dir=True)
-    state_dir(spec_dir)
+        store = Store(db, init=init)
+    elif reading and not (spec_dir / ".cp").is_dir():
+        store = Store("sqlite://", init=True)
+    else:
+        store = Store(default_url(spec_dir), init=init, create_dir=True)
+        state_dir(spec_dir)
+    if now is not None:
+        store.at(resolve_now(now))
     return store
 
 
@@ -330,7 +340,7 @@ def apply_specs(
     (recording), plan, ask ``approve`` (it sees the plan and what it was made against;
     default: go ahead), act (``stop`` is asked before each action). Returns the plan and,
     if anything was done, the report."""
-    store = open_store(spec_dir, db)
+    store = open_store(spec_dir, db, now=now)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
     when = resolve_now(now)
     with holding_lease(store) as lease:
@@ -400,7 +410,7 @@ def apply_saved(
     """Carry out a saved plan under the apply lease, refused if the clusters moved on
     since it was made (unless it resumes an interrupted apply of the same plan); ``stop``
     is asked before each action."""
-    store = open_store(spec_dir, db)
+    store = open_store(spec_dir, db, now=now)
     stored = store.get_plan(plan.id)
     if stored is not None and stored.digest is not None and not stored.same_plan(plan):
         raise StateFileError(

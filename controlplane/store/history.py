@@ -17,7 +17,7 @@ tags; and a plan left ``applying`` by a process that is gone is closed as
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
@@ -27,7 +27,6 @@ from controlplane.plan import Plan
 from controlplane.store import chain
 from controlplane.store.database import Database
 from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow
-from controlplane.store.tables import utcnow as _utcnow
 
 # an applied (or attempted) action, its plan, and who applied it (None: not recorded)
 HistoryRow = tuple[ActionRow, PlanRow, str | None]
@@ -41,6 +40,7 @@ class History:
     """Plans, actions and their events (a part of :class:`~controlplane.store.Store`)."""
 
     db: Database
+    clock: Callable[[], datetime]  # when things happen (Store: the wall clock, or --now)
 
     # ------------------------------------------------------------------ plans
 
@@ -79,7 +79,7 @@ class History:
             row = db.get(PlanRow, plan_id)
             if row is None or row.status == status:
                 return
-            now = _utcnow()
+            now = self.clock()
             row.status = status
             if status == "applied":
                 row.applied_at = now
@@ -151,7 +151,7 @@ class History:
             row = db.exec(
                 select(ActionRow).where(ActionRow.plan_id == plan_id, ActionRow.seq == seq)
             ).one()
-            now = _utcnow()
+            now = self.clock()
             row.status = status
             row.message = message
             if job is not None:
@@ -191,7 +191,7 @@ class History:
             )
             if workload:
                 q = q.where(ActionRow.workload == workload)
-            q = q.order_by(col(ActionRow.started_at).desc(), col(ActionRow.seq).desc())
+            q = q.order_by(col(ActionRow.started_at).desc(), col(ActionRow.id).desc())
             rows = list(db.exec(q.limit(limit)))
             starts: dict[str, list[tuple[datetime, str]]] = {}
             applying = select(EventRow).where(

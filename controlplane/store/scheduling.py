@@ -10,6 +10,7 @@ only reads (a plan is a what-if, at any ``--now``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
@@ -24,7 +25,6 @@ from controlplane.store.tables import (
     RunRow,
 )
 from controlplane.store.tables import aware as _aware
-from controlplane.store.tables import utcnow as _utcnow
 from specs.snapshot import Failure
 
 
@@ -32,6 +32,7 @@ class SchedulingState:
     """The store's scheduling memory (a part of :class:`~controlplane.store.Store`)."""
 
     db: Database
+    clock: Callable[[], datetime]  # when things happen (Store: the wall clock, or --now)
 
     def queue_times(self, waiting: set[str], now: datetime, *, record: bool) -> dict[str, datetime]:
         """First-seen times of the waiting workloads; one not seen before entered at ``now``.
@@ -60,7 +61,7 @@ class SchedulingState:
                     cluster=cluster,
                     job=job,
                     plan_id=plan_id,
-                    submitted_at=_utcnow(),
+                    submitted_at=self.clock(),
                 )
             )
             db.commit()

@@ -16,6 +16,10 @@ workload specs running jobs were made of).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
 from sqlalchemy import Engine
 
 from controlplane.store.database import Database
@@ -23,6 +27,7 @@ from controlplane.store.history import History
 from controlplane.store.lease import Leases
 from controlplane.store.runs import Runs
 from controlplane.store.scheduling import SchedulingState
+from controlplane.store.tables import utcnow
 from controlplane.store.versions import Versions
 
 
@@ -32,6 +37,13 @@ class Store(History, Leases, Runs, SchedulingState, Versions):
         exists without them (``cp store init``); ``create_dir``: the folder of a SQLite
         file may be created (only the default store under the spec repo's ``.cp/``)."""
         self.db = Database(url, init=init, create_dir=create_dir)
+        self.clock: Callable[[], datetime] = utcnow  # history's times; see ``at``
+
+    def at(self, now: datetime) -> None:
+        """Record what happens from here on as if the clock read ``now`` (``--now``):
+        ``now`` plus the real time gone by since, so the history keeps its order."""
+        start = time.monotonic()
+        self.clock = lambda: now + timedelta(seconds=time.monotonic() - start)
 
     @property
     def engine(self) -> Engine:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,24 @@ def test_who_applied_is_shown_as_printable_text(
     text = cp(capsys, "history", specs).out
     assert "\x1b" not in text
     assert not any(line.startswith("2026-01-01") for line in text.splitlines())
+
+
+def test_history_happens_at_the_time_the_plan_was_made_for(tmp_path: Path, capsys: Capsys) -> None:
+    """An apply with ``--now`` recorded its actions at the wall clock's time, so `cp
+    explain` showed a job started at --now above a history entry days before it (user
+    trial). What an apply records happens at its --now (plus the time it takes)."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    first, second = "2027-03-01T10:00:00+00:00", "2027-03-01T12:00:00+00:00"
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", first).code == 0
+    (specs / "workloads" / "vision.yaml").unlink()
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", second).code == 0
+    rows = cp(capsys, "history", specs, "--json").json()
+    stamps = [datetime.fromisoformat(r["at"]) for r in rows]
+    assert stamps == sorted(stamps, reverse=True), "newest first"
+    starts = datetime.fromisoformat(first)
+    assert all(starts <= t < starts + timedelta(hours=2, minutes=5) for t in stamps), stamps
+    assert {
+        r["op"] for r in rows if datetime.fromisoformat(r["at"]) >= datetime.fromisoformat(second)
+    } == {"cancel"}
+    assert cp(capsys, "history", specs, "--verify").code == 0

@@ -73,7 +73,7 @@ def observe_cmd(
     if as_yaml and as_json:
         raise typer.BadParameter("give --yaml or --json, not both", param_hint="--yaml")
     loaded = load(spec_dir)
-    store, when = workflow.open_store(spec_dir, db), workflow.resolve_now(now)
+    store, when = workflow.open_store(spec_dir, db, now=now), workflow.resolve_now(now)
 
     def look(record: bool) -> Snapshot:
         clock = workflow.clock(now)
