@@ -174,10 +174,11 @@ def _threats(desired: DesiredState, plan: Plan, key: str, running: int) -> list[
         )
     if not over and chain:
         names = " and ".join(f"{k} {name}" for k, name, _ in chain)
+        stay = "stays within its" if len(chain) == 1 else "stay within their"
         out.append(
             Threat(
                 "reclaim",
-                f"safe from reclaim while {names} stay within their deserved quota",
+                f"safe from reclaim while {names} {stay} deserved quota",
                 [],
                 [],
             )

@@ -39,13 +39,22 @@ def _interrupted_early(args: list[str]) -> int:
     """Ctrl-C while the program was still starting (importing its modules): nothing was
     done; said in a line, and with ``--json`` in a document, not a traceback."""
     said = "interrupted: nothing was applied"
-    if "--json" in args:  # laid out as every other document (write_json: indent 2)
-        sys.stdout.write(
-            '{\n  "ok": false,\n  "error": {\n    "kind": "interrupted",\n'
-            f'    "message": "{said}"\n  }}\n}}\n'
-        )
+    _document(args, "interrupted", said)
     sys.stderr.write(said[0].upper() + said[1:] + ".\n")
     return 130
+
+
+def _document(args: list[str], kind: str, said: str) -> None:
+    """With ``--json`` (or ``-o json``), an error that comes before the command runs is
+    a document on stdout too, laid out as every other (app.write_json: indent 2)."""
+    import itertools  # the standard library's, as json: only for this document
+    import json
+
+    if "--json" in args or any(
+        a in ("-o", "--output") and b == "json" for a, b in itertools.pairwise(args)
+    ):
+        doc = {"ok": False, "error": {"kind": kind, "message": said}}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
 
 def _end_without_teardown() -> None:
@@ -70,7 +79,9 @@ def run(args: list[str], argv0: str = "cp") -> int:
     meant = typo(args)  # a near miss of a command that is no file: say which was meant
     if meant is not None:
         prog = "cp" if argv0.rsplit("/", 1)[-1] == "cp" else "controlplane"
-        sys.stderr.write(f"{prog}: unknown command '{args[0]}'; did you mean '{meant}'?\n")
+        said = f"unknown command '{args[0]}'; did you mean '{meant}'?"
+        _document(args, "usage", said)
+        sys.stderr.write(f"{prog}: {said}\n")
         return 2
     if not is_ours(args, argv0):
         hand_off(args)  # not ours: behave exactly like coreutils cp

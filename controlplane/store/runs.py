@@ -136,7 +136,7 @@ def _monthly(row: RunRow) -> list[UsageRecord]:
         out.append(
             UsageRecord(
                 project=row.project,
-                gpu_hours=round(hours, 6),
+                gpu_hours=hours,
                 ended_at=stop,
                 gpu_type=row.gpu_type,
                 started_at=start,

@@ -9,13 +9,13 @@ accounting (the simulator's job records), driven through apply and observe.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from solvers.sitepolicy.budgets import usage_this_month
-from specs.snapshot import JobRun, UsageRecord
+from specs.snapshot import JobRun, JobState, UsageRecord
 from tests.builders import cluster, project, workload
 from tests.builders.cli import cp, write_specs
 
@@ -114,3 +114,28 @@ def test_accounting_that_fails_keeps_its_window_open(tmp_path: Path) -> None:
     snap = observe(loaded.desired, {"sim": flaky}, at_six, store, record=True)
     assert sum(u.gpu_hours for u in snap.usage) == pytest.approx(20.0, abs=1e-6)
     assert store.accounting_since("sim") == at_six
+
+
+def test_many_short_runs_add_up_exactly(tmp_path: Path) -> None:
+    """Each run's GPU-hours were rounded to 6 decimals, so 96 runs of 20 minutes on 8
+    GPUs came to 255.999999 GPU-hours in `cp usage --json`, not 256 (user trial)."""
+    from controlplane.workflow import open_store
+
+    store = open_store(specs(tmp_path / "s"), None)
+    start = datetime(2026, 11, 2, tzinfo=UTC)
+    runs = [
+        JobRun(
+            job=str(i),
+            workload="p/first",
+            started_at=start + i * timedelta(minutes=20),
+            ended_at=start + (i + 1) * timedelta(minutes=20),
+            gpus=8,
+            gpu_type="a100_80",
+            state=JobState.COMPLETED,
+        )
+        for i in range(96)
+    ]
+    end = start + timedelta(days=2)
+    store.record_runs({"sim": runs}, end)
+    used = usage_this_month(store.usage_records(end), end, {"a100_80": 1.0})["p"]
+    assert round(used.gpu_hours, 6) == 256 and round(used.cost, 6) == 256

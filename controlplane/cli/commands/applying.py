@@ -104,7 +104,7 @@ def apply(
                 if auto_approve or plan.empty:
                     return True
                 # the question goes to stderr when stdout is a JSON document
-                if typer.confirm("Apply this plan?", default=False, err=as_json):
+                if _confirm("Apply this plan?", err=as_json):
                     return True
                 if as_json:
                     write_json(apply_json(plan.id, None, declined=True))
@@ -262,3 +262,17 @@ def watch(
 
 def _say_plainly(said: str) -> None:
     sys.stderr.write(f"{said}\n")
+
+
+def _confirm(question: str, *, err: bool) -> bool:
+    """Ask ``question`` (on stderr with ``err``), default no. click's own prompt writes a
+    space to stdout after an answer read from a pipe, even with ``err``: before a JSON
+    document there, it must write nothing."""
+    if not err:
+        return typer.confirm(question, default=False)
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not answer:  # no answer at all (stdin closed), as click says it
+        raise typer.Abort()
+    return answer.strip().lower() in ("y", "yes")

@@ -139,6 +139,8 @@ def test_other_errors_are_a_document(quickstart: Path, tmp_path: Path, capsys: C
     )
     assert "--bogus" in _error(document(capsys, "history", q, "--json", "--bogus", code=2), "usage")
     assert "'jobs'" in _error(document(capsys, "get", "jbos", q, "-o", "json", code=2), "usage")
+    # a mistyped command too (it printed only the line; user trial)
+    assert "'history'" in _error(document(capsys, "histroy", q, "--json", code=2), "usage")
 
 
 def test_declining_an_apply_prints_a_document(
@@ -150,6 +152,7 @@ def test_declining_an_apply_prints_a_document(
     monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
     res = cp(capsys, "apply", quickstart, "--json")
     assert res.code == 1
+    assert res.out.startswith("{"), "nothing before the document (a stray space was)"
     doc = json.loads(res.out)  # the question went to stderr, not into the document
     assert doc["ok"] is False and doc["actions"] == [] and "cancelled" in doc["message"]
     assert "Apply this plan?" in res.err
