@@ -157,6 +157,9 @@ class SimulatedCluster:
         ix.release(job)
         job.replicas = [Replica(node=r.node, gpus=r.gpus) for r in action.replicas or []]
         ix.hold(job)
+        where = ix.nodes.get(job.replicas[0].node or "") if job.replicas else None
+        if where is not None and where.pool != job.pool:  # moved to another pool: its type
+            job.pool, job.gpu_type, job.partition = where.pool, where.gpu_type, where.partition
         return ActionResult(ok=True, job=job.id, message=f"{action.op.value}d")
 
     # ------------------------------------------------------------------ accounting

@@ -3,6 +3,8 @@ reconciler's virtual world uses) exactly as it does one action at a time."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from adapters.base import PermanentError
@@ -71,3 +73,37 @@ def test_a_run_stops_at_the_first_action_that_does_not_fit_and_keeps_the_ones_be
     with pytest.raises(PermanentError, match="n2 has 4 GPUs; this would use 5"):
         sim.execute_many([_actions()[0], too_big], plan_id="p", now=NOW)
     assert [j.id for j in sim.state.jobs] == ["2", "3"]  # the preemption stands
+
+
+def test_a_job_moved_to_another_pool_runs_as_that_pool_s_type() -> None:
+    """A move onto a node of another pool kept the job's old pool and GPU type, so its
+    GPU-hours there were billed as the old type (user trial: A100 hours counted as V100)."""
+    nodes = [
+        Node(name="v1", pool="v100", gpu_type="v100", gpus=4, partition="gpu-v100"),
+        Node(name="a1", pool="a100", gpu_type="a100_80", gpus=8, partition="gpu-a100"),
+    ]
+    job = Job(
+        id="1",
+        workload="p/w",
+        pool="v100",
+        gpu_type="v100",
+        partition="gpu-v100",
+        started_at=NOW,
+        replicas=[Replica(node="v1", gpus=2)],
+    )
+    sim = SimulatedCluster(ClusterState(name="c", nodes=nodes, jobs=[job]))
+    move = Action(
+        op=Op.MOVE,
+        workload="p/w",
+        cluster="c",
+        pool="a100",
+        job="1",
+        replicas=[Replica(node="a1", gpus=2)],
+        reason=WHY,
+    )
+    later = NOW + timedelta(hours=1)
+    sim.execute(move, plan_id="p", now=later)
+    [moved] = sim.state.jobs
+    assert (moved.pool, moved.gpu_type, moved.partition) == ("a100", "a100_80", "gpu-a100")
+    runs = sim.runs(NOW, later + timedelta(hours=1))
+    assert [(r.gpu_type, r.ended_at) for r in runs] == [("v100", later), ("a100_80", None)]
