@@ -94,6 +94,7 @@ def observe(
     workloads = set(desired.workloads)
     snap = _with_last_known(snap, store, desired)
     snap, accounted = _with_runs(snap, adapters, store)
+    snap = _with_unseen_endings(snap)
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
     if record:
         store.link_jobs(_tagged(snap))
@@ -220,6 +221,38 @@ def _with_runs(
     return snap.model_copy(update={"clusters": clusters}), complete
 
 
+def _with_unseen_endings(snap: Snapshot) -> Snapshot:
+    """Our jobs that ended since the last look and that the clusters no longer show, as
+    their accounting tells it (Slurm forgets an ended job ``MinJobAge`` after it ends,
+    five minutes by default): added as ended jobs, so a completed workload is remembered
+    as such and not run again, and a failed one starts its retry backoff."""
+    ended = {JobState.COMPLETED, *FAILED_STATES}
+    clusters = []
+    for c in snap.clusters:
+        shown = {j.id for j in c.jobs}
+        last: dict[str, JobRun] = {}  # a requeued job's runs: its newest tells its end
+        for r in c.runs:
+            if r.job not in shown and (r.job not in last or r.started_at > last[r.job].started_at):
+                last[r.job] = r
+        gone = [
+            Job(
+                id=r.job,
+                workload=r.workload,
+                state=r.state,
+                started_at=r.started_at,
+                ended_at=r.ended_at,
+                gpu_type=r.gpu_type,
+                walltime=r.time_limit,
+                spec_digest=r.spec_digest,
+                reason="ended before it was observed; from the cluster's accounting",
+            )
+            for r in last.values()
+            if r.ended_at is not None and r.state in ended
+        ]
+        clusters.append(c.model_copy(update={"jobs": [*c.jobs, *gone]}) if gone else c)
+    return snap.model_copy(update={"clusters": clusters})
+
+
 def runs_from_jobs(cluster: ClusterState) -> list[JobRun]:
     """The runs of our jobs an observation shows (started ones: running or ended)."""
     return [
@@ -232,6 +265,7 @@ def runs_from_jobs(cluster: ClusterState) -> list[JobRun]:
             gpu_type=j.gpu_type,
             state=j.state,
             time_limit=j.walltime,
+            spec_digest=j.spec_digest,
         )
         for j in cluster.jobs
         if j.workload and j.started_at is not None

@@ -126,6 +126,11 @@ class JobRun(SnapshotModel):
     gpu_type: str | None = None
     state: JobState = JobState.RUNNING
     time_limit: int | None = Field(default=None, description="seconds, as the cluster knew it")
+    spec_digest: str | None = Field(
+        default=None,
+        description="the digest of the workload spec the job ran (from its tag)",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class LastKnown(SnapshotModel):

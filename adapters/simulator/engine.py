@@ -177,6 +177,7 @@ class SimulatedCluster:
             gpu_type=job.gpu_type,
             state=job.state,
             time_limit=job.walltime,
+            spec_digest=job.spec_digest,
         )
 
     def fail(self, job: Job, now: datetime) -> None:

@@ -128,6 +128,7 @@ def runs_of(rows: list[SacctRow], running_tags: Mapping[str, Tag]) -> list[JobRu
                 gpu_type=row.gpu_type,
                 state=state,
                 time_limit=row.time_limit,
+                spec_digest=tag.spec_digest,
             )
         )
     return out

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,8 @@ def runs_in_sacct(cluster: LocalSlurm, job: str) -> list[tuple[int, int]]:
     ]
 
 
-def test_usage_from_sacct_equals_the_jobs_real_run_times(
-    accounting_slurm: LocalSlurm, tmp_path: Path, capsys: Capsys
-) -> None:
-    cluster = {
+def _cluster(accounting_slurm: LocalSlurm, tmp_path: Path) -> dict[str, Any]:
+    return {
         "apiVersion": "controlplane/v1",
         "kind": "Cluster",
         "metadata": {"name": "acct"},
@@ -76,28 +75,36 @@ def test_usage_from_sacct_equals_the_jobs_real_run_times(
         },
     }
 
-    def work(name: str, gpus: int, seconds: int) -> dict[str, Any]:
-        return {
-            "apiVersion": "controlplane/v1",
-            "kind": "Workload",
-            "metadata": {"name": name},
-            "spec": {
-                "project": "p",
-                "gpus": gpus,
-                "gpuTypes": ["a100_80"],
-                "walltime": "1h",
-                "command": ["sleep", str(seconds)],
-            },
-        }
 
-    project = {
+def work(name: str, gpus: int, seconds: int, command: list[str] | None = None) -> dict[str, Any]:
+    return {
         "apiVersion": "controlplane/v1",
-        "kind": "Project",
-        "metadata": {"name": "p"},
-        "spec": {"quota": {"gpus": 8}},
+        "kind": "Workload",
+        "metadata": {"name": name},
+        "spec": {
+            "project": "p",
+            "gpus": gpus,
+            "gpuTypes": ["a100_80"],
+            "walltime": "1h",
+            "command": command or ["sleep", str(seconds)],
+        },
     }
+
+
+PROJECT = {
+    "apiVersion": "controlplane/v1",
+    "kind": "Project",
+    "metadata": {"name": "p"},
+    "spec": {"quota": {"gpus": 8}},
+}
+
+
+def test_usage_from_sacct_equals_the_jobs_real_run_times(
+    accounting_slurm: LocalSlurm, tmp_path: Path, capsys: Capsys
+) -> None:
+    cluster = _cluster(accounting_slurm, tmp_path)
     specs = write_specs(
-        tmp_path / "specs", [cluster, project, work("short", 2, 3), work("requeued", 1, 600)]
+        tmp_path / "specs", [cluster, PROJECT, work("short", 2, 3), work("requeued", 1, 600)]
     )
     applied = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
     jobs = {a["workload"]: a["job"] for a in applied["actions"]}
@@ -143,3 +150,39 @@ def test_usage_from_sacct_equals_the_jobs_real_run_times(
     # the store kept them: a later observation counts them again, once
     again = ok(cp(capsys, "observe", specs)).json()
     assert sum(u["gpuHours"] for u in again["usage"]) == pytest.approx(expected, abs=1e-5)
+
+
+def test_jobs_that_ended_unseen_are_not_run_again(
+    accounting_slurm: LocalSlurm, tmp_path: Path, capsys: Capsys
+) -> None:
+    """A job that completed (or failed) and left squeue (MinJobAge) before anyone observed
+    it was submitted again, accounting or not: the placeholder's grace ran out and the
+    workload looked never run (user trial; with Slurm's default 300 s, any apply more than
+    five minutes after a job ended). With accounting its end is known: a completed
+    workload does not run again, and a failed one waits out its retry backoff."""
+    cluster = _cluster(accounting_slurm, tmp_path)
+    specs = write_specs(
+        tmp_path / "specs",
+        [cluster, PROJECT, work("quick", 1, 10), work("bad", 1, 0, command=["false"])],
+    )
+    applied = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
+    jobs = {a["workload"]: a["job"] for a in applied["actions"]}
+    for job in jobs.values():  # ended, and forgotten by slurmctld: only accounting knows
+        wait_for(lambda job=job: runs_in_sacct(accounting_slurm, job), timeout=120)
+        wait_for(  # -t all: squeue shows an ended job until slurmctld forgets it
+            lambda job=job: (
+                not slurm(accounting_slurm, "squeue", "-h", "-t", "all", "-j", job).stdout.strip()
+            ),
+            timeout=120,
+        )
+    # observed once the placeholders' grace (2 minutes) is over: the first failure's
+    # backoff (1 minute) is over too
+    later = (datetime.now(UTC) + timedelta(minutes=2, seconds=30)).isoformat()
+    ok(cp(capsys, "observe", specs, "--now", later))
+    plan = ok(cp(capsys, "plan", specs, "--json", "--now", later)).json()
+    assert [(a["op"], a["workload"]) for a in plan["actions"]] == [("submit", "p/bad")]
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        streaks = db.execute("SELECT workload, count, job FROM failures").fetchall()
+        done = db.execute("SELECT workload, job FROM completions").fetchall()
+    assert streaks == [("p/bad", 1, jobs["p/bad"])], streaks
+    assert done == [("p/quick", jobs["p/quick"])], done
