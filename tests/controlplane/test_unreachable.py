@@ -351,6 +351,9 @@ def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: P
     )
     doc = json.loads(applied.stdout)
     assert list(doc["unreachable"]) == ["k"] and "match the specs" not in doc["message"]
+    # apply fails as plan does: it exited 0, ok: true, with nothing observed (user trial)
+    assert applied.returncode == 1 and doc["ok"] is False, applied.stdout
+    assert "no cluster answered (k)" in doc["message"] and "no cluster answered" in applied.stderr
     watched = subprocess.run(
         [CP, "watch", str(specs), "--once", "--quiet", "0"],
         capture_output=True,

@@ -111,9 +111,10 @@ def apply(
                 err.print("Apply cancelled.")
                 raise typer.Exit(1)
 
+            loaded = load_to_plan(target)
             plan, maybe = workflow.apply_specs(
                 target,
-                load_to_plan(target),
+                loaded,
                 now=now,
                 db=db,
                 approve=approve,
@@ -121,8 +122,18 @@ def apply(
                 stop=stopper.asked,
             )
             if maybe is None:
+                silent = ""
+                if plan.unreachable and set(plan.unreachable) >= set(loaded.desired.clusters):
+                    # nothing was observed: no "no changes" for a CI job (as `cp plan`)
+                    names = ", ".join(sorted(plan.unreachable))
+                    silent = f"no cluster answered ({names}): nothing was observed or applied"
                 if as_json:
-                    write_json(apply_json(plan.id, None, unreachable=plan.unreachable))
+                    write_json(
+                        apply_json(plan.id, None, unreachable=plan.unreachable, silent=silent)
+                    )
+                if silent:
+                    err.print(f"error: {silent}", highlight=False, soft_wrap=True, markup=False)
+                    raise typer.Exit(1)
                 return
             report = maybe
         else:

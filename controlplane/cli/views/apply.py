@@ -65,10 +65,12 @@ def apply_json(
     *,
     declined: bool = False,
     unreachable: Mapping[str, str] | None = None,
+    silent: str = "",
 ) -> dict[str, Any]:
     """The apply as one document; ``report`` None: the plan had nothing to do, or (with
     ``declined``) the user said no. ``unreachable``: the plan's clusters that did not
-    answer (nothing was checked or done there)."""
+    answer (nothing was checked or done there); ``silent``: why that is a failure (no
+    cluster answered at all)."""
     down = dict(unreachable or {})
     if report is None:
         nothing = (
@@ -76,11 +78,13 @@ def apply_json(
             if down
             else "no changes: the clusters match the specs"
         )
+        if silent:
+            nothing = silent
         return {
             "plan": plan_id,
             "resumed": False,
             "alreadyApplied": False,
-            "ok": not declined,
+            "ok": not declined and not silent,
             "actions": [],
             "unreachable": down,
             "message": "apply cancelled: nothing was done" if declined else nothing,
