@@ -70,6 +70,7 @@ class JobRow:
     submitted_at: datetime | None
     plan: str | None
     reason: str | None
+    owner: str | None = None  # who a job that is not ours belongs to, when known
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ def jobs(snapshot: Snapshot) -> list[JobRow]:
             submitted_at=j.submitted_at,
             plan=j.plan_id,
             reason=j.reason,
+            owner=j.owner,
         )
         for c in sorted(snapshot.clusters, key=lambda c: c.name)
         for j in c.jobs

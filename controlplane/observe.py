@@ -94,6 +94,7 @@ def observe(
     workloads = set(desired.workloads)
     snap = _with_last_known(snap, store, desired)
     snap, accounted = _with_runs(snap, adapters, store)
+    snap = _without_theirs(snap, store, workloads)
     snap = _with_unseen_endings(snap)
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
     if record:
@@ -221,6 +222,49 @@ def _with_runs(
     return snap.model_copy(update={"clusters": clusters}), complete
 
 
+def _without_theirs(snap: Snapshot, store: Store, workloads: set[str]) -> Snapshot:
+    """Tagged jobs of workloads these specs do not name, from plans this store never made:
+    another control plane's (another spec repo with its own store, on the same cluster),
+    or a hand-made job with a look-alike tag. They are not ours: their GPUs count, they
+    are never pruned, and their runs are not charged to a project of the same name."""
+    named = {
+        plan
+        for c in snap.clusters
+        for plan, workload in (
+            *((j.plan_id, j.workload) for j in c.jobs),
+            *((r.plan_id, r.workload) for r in c.runs),
+        )
+        if plan is not None and workload is not None and workload not in workloads
+    }
+    foreign = named - store.known_plans(named) if named else set()
+    if not foreign:
+        return snap
+
+    def theirs(plan: str | None, workload: str | None) -> bool:
+        return plan in foreign and workload not in workloads
+
+    clusters = [
+        c.model_copy(
+            update={
+                "jobs": [
+                    j.model_copy(
+                        update={
+                            "workload": None,
+                            "owner": f"another control plane (plan {j.plan_id})",
+                        }
+                    )
+                    if theirs(j.plan_id, j.workload)
+                    else j
+                    for j in c.jobs
+                ],
+                "runs": [r for r in c.runs if not theirs(r.plan_id, r.workload)],
+            }
+        )
+        for c in snap.clusters
+    ]
+    return snap.model_copy(update={"clusters": clusters})
+
+
 def _with_unseen_endings(snap: Snapshot) -> Snapshot:
     """Our jobs that ended since the last look and that the clusters no longer show, as
     their accounting tells it (Slurm forgets an ended job ``MinJobAge`` after it ends,
@@ -266,6 +310,7 @@ def runs_from_jobs(cluster: ClusterState) -> list[JobRun]:
             state=j.state,
             time_limit=j.walltime,
             spec_digest=j.spec_digest,
+            plan_id=j.plan_id,
         )
         for j in cluster.jobs
         if j.workload and j.started_at is not None

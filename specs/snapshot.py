@@ -131,6 +131,11 @@ class JobRun(SnapshotModel):
         description="the digest of the workload spec the job ran (from its tag)",
         exclude_if=lambda v: v is None,
     )
+    plan_id: str | None = Field(
+        default=None,
+        description="the plan that submitted the job (from its tag)",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class LastKnown(SnapshotModel):

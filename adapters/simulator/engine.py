@@ -178,6 +178,7 @@ class SimulatedCluster:
             state=job.state,
             time_limit=job.walltime,
             spec_digest=job.spec_digest,
+            plan_id=job.plan_id,
         )
 
     def fail(self, job: Job, now: datetime) -> None:

@@ -129,6 +129,7 @@ def runs_of(rows: list[SacctRow], running_tags: Mapping[str, Tag]) -> list[JobRu
                 state=state,
                 time_limit=row.time_limit,
                 spec_digest=tag.spec_digest,
+                plan_id=tag.plan_id,
             )
         )
     return out

@@ -66,6 +66,11 @@ class History:
             rows = db.exec(select(PlanRow).where(col(PlanRow.id).startswith(ref))).all()
             return Plan.from_json(rows[0].body) if len(rows) == 1 else None
 
+    def known_plans(self, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` that are plans this store made (or was shown)."""
+        with self.db.session() as db:
+            return set(db.exec(select(PlanRow.id).where(col(PlanRow.id).in_(list(ids)))))
+
     def plan_status(self, plan_id: str) -> str | None:
         with self.db.session() as db:
             row = db.get(PlanRow, plan_id)

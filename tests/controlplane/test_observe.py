@@ -6,7 +6,9 @@ after a while (Slurm's MinJobAge). These tests script exactly such reports.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from controlplane.observe import observe
@@ -15,6 +17,7 @@ from controlplane.store import Store
 from specs.actions import ReasonCode
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica
 from tests.builders import NOW, cluster, desired, project, workload
+from tests.builders.cli import CP, write_specs
 
 DESIRED = desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=1)])
 
@@ -127,3 +130,34 @@ def test_a_failed_or_cancelled_job_is_not_remembered_as_completed(tmp_path: Path
     adapter.jobs = []
     snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(minutes=10), store)
     assert snap.clusters[0].jobs == []
+
+
+def test_jobs_another_store_made_are_not_pruned_or_charged(tmp_path: Path) -> None:
+    """Two spec repos, each with its own store, on one cluster: the second pruned the
+    first's jobs ("no longer in the specs") and charged their GPU-hours to its project of
+    the same name, since any job carrying a control plane tag counted as its own (user
+    trial on real Slurm; a hand-made job with such a tag was cancelled too). A tagged job
+    whose plan this store never made, of a workload not in its specs, is somebody else's:
+    its GPUs count, and it is never touched."""
+    a = write_specs(
+        tmp_path / "a", [cluster("sim"), project("p"), workload("team-a-job", "p", gpus=2)]
+    )
+    assert subprocess.run([CP, "apply", str(a), "--auto-approve"], timeout=120).returncode == 0
+    b = write_specs(tmp_path / "b", [cluster("sim"), project("p"), workload("mine", "p", gpus=2)])
+    (b / ".cp").mkdir()
+    (b / ".cp" / "simulator").symlink_to(a / ".cp" / "simulator")  # the same cluster
+    later = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    planned = subprocess.run(
+        [CP, "plan", str(b), "--json", "--now", later], capture_output=True, text=True, timeout=120
+    )
+    doc = json.loads(planned.stdout)
+    assert [(x["op"], x["workload"]) for x in doc["actions"]] == [("submit", "p/mine")]
+    used = subprocess.run(
+        [CP, "usage", str(b), "--json", "--now", later], capture_output=True, text=True, timeout=120
+    )
+    assert json.loads(used.stdout)["projects"]["p"]["monthGpuHours"] == 0
+    jobs = subprocess.run(
+        [CP, "get", "jobs", str(b), "-o", "json"], capture_output=True, text=True, timeout=120
+    )
+    [theirs] = json.loads(jobs.stdout)["items"]
+    assert theirs["workload"] is None and "another control plane" in (theirs["owner"] or "")
