@@ -49,6 +49,7 @@ __all__ = [
     "node_key",
     "set_aside_fan_out",
     "spec_part",
+    "stuck_on",
 ]
 
 
@@ -71,6 +72,7 @@ def build_problem(
     completed: set[str] = set()
     duplicates: list[tuple[str, Job]] = []
     outdated: list[tuple[str, Job]] = []
+    stranded: list[tuple[str, Job]] = []
     candidates: dict[str, list[tuple[str, Job]]] = {}
     fan_out: dict[str, JobRequest] = {}
     segments: dict[str, Segments] = {}
@@ -108,6 +110,9 @@ def build_problem(
             jobs[key] = req
         elif active and _outdated(active, wl.spec.digest):
             outdated += active  # nothing runs yet: the new version takes their place
+            jobs[key] = req
+        elif active and _stranded(active, nodes):
+            stranded += active  # nothing will make room there: placed again
             jobs[key] = req
         elif active:
             active.sort(key=lambda cj: job_id_order(cj[1].id))
@@ -148,6 +153,7 @@ def build_problem(
         candidates,
         segments,
         outdated,
+        stranded=stranded,
     )
 
 
@@ -223,6 +229,33 @@ def _utc(moment: datetime) -> datetime:
     their own time zone object, and two aware datetimes with different ones compare
     through Python-level offset calls: sorting jobs by age was ~14x slower."""
     return moment if moment.tzinfo is UTC or moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _stranded(queued: list[tuple[str, Job]], nodes: dict[str, NodeInfo]) -> bool:
+    """Jobs waiting in a cluster's queue, each pinned to nodes (the plan placed it) of
+    which one cannot hold it as the clusters stand: running work holds its GPUs, or it
+    is drained or gone. Nothing the plans do will make room there (a victim is gone by
+    the next observation), while GPUs may be idle elsewhere. A fan-out candidate, which
+    the cluster places, is never stranded."""
+    return all(
+        j.candidate is None and bool(j.replicas) and bool(stuck_on(cluster, j, nodes))
+        for cluster, j in queued
+    )
+
+
+def stuck_on(cluster: str, job: Job, nodes: dict[str, NodeInfo]) -> list[str]:
+    """The nodes a queued job is pinned to that cannot hold its replicas now (none if it
+    is not pinned: the cluster places it)."""
+    asks: dict[str, int] = {}
+    for r in job.replicas:
+        if r.node is None:
+            return []
+        asks[r.node] = asks.get(r.node, 0) + r.gpus
+    return [
+        name
+        for name, gpus in sorted(asks.items())
+        if (n := nodes.get(node_key(cluster, name))) is None or n.free < gpus
+    ]
 
 
 def _outdated(queued: list[tuple[str, Job]], digest: str) -> bool:

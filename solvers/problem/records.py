@@ -121,6 +121,9 @@ class Problem:
     # jobs waiting in a cluster's queue for a spec edited since: cancelled, and the workload
     # planned afresh
     outdated: list[tuple[str, Job]] = field(default_factory=list)
+    # jobs waiting in a cluster's queue pinned to nodes that cannot hold them now (others
+    # took them): cancelled, and the workload planned again
+    stranded: list[tuple[str, Job]] = field(default_factory=list)
     # what solvers derive from the problem alone, computed once (e.g. CP-SAT's base state)
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

@@ -51,6 +51,19 @@ def stays_preemptible(changes: str, kind: str, queue: str, would: float, deserve
     )
 
 
+def queued_on_taken_nodes(job: str, nodes: list[str]) -> Reason:
+    """The cancel of a job that waits in a cluster's queue for nodes others hold now."""
+    where = ", ".join(nodes)
+    return Reason(
+        code=ReasonCode.NO_CAPACITY,
+        message=(
+            f"job {job} waited in the cluster's queue for {where}, which cannot hold it "
+            "now (other work holds the GPUs, or the node is drained): it is cancelled, and "
+            "the workload planned again where it fits"
+        ),
+    )
+
+
 def queued_for_old_version(job: str) -> Reason:
     """The cancel of a job that waits in a cluster's queue for an edited spec."""
     return Reason(

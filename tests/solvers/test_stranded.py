@@ -1,0 +1,66 @@
+"""A job of ours waiting in a cluster's queue for nodes that other work holds now.
+
+The plan pinned it to nodes (Slurm's ``--nodelist``); someone else's job took them before
+it started, and it waited there for ever while GPUs stood idle elsewhere: every later plan
+said "no changes" (user trial on real Slurm). It is cancelled and the workload planned
+again, where it fits now.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from controlplane.reconcile import plan
+from specs.actions import Op, ReasonCode
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
+from tests.builders import NOW, cluster, desired, project, workload
+
+POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+
+
+def _world(taken: bool) -> tuple[object, Snapshot]:
+    """``late`` (8 GPUs) queued for a100-01; with ``taken``, somebody else's 4-GPU job
+    runs there."""
+    d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("late", "p", gpus=8)])
+    nodes = [Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2)]
+    jobs = [
+        Job(
+            id="7",
+            workload="p/late",
+            state=JobState.PENDING,
+            submitted_at=NOW - timedelta(minutes=10),
+            replicas=[Replica(node="a100-01", gpus=8)],
+            plan_id="abc",
+            pool="a100",
+            reason="Resources",
+            spec_digest=d.workloads["p/late"].spec.digest,
+        )
+    ]
+    if taken:
+        jobs.append(
+            Job(
+                id="9",
+                workload=None,
+                replicas=[Replica(node="a100-01", gpus=4)],
+                started_at=NOW - timedelta(minutes=5),
+                pool="a100",
+            )
+        )
+    return d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=jobs)])
+
+
+def test_a_queued_job_whose_nodes_others_took_is_planned_again() -> None:
+    d, snap = _world(taken=True)
+    p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
+    ops = [(a.op, a.workload, a.job) for a in p.actions]
+    assert ops == [(Op.SUBMIT, "p/late", None), (Op.CANCEL, "p/late", "7")]
+    [submit, cancel] = p.actions
+    assert [r.node for r in submit.replicas or []] == ["a100-02"]
+    assert cancel.reason.code == ReasonCode.NO_CAPACITY
+    assert "a100-01" in cancel.reason.message and "cancelled" in cancel.reason.message
+
+
+def test_a_queued_job_whose_nodes_are_free_or_unpinned_waits_on() -> None:
+    d, snap = _world(taken=False)  # its node is free: the cluster will start it
+    p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
+    assert p.actions == [] and [x.reason.code for x in p.pending] == [ReasonCode.SUBMITTED]
