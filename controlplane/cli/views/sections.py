@@ -3,8 +3,9 @@ where they must be with "… and N more".
 
 A GitHub comment holds 65,536 characters; a plan of 3,000 workloads is several hundred
 thousand. So a comment is built from :class:`Section` values (a title, a table, its rows)
-and :func:`render` fits them into ``max_chars``: sections small enough are shown whole,
-and what is left is shared equally among the larger ones, each cut with "… and N more"
+and :func:`render` fits them into ``max_chars``: the open sections first, then the folded
+ones; among each, sections small enough are shown whole, and what is left is shared
+equally among the larger ones, each cut with "… and N more"
 saying how many of its rows were left out, and a line at the top saying how many in all.
 What the sections hold is the callers' business (views/markdown.py: a plan's actions,
 waiting work, warnings and quotas; views/policy.py: a policy diff). Plain text only.
@@ -70,7 +71,15 @@ def render(
         alone = f"{top}_This comment is cut to {max_chars:,} characters: its sections are left out.{where}_\n"
         return _first_lines(alone, max_chars)
     budget = max_chars - fixed
-    counts = _share(budget, [[len(r) + 1 for r in s.rows] for s in sections])
+    # the open sections (what a reviewer must not miss) share the room first, the folded
+    # ones what they leave
+    counts = [0] * len(sections)
+    for unfolded in (True, False):
+        chosen = [i for i, s in enumerate(sections) if s.open is unfolded]
+        got = _share(budget, [[len(r) + 1 for r in sections[i].rows] for i in chosen])
+        for i, n in zip(chosen, got, strict=True):
+            counts[i] = n
+            budget -= sum(len(r) + 1 for r in sections[i].rows[:n])
     left = sum(len(s.rows) for s in sections) - sum(counts)
     note = cut_note.format(limit=max_chars, left=left, where=where)
     return _assemble(top, sections, counts, note)

@@ -156,3 +156,20 @@ def test_a_section_cut_to_no_rows_shows_no_empty_table() -> None:
     assert "<summary>Spec warnings (3)</summary>" in text
     assert "… and 3 more warnings" in text and "| where | warning |" not in text
     assert "| row | text |" in text  # the section with rows keeps its table
+
+
+def test_an_open_section_is_served_before_the_folded_ones() -> None:
+    """With --max-chars 2000 the open "workloads the change affects" section (long rows)
+    kept no row while the folded waiting and quota tables kept theirs: the rows shared
+    alike, smallest first (user trial). What a reviewer must not miss comes first."""
+    affects = Section(
+        title="Workloads the change affects (5)",
+        columns=["workload", "why"],
+        noun="workloads",
+        rows=[f"| w{i} | {'because ' * 25} |" for i in range(5)],
+        open=True,
+    )
+    folded = _sections([30, 30])
+    text = render("top\n\n", [affects, *folded], max_chars=2_000)
+    assert len(text) <= 2_000
+    assert len(re.findall(r"^\| w\d \|", text, re.M)) >= 3, text
