@@ -78,6 +78,8 @@ def _replicas(row: QueueRow, alloc: Allocation | None, held: bool) -> list[Repli
     count = max(row.num_nodes, 1)
     if not per_node and alloc is not None and alloc.per_job:
         per_node = -(-alloc.per_job // count)
+    if len(row.requested) == count:  # waiting for the nodes a plan pinned it to
+        return [Replica(node=n, gpus=per_node) for n in row.requested]
     return [Replica(node=None, gpus=per_node) for _ in range(count)]
 
 

@@ -31,7 +31,11 @@ RS, US = "\x1e", "\x1f"
 # %i id (123 or 123_4 for array tasks)  %A unique id (what scontrol calls JobId)
 # %T long state  %j name  %P partition  %D node count  %N allocated nodes
 # %b GRES per node  %V submit time  %S start time  %l time limit  %r reason  %k comment
-_SQUEUE_FIELDS = ("%i", "%A", "%T", "%j", "%P", "%D", "%N", "%b", "%V", "%S", "%l", "%r", "%k")
+# %n the nodes it asked for (--nodelist: where a plan placed it), before it gets them; %k
+# (the comment, our tag) stays last: it may hold the separator, and the split keeps it whole
+_SQUEUE_FIELDS = (
+    "%i", "%A", "%T", "%j", "%P", "%D", "%N", "%b", "%V", "%S", "%l", "%r", "%n", "%k"
+)  # fmt: skip
 SQUEUE_FORMAT = RS + US.join(_SQUEUE_FIELDS)
 
 
@@ -50,11 +54,22 @@ class QueueRow:
     time_limit: int | None
     reason: str | None
     comment: str | None
+    requested: list[str] = field(default_factory=list)  # --nodelist, while it waits
 
 
 def _null(text: str) -> str | None:
     text = text.strip()
     return None if text in ("", "(null)", "N/A", "None", "n/a") else text
+
+
+def _nodes(text: str) -> list[str]:
+    """A hostlist expression's node names; none when empty or unreadable."""
+    if _null(text) is None:
+        return []
+    try:
+        return hostlist.expand(text.strip())
+    except ValueError:
+        return []
 
 
 def parse_squeue(text: str) -> list[QueueRow]:
@@ -63,11 +78,23 @@ def parse_squeue(text: str) -> list[QueueRow]:
         cols = record.rstrip("\n").split(US, len(_SQUEUE_FIELDS) - 1)
         if len(cols) != len(_SQUEUE_FIELDS):
             continue  # a truncated record: skip it rather than misread the rest
-        jid, uid, state, name, part, nnodes, nodes, gres, sub, start, limit, reason, comment = cols
-        try:
-            node_names = hostlist.expand(nodes)
-        except ValueError:
-            node_names = []
+        (
+            jid,
+            uid,
+            state,
+            name,
+            part,
+            nnodes,
+            nodes,
+            gres,
+            sub,
+            start,
+            limit,
+            reason,
+            asked,
+            comment,
+        ) = cols
+        node_names, requested = _nodes(nodes), _nodes(asked)
         rows.append(
             QueueRow(
                 job_id=jid.strip(),
@@ -83,6 +110,7 @@ def parse_squeue(text: str) -> list[QueueRow]:
                 time_limit=parse_time_limit(limit),
                 reason=_null(reason),
                 comment=_null(comment),
+                requested=requested,
             )
         )
     return rows

@@ -192,8 +192,9 @@ def test_job_states() -> None:
 # ------------------------------------------------------------------------ records
 
 
-def record(*cols: str) -> str:
-    return RS + US.join(cols) + "\n"
+def record(*cols: str, requested: str = "") -> str:
+    """A squeue record of ``cols`` (every field but the nodes it asked for, ``requested``)."""
+    return RS + US.join([*cols[:12], requested, *cols[12:]]) + "\n"
 
 
 def test_squeue_records_survive_hostile_names_and_comments() -> None:
@@ -602,3 +603,30 @@ def test_sacct_rows_become_runs_of_our_jobs() -> None:
     assert running_run.ended_at is None and running_run.time_limit is None
     assert requeued_again.started_at == datetime.fromtimestamp(1795429993, UTC)
     assert first.time_limit == 3600
+
+
+def test_a_job_waiting_for_the_nodes_a_plan_pinned_it_to_names_them() -> None:
+    """A job waits for the nodes the plan gave it (--nodelist, squeue %n): the snapshot
+    names them, so a plan can tell when others took them (a job pinned to nodes nobody
+    will free waited for ever; user trial on real Slurm)."""
+    (row,) = parse_squeue(
+        record(
+            "5",
+            "5",
+            "PENDING",
+            "cp.p.late",
+            "gpu-a100",
+            "2",
+            "",
+            "gres:gpu:a100_80:4",
+            "2026-11-22T19:13:41",
+            "N/A",
+            "1:00:00",
+            "Resources",
+            "cp:v1;workload=p/late;plan=p1",
+            requested="a100-[1-2]",
+        )
+    )
+    job = build_job(row, None, POOLS)
+    assert job.state is JobState.PENDING and job.started_at is None
+    assert [(r.node, r.gpus) for r in job.replicas] == [("a100-1", 4), ("a100-2", 4)]

@@ -17,6 +17,7 @@ claim is checked with Slurm's own tools. Covered here:
 from __future__ import annotations
 
 import copy
+import json
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -356,3 +357,49 @@ def test_an_edit_to_running_work_replaces_its_job_on_slurm(
     assert new.id != old.id and detail["TresPerNode"] == "gres:gpu:a100_80:4"
     settled = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
     assert settled["actions"] == []
+
+
+def test_a_job_waiting_for_nodes_someone_else_took_is_placed_again(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    squeue: Helper,
+    wait_for: Helper,
+) -> None:
+    """Between `cp plan --out` and `cp apply` of that plan, a job of somebody else's took
+    the node the plan gave ours: ours waited there (Resources) for ever, 8 GPUs idle on
+    the other node, and every plan said no changes (user trial). The next plan sees it
+    pinned (squeue %n) to a node that cannot hold it, cancels it and places it again."""
+    specs = tmp_path / "specs"
+    docs = [cluster_doc, project("p", 16), workload("big", "p", 6, "a100_80")]
+    write_specs(specs, docs)
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    wait_for(lambda: [j.state for j in ours(squeue, "p/big")] == ["RUNNING"])
+    write_specs(specs, [*docs, workload("late", "p", 2, "a100_80")])
+    ok(cp(capsys, "plan", specs, "--out", tmp_path / "plan.json"))
+    planned = json.loads((tmp_path / "plan.json").read_text())
+    [node] = [r["node"] for a in planned["actions"] for r in a["replicas"]]
+    taker = slurm(
+        "sbatch", "-p", "gpu-a100", "--gres=gpu:a100_80:2", "-w", node, "-t", "20",
+        "-J", "someone-else", "--wrap", "sleep 1000",
+    )  # fmt: skip
+    assert taker.returncode == 0, taker.stderr
+    wait_for(lambda: show_job(slurm, taker.stdout.split()[-1]).get("JobState") == "RUNNING")
+    applied = ok(cp(capsys, "apply", tmp_path / "plan.json", "--dir", specs, "--json")).json()
+    [stuck] = [a["job"] for a in applied["actions"]]
+    wait_for(lambda: show_job(slurm, stuck).get("Reason") == "Resources")
+
+    again = ok(cp(capsys, "plan", specs, "--json")).json()
+    moves = sorted((a["op"], a.get("job"), a["reason"]["code"]) for a in again["actions"])
+    assert moves == [("cancel", stuck, "no-capacity"), ("submit", None, "within-deserved")]
+    [submit] = [a for a in again["actions"] if a["op"] == "submit"]
+    assert [r["node"] for r in submit["replicas"]] != [node]
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    wait_for(
+        lambda: (
+            [(j.state, j.nodes) for j in ours(squeue, "p/late") if j.active]
+            == [("RUNNING", submit["replicas"][0]["node"])]
+        )
+    )
