@@ -170,9 +170,11 @@ def test_gang_spans_two_nodes(
     assert {r.gpus for r in job.replicas} == {2}
 
 
-def test_pending_job_has_replicas_without_nodes(
+def test_a_pending_job_names_the_nodes_it_waits_for(
     adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
 ) -> None:
+    """A job pinned to a node (--nodelist) waits there: its replicas name the node it asked
+    for (squeue %n), so a plan can tell when others hold it; it holds no GPUs yet."""
     adapter.execute(
         make_action(
             workload="a/fill",
@@ -199,7 +201,8 @@ def test_pending_job_has_replicas_without_nodes(
         lambda: (j := job_of(adapter, waiting.job)) and j.reason not in (None, "None") and j
     )
     assert job.state is JobState.PENDING and job.started_at is None
-    assert [(r.node, r.gpus) for r in job.replicas] == [(None, 1)]
+    assert not job.state.holds_gpus
+    assert [(r.node, r.gpus) for r in job.replicas] == [("v100-1", 1)]
 
 
 # ------------------------------------------------------------------ cancel / preempt

@@ -21,6 +21,7 @@ short sleep before it returns (a busy controller), which holds every action betw
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -95,14 +96,34 @@ def make_scenario(
     make_action: Helper,
     wait_for: Helper,
 ) -> Scenario:
-    orphan = adapter.execute(make_action(workload=f"{project}/old", gpus=1), plan_id="before").job
+    # the orphan: a job of this store's (it knows the plan that made it) whose workload
+    # then left the specs; a tagged job of a plan it never made would be another's
+    old = doc(
+        "Workload",
+        "old",
+        project=project,
+        gpus=1,
+        gpuTypes=["a100_80"],
+        walltime="1h",
+        command=["sleep", "600"],
+    )
+    base = [cluster_doc, doc("Project", project, quota={"gpus": 24})]
+    specs = write_specs(tmp_path / "specs", [*base, old])
+    made = subprocess.run(
+        [str(CP), "apply", str(specs), "--auto-approve", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    [orphan] = [a["job"] for a in json.loads(made.stdout)["actions"]]
     assert orphan is not None
     wait_for(lambda: any(j.id == orphan and j.state.holds_gpus for j in adapter.observe().jobs))
     specs = write_specs(
         tmp_path / "specs",
         [
-            cluster_doc,
-            doc("Project", project, quota={"gpus": 24}),
+            *base,
             doc(
                 "Workload",
                 "alpha",

@@ -180,17 +180,25 @@ def test_specs_converge_then_an_edit_prunes_and_reclaims(
     wait_for(lambda: show_job(slurm, extra_job.id).get("JobState") == "RUNNING")
     assert show_job(slurm, extra_job.id)["NodeList"] == sweep_node
 
-    final = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
-    assert final["actions"] == []
-    assert waiting(final) == {"bio/sweep": "submitted", "ops/big": "no-capacity"}
+    # the requeued sweep waits pinned to the node chem/extra holds now: it would start
+    # there by surprise once extra ends; it is cancelled and planned again instead
+    final = ok(cp(capsys, "plan", specs, "--json", "--out", tmp_path / "plan3.json")).json()
+    cancels = [(a["op"], a["workload"], a["reason"]["code"]) for a in final["actions"]]
+    assert cancels == [("cancel", "bio/sweep", "no-capacity")]
+    assert set(waiting(final)) == {"bio/sweep", "ops/big"}
+    ok(cp(capsys, "apply", tmp_path / "plan3.json", "--dir", specs))
+    wait_for(lambda: show_job(slurm, jobs["bio/sweep"]).get("JobState") == "CANCELLED")
+    settled = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
+    assert settled["actions"] == []
     # the foreign job ran through all of it untouched
     assert show_job(slurm, foreign)["JobState"] == "RUNNING"
     assert all(
         len([j for j in ours(squeue, w) if j.active]) == 1
-        for w in ("chem/train", "chem/extra", "bio/sweep", "ops/tune", "ops/notebook")
+        for w in ("chem/train", "chem/extra", "ops/tune", "ops/notebook")
     )
     history = ok(cp(capsys, "history", specs, "--workload", "bio/sweep", "--json")).json()
     assert [(h["op"], h["reason"]["code"]) for h in history] == [
+        ("cancel", "no-capacity"),
         ("preempt", "reclaim"),
         ("submit", "within-deserved"),
     ]
