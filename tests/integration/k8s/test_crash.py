@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ import pytest
 
 from adapters.kubernetes import KubernetesAdapter
 from adapters.kubernetes.localcluster import LocalKubernetes
-from controlplane.plan import Plan
+from controlplane.plan import Plan, SolverReport
+from controlplane.store import Store, default_url
 from specs.models import Cluster
 from tests.builders.cli import Result, cp, write_specs
 
@@ -146,8 +148,19 @@ def make_scenario(
         lambda: [p.status.phase for p in pods(f"controlplane.io/project={project}")] == ["Running"]
     )
     common = {"walltime": "1h", "command": ["sleep", "600"]}
+    specs = tmp_path / "specs"
+    # the orphan's plan is one this store made: a tagged job of a plan it never made, of
+    # a workload not in its specs, is another control plane's and never pruned
+    made = Plan(
+        id="before",
+        created_at=datetime.now(UTC),
+        spec_digest="",
+        observed_digest="",
+        solver=SolverReport(engine="kai", status="optimal"),
+    )
+    Store(default_url(specs), create_dir=True).save_plan(made)
     specs = write_specs(
-        tmp_path / "specs",
+        specs,
         [
             cluster,
             doc("Project", project, quota={"gpus": 24}),
