@@ -16,23 +16,31 @@ from specs.snapshot import Job, Snapshot
 
 
 def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
-    """Per cluster: nodes and GPUs that take work, GPUs held by our jobs and by others'."""
+    """Per cluster: the nodes of the declared pools and their GPUs that take work, GPUs
+    held there by our jobs and by others'; and how many nodes no pool declares (never
+    planned on, and not counted)."""
     rows = []
     for c in sorted(snap.clusters, key=lambda c: c.name):
+        pooled = {node.name for node in c.nodes if node.pool is not None}
+
+        def there(job: Job, pooled: set[str] = pooled) -> int:
+            return sum(r.gpus for r in job.replicas if r.node in pooled)
+
         held = [j for j in c.jobs if j.state.holds_gpus]
-        ours = sum(j.gpus for j in held if j.workload is not None)
-        others = sum(j.gpus for j in held if j.workload is None)
-        gpus = sum(node.gpus for node in c.nodes if node.schedulable)
+        ours = sum(there(j) for j in held if j.workload is not None)
+        others = sum(there(j) for j in held if j.workload is None)
+        gpus = sum(node.gpus for node in c.nodes if node.schedulable and node.name in pooled)
         rows.append(
             {
                 "cluster": c.name,
                 "reachable": c.reachable,
                 "error": c.error,
-                "nodes": len(c.nodes),
+                "nodes": len(pooled),
                 "gpus": gpus,
                 "ours": ours,
                 "others": others,
                 "free": max(0, gpus - ours - others),
+                "nodesOutsidePools": len(c.nodes) - len(pooled),
             }
         )
     return rows

@@ -31,3 +31,27 @@ def test_status_shows_held_now_beside_after_the_plan(tmp_path: Path, capsys: Cap
     [row] = [line.split() for line in text.splitlines() if line.split()[:1] == ["p"]]
     # queue, deserved, fair share, held now, after plan, limit, waiting
     assert row[3:5] == ["4", "12"], text
+
+
+def test_the_clusters_table_counts_the_nodes_of_the_declared_pools() -> None:
+    """`cp status` counted every node a cluster reports: "6 nodes, 24 GPUs, 8 free" for
+    specs that declare only the a100 pool (user trial on real Slurm). Nodes no pool
+    declares are never planned on; they are counted apart, and so is what runs there."""
+    from controlplane.cli.views.clusters import cluster_rows
+    from specs.snapshot import ClusterState, Job, Node, Replica, Snapshot
+    from tests.builders import NOW
+
+    nodes = [
+        Node(name="a1", pool="a100", gpus=8),
+        Node(name="v1", pool=None, gpus=4),
+        Node(name="v2", pool=None, gpus=4),
+    ]
+    jobs = [
+        Job(id="1", workload="p/w", replicas=[Replica(node="a1", gpus=2)]),
+        Job(id="2", workload=None, replicas=[Replica(node="v1", gpus=4)]),
+    ]
+    [row] = cluster_rows(
+        Snapshot(now=NOW, clusters=[ClusterState(name="c", nodes=nodes, jobs=jobs)])
+    )
+    assert (row["nodes"], row["gpus"], row["ours"], row["others"], row["free"]) == (1, 8, 2, 0, 6)
+    assert row["nodesOutsidePools"] == 2
