@@ -232,7 +232,7 @@ def cycle(
     An edit whose new version does not fit beside its old job waits in the cycle as a new
     job would (solvers/drift.py); where the cycle does not place it, the cycle runs again
     with its old version kept: at most three runs, the third keeping every such edit's."""
-    kept: frozenset[str] = frozenset()
+    kept: dict[str, Reason | None] = {}  # edit -> why its new version was not placed
     while True:
         made = _cycle(
             desired,
@@ -248,8 +248,8 @@ def cycle(
         )
         if isinstance(made, Round):
             return made
-        tried, unplaced = made
-        kept |= tried if kept else unplaced
+        tried, waits = made
+        kept |= {k: waits.get(k) for k in tried} if kept else waits
 
 
 def _cycle(
@@ -262,10 +262,10 @@ def _cycle(
     deadline: Deadline,
     digest: str | None,
     cache: ProblemCache | None,
-    kept: frozenset[str],
-) -> Round | tuple[frozenset[str], frozenset[str]]:
+    kept: Mapping[str, Reason | None],
+) -> Round | tuple[frozenset[str], dict[str, Reason | None]]:
     """:func:`cycle` once, with the edits in ``kept`` keeping their old version; or the
-    edits tried as new jobs and those of them it did not place, to run it again."""
+    edits tried as new jobs and, for those it did not place, why, to run it again."""
     deadline.at("reading the problem")
     # 1. the problem (segments finished or not), with site policy: budgets, retry backoff;
     #    fan-out workloads waiting for a start leave KAI's allocation
@@ -302,9 +302,11 @@ def _cycle(
     again = allocate(session, prefer=ledger.lost) if ledger.grants or ledger.lost else None
     swap_homes(session, ledger)  # victims on each other's old nodes keep their own instead
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
-    unplaced = frozenset(k for k in drift.trials if not session.tasks.get(k))
+    unplaced = {k for k in drift.trials if not session.tasks.get(k)}
     if unplaced:
-        return frozenset(drift.trials), unplaced
+        found = _pending(problem, session, again or allocator, ledger, drift)
+        why = {p.workload: p.reason for p in found if p.workload in unplaced}
+        return frozenset(drift.trials), {k: why.get(k) for k in unplaced}
     # 8. actions
     grants = {**allocator.grants, **ledger.grants, **(again.grants if again else {})}
     actions = prunes(problem) + placements(desired, problem, session, grants, ledger, drift)

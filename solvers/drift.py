@@ -80,7 +80,8 @@ class Drift:
 class Trial:
     """What a replacement that does not fit beside its old job needs to wait as a new job."""
 
-    kept: frozenset[str]  # tried in an earlier run of this cycle and not placed
+    # tried in an earlier run of this cycle and not placed, and why (if known)
+    kept: Mapping[str, Reason | None]
     since: Mapping[str, datetime]  # when each edit was first seen: its place in the queue
 
 
@@ -90,7 +91,7 @@ def reconcile_drift(
     specs: Mapping[str, WorkloadSpec],
     now: datetime,
     held: tuple[Mapping[str, float], Mapping[str, float]],
-    kept: frozenset[str] = frozenset(),
+    kept: Mapping[str, Reason | None] | None = None,
 ) -> Drift:
     """Sort every edit to a running workload into in place, shrink or replacement (module
     docstring), changing ``problem`` to match. ``held``: what each queue holds now, all
@@ -127,7 +128,7 @@ def reconcile_drift(
             req.placed = req.placed[: req.replicas]
     held = (held[0], _made_non_preemptible(problem, flips, held[1], drift))
     if replace:
-        _replace(problem, replace, now, drift, held, Trial(kept, observed.spec_since))
+        _replace(problem, replace, now, drift, held, Trial(kept or {}, observed.spec_since))
     return drift
 
 
@@ -254,7 +255,7 @@ def _replace(
             _keep_old(drift, req, job, old, reasons.change_does_not_fit(text, why))
             continue
         if req.key in trial.kept:  # a cycle that tried it as a new job did not place it
-            _keep_old(drift, req, job, old, reasons.change_not_placed(text))
+            _keep_old(drift, req, job, old, reasons.change_not_placed(text, trial.kept[req.key]))
             continue
         drift.replaced[req.key] = Replacement(
             job_id=job.id,

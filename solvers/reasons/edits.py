@@ -109,14 +109,15 @@ def change_does_not_fit(changes: str, why: str) -> Reason:
     )
 
 
-def change_not_placed(changes: str) -> Reason:
-    """A replacement that the cycle could not place as a new job, with its old job's GPUs free."""
+def change_not_placed(changes: str, why: Reason | None) -> Reason:
+    """A replacement that the cycle could not place as a new job, with its old job's GPUs
+    free; ``why``: what that new job waited for, when known."""
+    told = f" ({why.code.value}: {why.message})" if why is not None else ""
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
         message=(
-            f"the spec changed ({changes}); the new version found no room even with the old "
-            "job's GPUs free, as a new job of its project and priority (nothing free, no "
-            "lower-priority work of its project to preempt, no quota to reclaim), so the job "
-            "keeps running the old version until it fits"
+            f"the spec changed ({changes}); the new version, waiting as a new job of its "
+            f"project and priority with the old job's GPUs free, was not placed{told}, so "
+            "the job keeps running the old version until it fits"
         ),
     )

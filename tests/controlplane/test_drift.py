@@ -432,5 +432,35 @@ def test_of_two_replacements_tried_as_new_jobs_the_one_placed_goes_ahead(
     assert [a["op"] for a in data["actions"] if a["workload"] != "p/w1"] == ["preempt"]
     waits = {p["workload"]: p["reason"] for p in data["pending"]}
     assert waits["p/w2"]["code"] == "spec-changed"
-    assert "found no room even with the old job's GPUs free" in waits["p/w2"]["message"]
+    assert "with the old job's GPUs free, was not placed (" in waits["p/w2"]["message"]
     assert "gpus: 2 -> 4" in waits["p/w2"]["message"]
+
+
+def test_a_replacement_held_back_by_min_runtime_says_so(tmp_path: Path, capsys: Capsys) -> None:
+    """The new version could preempt lower-priority work of its project, but that work is
+    still inside the project's minRuntime: the wait says so (it said "no lower-priority
+    work of its project to preempt"; seen on the quick start's notebook). Once the
+    protection ends, the replacement goes ahead."""
+    a100 = {"gpuTypes": ["a100_80"], "command": ["x"]}
+
+    def specs(gpus: int) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS[:1]),
+                project("p", gpus=16, minRuntime="1h"),
+                workload("w", "p", gpus=gpus, type="interactive", **a100),
+                workload("low1", "p", gpus=8, priority=10, **a100),
+                workload("low2", "p", gpus=4, priority=10, **a100),
+            ],
+        )
+
+    root = specs(2)
+    settle(capsys, root, T0)
+    specs(8)
+    data = plan(capsys, root, "2026-11-22T10:10:00+00:00")
+    assert data["actions"] == []
+    [waits] = [p for p in data["pending"] if p["workload"] == "p/w"]
+    assert "was not placed (min-runtime:" in waits["reason"]["message"], waits
+    later = plan(capsys, root, "2026-11-22T11:30:00+00:00")
+    assert sorted(a["op"] for a in later["actions"]) == ["cancel", "preempt", "submit"]
