@@ -356,7 +356,16 @@ def record_endings(snap: Snapshot, store: Store, desired: DesiredState) -> None:
                 ran = int((j.ended_at - j.started_at).total_seconds()) if j.started_at else 0
                 failed = j.state in FAILED_STATES
                 endings.append(
-                    (j.workload, j.id, j.ended_at, j.exit_code, failed, ran, j.spec_digest)
+                    (
+                        j.workload,
+                        j.id,
+                        j.ended_at,
+                        j.exit_code,
+                        failed,
+                        ran,
+                        j.spec_digest,
+                        j.state.value,
+                    )
                 )
     if endings:
         store.record_endings(endings, fresh_after=CAP_SECONDS)

@@ -219,6 +219,11 @@ class Failure(SnapshotModel):
         description="the digest of the spec the failed job ran: an edit since ends the backoff",
         exclude_if=lambda v: v is None,
     )
+    state: JobState | None = Field(
+        default=None,
+        description="how it ended (FAILED, TIMEOUT: out of its walltime, NODE_FAIL)",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class Snapshot(SnapshotModel):

@@ -150,7 +150,7 @@ def migrate(engine: Engine, version: int) -> None:
         "plans": ("chain_seq INTEGER", "prev_hash VARCHAR", "hash VARCHAR"),  # 2: the chain
         "events": ("actor VARCHAR",),  # 5: who applied
         "completions": ("spec_digest VARCHAR",),  # 6: the spec a completed job ran
-        "failures": ("spec_digest VARCHAR",),  # 7: the spec a failed job ran
+        "failures": ("spec_digest VARCHAR", "state VARCHAR"),  # 7: its spec; 8: how it ended
         "runs": (
             "project VARCHAR DEFAULT ''",
             "gpus INTEGER DEFAULT 0",  # 3: usage from runs

@@ -25,7 +25,7 @@ from controlplane.store.tables import (
     RunRow,
 )
 from controlplane.store.tables import aware as _aware
-from specs.snapshot import Failure
+from specs.snapshot import Failure, JobState
 
 
 class SchedulingState:
@@ -129,16 +129,16 @@ class SchedulingState:
 
     def record_endings(
         self,
-        endings: list[tuple[str, str, datetime, str | None, bool, int, str | None]],
+        endings: list[tuple[str, str, datetime, str | None, bool, int, str | None, str]],
         *,
         fresh_after: int,
     ) -> None:
         """Update failure streaks from ended jobs: ``(workload, job, ended_at, exit code,
-        failed, seconds it ran, spec digest)``. A failure newer than the streak's adds to it
+        failed, seconds it ran, spec digest, state)``. A failure newer than the streak's adds to it
         (or starts a new one if it ran ``fresh_after`` seconds or more, or ran another
         version of the spec); a newer success ends it."""
         with self.db.session() as db:
-            for workload, job, ended, code, failed, ran, digest in sorted(
+            for workload, job, ended, code, failed, ran, digest, state in sorted(
                 endings, key=lambda e: e[2]
             ):
                 row = db.get(FailureRow, workload)
@@ -158,6 +158,7 @@ class SchedulingState:
                         ended_at=ended,
                         exit_code=code,
                         spec_digest=digest,
+                        state=state,
                     )
                 )
                 db.flush()
@@ -174,6 +175,15 @@ class SchedulingState:
                     ended_at=_aware(r.ended_at),
                     exit_code=r.exit_code,
                     spec_digest=r.spec_digest,
+                    state=_state(r.state),
                 )
                 for r in sorted(rows, key=lambda r: r.workload)
             ]
+
+
+def _state(value: str | None) -> JobState | None:
+    """A stored job state, if it still names one (rows before schema 8 have none)."""
+    try:
+        return JobState(value) if value is not None else None
+    except ValueError:
+        return None

@@ -28,7 +28,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class MetaRow(SQLModel, table=True):
@@ -167,6 +167,7 @@ class FailureRow(SQLModel, table=True):
     ended_at: datetime
     exit_code: str | None = None
     spec_digest: str | None = None  # of the spec the failed job ran (7)
+    state: str | None = None  # how it ended: FAILED, TIMEOUT, NODE_FAIL (8)
 
 
 class LeaseRow(SQLModel, table=True):

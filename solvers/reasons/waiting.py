@@ -211,18 +211,24 @@ def over_budget_cost(project: str, spent: float, budget: float, month: str) -> R
 
 def failed(
     job: str,
+    timed_out: bool,
     exit_code: str | None,
     ended_at: datetime,
     streak: int,
     retry_at: datetime,
     backoff: int,
 ) -> Reason:
-    """A workload whose latest job failed waits out its retry backoff."""
-    exit_info = f" (exit {exit_code})" if exit_code else ""
+    """A workload whose latest job failed (``timed_out``: ran out of its walltime) waits
+    out its retry backoff."""
+    exit_info = f"exit {exit_code}" if exit_code else ""
+    if timed_out:
+        how = f"ran out of its walltime (TIMEOUT{', ' + exit_info if exit_info else ''})"
+    else:
+        how = f"failed ({exit_info})" if exit_info else "failed"
     return Reason(
         code=ReasonCode.FAILED,
         message=(
-            f"job {job} failed{exit_info} at {stamp(ended_at)}, the {ordinal(streak)} failure in a "
+            f"job {job} {how} at {stamp(ended_at)}, the {ordinal(streak)} failure in a "
             f"row; retried after {stamp(retry_at)} (backoff {format_duration(backoff)})"
         ),
     )

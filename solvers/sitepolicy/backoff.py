@@ -70,6 +70,7 @@ def latest_failure(workload: str, jobs: Iterable[Job], record: Failure | None) -
         ended_at=newest.ended_at,
         exit_code=newest.exit_code,
         spec_digest=newest.spec_digest,
+        state=newest.state,
     )
 
 
@@ -88,6 +89,7 @@ def why_waiting(failure: Failure, now: datetime) -> Reason | None:
         return None
     return reasons.failed(
         failure.job,
+        failure.state == JobState.TIMEOUT,
         failure.exit_code,
         failure.ended_at,
         failure.count,

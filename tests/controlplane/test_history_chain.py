@@ -196,6 +196,23 @@ def test_a_store_of_schema_5_gains_the_completions_spec_digest(
     assert told > 0, "completions recorded with the spec they ran"
 
 
+def test_a_store_of_schema_7_gains_how_a_failed_job_ended(tmp_path: Path, capsys: Capsys) -> None:
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "store", "init", specs).code == 0
+    sql(specs, "INSERT INTO failures (workload, count, job, ended_at) VALUES "
+        "('nlp/notebook', 1, '9', '2026-11-19 23:59:30')")  # fmt: skip
+    sql(specs, "ALTER TABLE failures DROP COLUMN state")  # as version 7 made it
+    sql(specs, "UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    planned = cp(capsys, "plan", specs, "--json", "--now", "2026-11-20T00:00:00Z")
+    assert planned.code == 0, planned.err
+    waits = {p["workload"]: p["reason"]["message"] for p in planned.json()["pending"]}
+    assert waits["nlp/notebook"].startswith("job 9 failed at"), "a row without its state"
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(failures)")]
+    assert "state" in columns
+
+
 def test_who_applied_is_shown_as_printable_text(
     tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

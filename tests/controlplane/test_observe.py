@@ -123,6 +123,25 @@ def test_an_edit_to_a_failed_workload_ends_its_backoff(tmp_path: Path) -> None:
     assert [a.workload for a in plan(fixed, snap, now=snap.now).actions] == ["p/w"]
 
 
+def test_a_job_that_ran_out_of_its_walltime_is_told_so(tmp_path: Path) -> None:
+    """A walltime expiry read "job 41 failed (exit 0:15)", no word of TIMEOUT (user trial
+    on real Slurm). The wait says it ran out of its walltime, also once only the store
+    remembers the job."""
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    adapter.jobs = [
+        job(JobState.TIMEOUT, started=True).model_copy(
+            update={"ended_at": NOW, "exit_code": "0:15"}
+        )
+    ]
+    for seen in (True, False):  # in view, then remembered by the store alone
+        if not seen:
+            adapter.jobs = []
+        snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(seconds=10), store)
+        [waits] = plan(DESIRED, snap, now=snap.now).pending
+        assert waits.reason.code == ReasonCode.FAILED
+        assert "job 41 ran out of its walltime (TIMEOUT, exit 0:15)" in waits.reason.message
+
+
 def test_a_failed_or_cancelled_job_is_not_remembered_as_completed(tmp_path: Path) -> None:
     store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
     adapter.jobs = [job(JobState.FAILED, started=True)]
