@@ -31,6 +31,7 @@ it was down is stale once it answers. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from controlplane.inventory import chain_of
@@ -44,6 +45,14 @@ from specs.snapshot import Job, JobState, Node, Replica, Snapshot
 def unreachable(observed: Snapshot) -> dict[str, str]:
     """Clusters that did not answer, with their error."""
     return {c.name: c.error or "unknown error" for c in observed.clusters if not c.reachable}
+
+
+def none_answered(unreachable: Mapping[str, str], desired: DesiredState) -> str | None:
+    """ "no cluster answered (a, b)" when every cluster of the specs was silent: a plan
+    then observed nothing, and must not read as "no changes" (to a CI job above all)."""
+    if not unreachable or not set(unreachable) >= set(desired.clusters):
+        return None
+    return f"no cluster answered ({', '.join(sorted(unreachable))})"
 
 
 def may_use(workload: Workload, cluster: Cluster) -> bool:

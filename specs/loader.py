@@ -206,10 +206,10 @@ def _read_document(
 # ------------------------------------------------------------------ the repo
 
 
-def _spec_files(root: Path, errors: list[Diagnostic]) -> list[tuple[str, Path]]:
-    """(path relative to root, path) of every spec file, sorted; hidden entries and .cp/ skipped."""
+def _spec_files(root: Path, errors: list[Diagnostic]) -> list[Path]:
+    """Every spec file, by its path relative to root; hidden entries and .cp/ skipped."""
     if root.is_file():
-        return [(root.name, root)]
+        return [root]
 
     def unreadable(err: OSError) -> None:
         errors.append(
@@ -223,7 +223,7 @@ def _spec_files(root: Path, errors: list[Diagnostic]) -> list[tuple[str, Path]]:
             if name.endswith((".yaml", ".yml")) and not name.startswith("."):
                 path = Path(folder, name)
                 found.append((path.relative_to(root).as_posix(), path))
-    return sorted(found)
+    return [path for _, path in sorted(found)]
 
 
 def _display(path: Path) -> str:
@@ -319,7 +319,7 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     contents: dict[str, bytes] = {}
     used: set[str] = set()
     budget = MAX_TOTAL_BYTES
-    for _, path in _spec_files(root, errors):
+    for path in _spec_files(root, errors):
         shown = _display(path)
         content = _read_bounded(path, shown, budget, errors)
         if content is None:

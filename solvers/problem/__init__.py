@@ -237,10 +237,7 @@ def _stranded(queued: list[tuple[str, Job]], nodes: dict[str, NodeInfo]) -> bool
     is drained or gone. Nothing the plans do will make room there (a victim is gone by
     the next observation), while GPUs may be idle elsewhere. A fan-out candidate, which
     the cluster places, is never stranded."""
-    return all(
-        j.candidate is None and bool(j.replicas) and bool(stuck_on(cluster, j, nodes))
-        for cluster, j in queued
-    )
+    return all(j.candidate is None and bool(stuck_on(cluster, j, nodes)) for cluster, j in queued)
 
 
 def stuck_on(cluster: str, job: Job, nodes: dict[str, NodeInfo]) -> list[str]:

@@ -30,6 +30,7 @@ from controlplane.cli.views import plan as plan_view
 from controlplane.cli.views.apply import apply_json, outcome_line, verdict
 from controlplane.errors import ApplyError, PlanNotFoundError, StalePlanError
 from controlplane.plan import Plan
+from controlplane.unreachable import none_answered
 from specs.snapshot import Snapshot, observed_digest
 
 
@@ -122,11 +123,9 @@ def apply(
                 stop=stopper.asked,
             )
             if maybe is None:
-                silent = ""
-                if plan.unreachable and set(plan.unreachable) >= set(loaded.desired.clusters):
-                    # nothing was observed: no "no changes" for a CI job (as `cp plan`)
-                    names = ", ".join(sorted(plan.unreachable))
-                    silent = f"no cluster answered ({names}): nothing was observed or applied"
+                silent = none_answered(plan.unreachable, loaded.desired) or ""
+                if silent:  # nothing was observed: no "no changes" for a CI job
+                    silent += ": nothing was observed or applied"
                 if as_json:
                     write_json(
                         apply_json(plan.id, None, unreachable=plan.unreachable, silent=silent)

@@ -53,6 +53,7 @@ from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.costs import candidate_table
 from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
 from controlplane.observe import adapters_for, observe
+from controlplane.unreachable import none_answered
 from solvers.policy import Policy
 from specs.diagnostics import SpecError
 from specs.snapshot import Snapshot
@@ -228,12 +229,10 @@ def plan_cmd(
                 f"Saved to {out_file}; run [bold]{escape(apply_it)}[/] to carry it out.",
                 soft_wrap=True,
             )
-    if plan.unreachable and set(plan.unreachable) >= set(loaded.desired.clusters):
-        # nothing was observed: not "no changes" to a CI job asking --detailed-exitcode
-        names = ", ".join(sorted(plan.unreachable))
+    silent = none_answered(plan.unreachable, loaded.desired)
+    if silent:
         err.print(
-            f"error: no cluster answered ({names}): this plan observed nothing; "
-            "fix access to them and plan again",
+            f"error: {silent}: this plan observed nothing; fix access to them and plan again",
             highlight=False,
             soft_wrap=True,
             markup=False,

@@ -391,7 +391,7 @@ def test_a_job_waiting_for_nodes_someone_else_took_is_placed_again(
     [node] = [r["node"] for a in planned["actions"] for r in a["replicas"]]
     taker = slurm(
         "sbatch", "-p", "gpu-a100", "--gres=gpu:a100_80:2", "-w", node, "-t", "20",
-        "-J", "someone-else", "--wrap", "sleep 1000",
+        "-J", "someone-else", "-o", "/dev/null", "--wrap", "sleep 1000",
     )  # fmt: skip
     assert taker.returncode == 0, taker.stderr
     wait_for(lambda: show_job(slurm, taker.stdout.split()[-1]).get("JobState") == "RUNNING")
