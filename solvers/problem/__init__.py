@@ -30,7 +30,7 @@ from solvers.problem.records import (
 from solvers.problem.specpart import ProblemCache, SpecPart, eligible_pools, job_request, spec_part
 from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.desired import DesiredState
-from specs.snapshot import Job, Snapshot
+from specs.snapshot import Job, JobState, Snapshot
 
 __all__ = [
     "JobRequest",
@@ -209,8 +209,10 @@ def _nodes(observed: Snapshot, pools: dict[PoolKey, PoolInfo]) -> dict[str, Node
             if not j.state.holds_gpus:
                 continue
             for r in j.replicas:
-                if r.node and node_key(c.name, r.node) in nodes:
-                    nodes[node_key(c.name, r.node)].used += r.gpus
+                if r.node and (node := nodes.get(node_key(c.name, r.node))) is not None:
+                    node.used += r.gpus
+                    if j.state is JobState.COMPLETING:
+                        node.leaving += r.gpus
     return nodes
 
 
@@ -234,9 +236,10 @@ def _utc(moment: datetime) -> datetime:
 def _stranded(queued: list[tuple[str, Job]], nodes: dict[str, NodeInfo]) -> bool:
     """Jobs waiting in a cluster's queue, each pinned to nodes (the plan placed it) of
     which one cannot hold it as the clusters stand: running work holds its GPUs, or it
-    is drained or gone. Nothing the plans do will make room there (a victim is gone by
-    the next observation), while GPUs may be idle elsewhere. A fan-out candidate, which
-    the cluster places, is never stranded."""
+    is drained or gone. Nothing the plans do will make room there, while GPUs may be idle
+    elsewhere. Work winding down there (the victims of the plan that pinned it, within
+    their grace) makes room as it ends. A fan-out candidate, which the cluster places, is
+    never stranded."""
     return all(j.candidate is None and bool(stuck_on(cluster, j, nodes)) for cluster, j in queued)
 
 
@@ -251,7 +254,9 @@ def stuck_on(cluster: str, job: Job, nodes: dict[str, NodeInfo]) -> list[str]:
     return [
         name
         for name, gpus in sorted(asks.items())
-        if (n := nodes.get(node_key(cluster, name))) is None or n.free < gpus
+        if (n := nodes.get(node_key(cluster, name))) is None
+        or not n.schedulable
+        or n.capacity - n.used + n.leaving < gpus
     ]
 
 

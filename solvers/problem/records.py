@@ -63,6 +63,7 @@ class NodeInfo:
     capacity: int
     used: int  # GPUs held by every job on it, ours and others'
     schedulable: bool
+    leaving: int = 0  # of ``used``, held by jobs winding down (preempted, cancelled)
 
     @property
     def free(self) -> int:

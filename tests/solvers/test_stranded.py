@@ -18,9 +18,9 @@ from tests.builders import NOW, cluster, desired, project, workload
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
 
 
-def _world(taken: bool) -> tuple[object, Snapshot]:
+def _world(taken: bool, state: JobState = JobState.RUNNING) -> tuple[object, Snapshot]:
     """``late`` (8 GPUs) queued for a100-01; with ``taken``, somebody else's 4-GPU job
-    runs there."""
+    is there, in ``state``."""
     d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("late", "p", gpus=8)])
     nodes = [Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2)]
     jobs = [
@@ -41,6 +41,7 @@ def _world(taken: bool) -> tuple[object, Snapshot]:
             Job(
                 id="9",
                 workload=None,
+                state=state,
                 replicas=[Replica(node="a100-01", gpus=4)],
                 started_at=NOW - timedelta(minutes=5),
                 pool="a100",
@@ -62,5 +63,15 @@ def test_a_queued_job_whose_nodes_others_took_is_planned_again() -> None:
 
 def test_a_queued_job_whose_nodes_are_free_or_unpinned_waits_on() -> None:
     d, snap = _world(taken=False)  # its node is free: the cluster will start it
+    p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
+    assert p.actions == [] and [x.reason.code for x in p.pending] == [ReasonCode.SUBMITTED]
+
+
+def test_a_queued_job_waits_for_a_victim_winding_down_on_its_nodes() -> None:
+    """The plan that pinned it preempted what held its node; the victim ends within its
+    grace (Slurm's KillWait, a pod's termination grace) and is seen COMPLETING meanwhile.
+    A plan made then cancelled the queued job as stranded and looked for room elsewhere,
+    though the node was about to free up."""
+    d, snap = _world(taken=True, state=JobState.COMPLETING)
     p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
     assert p.actions == [] and [x.reason.code for x in p.pending] == [ReasonCode.SUBMITTED]
