@@ -78,8 +78,30 @@ class Session:
                 if job.pool:
                     s.pool[job.key] = job.pool
                 s.charge(job, len(job.placed) * job.gpus)
+        s.hold_queued()
         s.hold_candidates()
         return s
+
+    def hold_queued(self) -> None:
+        """Workloads whose job an earlier plan submitted and the cluster has yet to start:
+        their GPUs count against their queues (quotas, limits, fair shares) as the work
+        they are about to be, and they hold the nodes they were pinned to where those
+        have the room now (a victim still winding down there makes it as it ends), so
+        nothing else is planned onto them. One the cluster places holds a best fit."""
+        waiting = sorted(
+            self.problem.queued.values(),
+            key=lambda q: (q.job.submitted_at or _EPOCH, job_id_order(q.job.id)),
+        )
+        for q in waiting:
+            asks = [r.gpus for r in q.job.replicas]
+            self.charge(q.request, sum(asks), q.pool)
+            named = [node_key(q.cluster, r.node) for r in q.job.replicas if r.node is not None]
+            if q.pool is None or not asks:
+                continue
+            if len(named) == len(asks):
+                self._hold_on(q.pool, named, asks)
+            elif not named:
+                self.hold(q.pool, asks)
 
     def hold_candidates(self) -> None:
         """Fan-out workloads whose candidates wait in the clusters' queues: their GPUs count

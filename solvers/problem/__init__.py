@@ -24,6 +24,7 @@ from solvers.problem.records import (
     PoolKey,
     Problem,
     Queue,
+    Queued,
     TypeQuota,
     node_key,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "Problem",
     "ProblemCache",
     "Queue",
+    "Queued",
     "SpecPart",
     "TypeQuota",
     "build_problem",
@@ -73,6 +75,7 @@ def build_problem(
     duplicates: list[tuple[str, Job]] = []
     outdated: list[tuple[str, Job]] = []
     stranded: list[tuple[str, Job]] = []
+    queued: dict[str, Queued] = {}
     candidates: dict[str, list[tuple[str, Job]]] = {}
     fan_out: dict[str, JobRequest] = {}
     segments: dict[str, Segments] = {}
@@ -121,6 +124,9 @@ def build_problem(
                 candidates[key] = active
                 fan_out[key] = req
             else:
+                cluster, job = active[0]
+                pool = _pool_of(job, cluster, nodes)
+                queued[key] = Queued(cluster, job, req, pool if pool in pools else None)
                 duplicates += active[1:]
         elif (
             seg.complete
@@ -154,6 +160,7 @@ def build_problem(
         segments,
         outdated,
         stranded=stranded,
+        queued=queued,
     )
 
 

@@ -100,6 +100,17 @@ class JobRequest:
         return self.job_id is not None
 
 
+@dataclass(frozen=True)
+class Queued:
+    """A workload whose job waits in a cluster's queue: the job, its request, and the
+    pool it waits in (None: not one of the specs' pools)."""
+
+    cluster: str
+    job: Job
+    request: JobRequest
+    pool: PoolKey | None
+
+
 @dataclass
 class Problem:
     now: datetime
@@ -125,6 +136,8 @@ class Problem:
     # jobs waiting in a cluster's queue pinned to nodes that cannot hold them now (others
     # took them): cancelled, and the workload planned again
     stranded: list[tuple[str, Job]] = field(default_factory=list)
+    # of ``submitted``, all but fan-out candidates: what each job asks, and where it waits
+    queued: dict[str, Queued] = field(default_factory=dict)
     # what solvers derive from the problem alone, computed once (e.g. CP-SAT's base state)
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
