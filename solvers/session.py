@@ -353,6 +353,12 @@ def _fair_shares(
         )
         for q in s.chain(job.queue):
             request[q.id] += gpus
+    # work waiting in the clusters' queues is charged (``before``): it asks for as much
+    waiting = [(q.request, sum(r.gpus for r in q.job.replicas)) for q in problem.queued.values()]
+    waiting += [(j, j.replicas * j.gpus) for j in (problem.fan_out[k] for k in problem.candidates)]
+    for job, gpus in waiting:
+        for q in s.chain(job.queue):
+            request[q.id] += gpus
 
     def share_node(qid: str) -> ShareNode:
         q = problem.queues[qid]

@@ -62,3 +62,14 @@ def test_a_queued_job_the_cluster_places_holds_room_somewhere() -> None:
     )
     p = plan(d, snap, now=NOW)
     assert [a.op for a in p.actions] == [Op.SUBMIT]  # one node is left for q's two
+
+
+def test_a_queued_job_asks_for_its_share() -> None:
+    """Its GPUs were charged to its project but left out of what the project asks for, so
+    the over-quota split gave the project nothing for them: it looked over its fair share
+    with GPUs it is about to use."""
+    docs = (project("p", gpus=0), project("q", gpus=0), workload("big", "q", gpus=8, replicas=2))
+    d, snap = _world(*docs)
+    p = plan(d, snap, now=NOW)
+    assert (p.projects["p"].fair_share, p.projects["q"].fair_share) == (8, 8)
+    assert (p.projects["p"].allocated, p.projects["q"].allocated) == (8, 0)
