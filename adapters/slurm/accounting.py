@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from adapters.slurm.eviction import observed_state
 from adapters.slurm.parse import job_state, parse_time_limit
 from adapters.slurm.tags import Tag, parse_tag
 from specs.snapshot import JobRun
@@ -114,7 +115,9 @@ def runs_of(rows: list[SacctRow], running_tags: Mapping[str, Tag]) -> list[JobRu
         tag = parse_tag(row.comment) or running_tags.get(row.job_id)
         if tag is None or row.start is None:
             continue
-        state = job_state(row.state, has_nodes=bool(row.nodes) and row.nodes != "None")
+        state = observed_state(
+            job_state(row.state, has_nodes=bool(row.nodes) and row.nodes != "None"), tag
+        )
         # a run with an end is over, whatever the job's state: a requeued job's earlier
         # run reads REQUEUED (an active state) yet ended when Slurm took it back
         ended = row.end

@@ -15,9 +15,11 @@ How each action maps onto Slurm (and why):
 ``preempt``
     The job is *checkpointable* when its own tag says so (it was submitted with a
     checkpoint signal: ``ckpt=`` in the comment) or the action's submit details name a
-    checkpoint signal. Checkpointable → ``scontrol requeue`` (same job id, back to
-    PENDING, resumes from its checkpoint when it runs again; a job that is still pending
-    is left alone, it holds no GPUs). Otherwise → ``scancel``: ``--requeue`` alone only
+    checkpoint signal. Checkpointable → its time limit is brought in so that Slurm sends
+    the checkpoint signal now and ends the job once its grace has passed, and its tag
+    says ``evicted`` (eviction.py); a checkpoint segment, whose ``timeout`` wrapper keeps
+    its own clock, is requeued (``scontrol requeue``: same job id, back to PENDING). A
+    job that is still pending is left alone, it holds no GPUs. Otherwise → ``scancel``: ``--requeue`` alone only
     means "may restart", and restarting from scratch would just race the plan's winner
     for the GPUs it was evicted from; the reconciler resubmits it when it fits again.
 ``cancel``
@@ -45,12 +47,14 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.base import ActionResult, AdapterError, PermanentError
 from adapters.slurm import parse
 from adapters.slurm.errors import classify, is_gone
+from adapters.slurm.eviction import evict, grace_of, requeue
 from adapters.slurm.forecast import (
     StartForecast,
     backfill_fits,
@@ -61,7 +65,7 @@ from adapters.slurm.idempotency import PlanIndex
 from adapters.slurm.observation import build_job, build_node
 from adapters.slurm.parse import QueueRow
 from adapters.slurm.request import build_request, request_of_job
-from adapters.slurm.script import BatchRequest, render_script, sbatch_options
+from adapters.slurm.script import BatchRequest, render_script, sbatch_options, segment_of
 from adapters.slurm.tags import Tag, job_name, parse_tag
 from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
 from specs.actions import NEVER, Action, Never, Op
@@ -69,8 +73,6 @@ from specs.models import Cluster, NodePool
 from specs.snapshot import ClusterState, Job, JobState
 
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-# scontrol requeue of a job that is back in the queue already (a race with our read)
-_ALREADY_QUEUED = re.compile(r"Job is pending execution", re.IGNORECASE)
 
 
 class SlurmAdapter:
@@ -219,7 +221,7 @@ class SlurmAdapter:
         if action.op is Op.CANCEL:
             return self._cancel(action)
         if action.op is Op.PREEMPT:
-            return self._preempt(action)
+            return self._preempt(action, plan_id)
         if action.op in (Op.MOVE, Op.RESIZE):
             return self._replace(action, plan_id)
         raise PermanentError(f"the Slurm adapter cannot {action.op}")
@@ -296,7 +298,7 @@ class SlurmAdapter:
             )
         return self._scancel(owned[0].job_id)
 
-    def _preempt(self, action: Action) -> ActionResult:
+    def _preempt(self, action: Action, plan_id: str) -> ActionResult:
         owned = self._owned(action)
         if owned is None or not _state(owned[0]).active:
             return ActionResult(
@@ -314,27 +316,21 @@ class SlurmAdapter:
             return ActionResult(
                 ok=True, job=row.job_id, message=f"job {row.job_id} is still queued; left as is"
             )
-        if state is JobState.COMPLETING:
-            # already on its way out: cancelled, finished, or requeued by an earlier attempt
+        if state is JobState.COMPLETING or tag.evicted is not None:
+            # already on its way out: cancelled, finished, or evicted by an earlier attempt
             # of this action. Slurm 22.05 accepts a requeue of a job completing after a
             # cancel and runs it again, which would undo the eviction.
             return ActionResult(
                 ok=True, job=row.job_id, message=f"job {row.job_id} is already ending"
             )
-        done = self._run(["scontrol", "requeue", row.job_id])
-        if not done.ok:
-            if is_gone(done):
-                return ActionResult(
-                    ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
-                )
-            if _ALREADY_QUEUED.search(done.stderr + done.stdout):
-                return ActionResult(
-                    ok=True, job=row.job_id, message=f"job {row.job_id} is back in the queue"
-                )
-            raise classify(done)
-        return ActionResult(
-            ok=True, job=row.job_id, message=f"requeued job {row.job_id} (checkpointable)"
-        )
+        grace = grace_of(tag.checkpoint) if tag.checkpoint else None
+        if grace is not None and not self._segment(row):
+            return evict(self._run, row, replace(tag, evicted=plan_id), grace, datetime.now(UTC))
+        return requeue(self._run, row)
+
+    def _segment(self, row: QueueRow) -> bool:
+        script = self._check(["scontrol", "write", "batch_script", row.unique_id, "-"]).stdout
+        return segment_of(script) is not None
 
     def _replace(self, action: Action, plan_id: str) -> ActionResult:
         if not action.replicas:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from adapters.slurm.eviction import observed_state
 from adapters.slurm.parse import (
     Allocation,
     NodeRow,
@@ -84,11 +85,11 @@ def _replicas(row: QueueRow, alloc: Allocation | None, held: bool) -> list[Repli
 
 
 def build_job(row: QueueRow, alloc: Allocation | None, pools: Sequence[NodePool]) -> Job:
-    state = job_state(row.state, has_nodes=bool(row.nodes))
+    tag = parse_tag(row.comment)
+    state = observed_state(job_state(row.state, has_nodes=bool(row.nodes)), tag)
     # A job that ended while pending still lists a StartTime (when it was cancelled) but
     # no nodes: only a job that got nodes has really started.
     started = row.nodes and state not in (JobState.PENDING, JobState.REQUEUED)
-    tag = parse_tag(row.comment)
     gpu_type, _ = parse_gpu_gres(row.gres_per_node)
     if gpu_type is None and alloc is not None:
         gpu_type = alloc.gpu_type

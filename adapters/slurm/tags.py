@@ -1,7 +1,8 @@
 """How a Slurm job says it belongs to the control plane, and to which workload and plan.
 
 Slurm keeps no labels, so the identity travels in the job's ``--comment``:
-``cp:v1;workload=chem/md-run;plan=<id>[;spec=<digest>][;ckpt=USR1@600][;cand=<candidate>]``.
+``cp:v1;workload=chem/md-run;plan=<id>[;spec=<digest>][;ckpt=USR1@600][;cand=<candidate>]``,
+and ``;evicted=<plan id>`` once a plan preempted it with its checkpoint signal.
 The comment survives a crash of the control plane, a restart of slurmctld and a requeue,
 which is what lets ``observe`` recognise our jobs and ``execute`` refuse to touch anybody
 else's; the spec digest lets a resubmission of the same workload spec find the job
@@ -37,6 +38,8 @@ class Tag:
     candidate: str | None = None
     # the digest of the workload spec it runs (specs.models.WorkloadSpec.digest)
     spec_digest: str | None = None
+    # the plan that preempted it: it winds down within its checkpoint grace (eviction.py)
+    evicted: str | None = None
 
 
 def format_tag(tag: Tag) -> str:
@@ -50,6 +53,8 @@ def format_tag(tag: Tag) -> str:
         parts.append(f"cand={quote(tag.candidate, safe=_SAFE)}")
     if tag.spec_digest is not None:
         parts.append(f"spec={quote(tag.spec_digest, safe=_SAFE)}")
+    if tag.evicted is not None:
+        parts.append(f"evicted={quote(tag.evicted, safe=_SAFE)}")
     return ";".join(parts)
 
 
@@ -79,6 +84,7 @@ def parse_tag(comment: str | None) -> Tag | None:
         checkpoint=fields.get("ckpt") or None,
         candidate=fields.get("cand") or None,
         spec_digest=fields.get("spec") or None,
+        evicted=fields.get("evicted") or None,
     )
 
 

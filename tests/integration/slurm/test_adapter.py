@@ -22,6 +22,7 @@ from adapters.slurm.localcluster import LocalSlurm
 from specs.actions import NEVER, Op
 from specs.models import Cluster
 from specs.snapshot import Job, JobState
+from tests.builders.programs import SAVES
 
 pytestmark = pytest.mark.slurm
 Helper = Callable[..., Any]  # the builders conftest hands out as fixtures
@@ -222,25 +223,36 @@ def test_cancel_and_cancel_again(
     assert adapter.execute(make_action(Op.CANCEL, job="999999"), plan_id="p2").ok
 
 
-def test_preempt_requeues_a_checkpointable_job(
-    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+def test_preempt_gives_a_checkpointable_job_its_signal_and_grace(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
 ) -> None:
-    submitted = adapter.execute(
-        make_action(checkpoint_signal="USR1", nodes=["a100-1"]), plan_id="p"
+    """Slurm's own ``--signal`` delivers the checkpoint signal once the time limit is
+    brought in; the workload saves and exits, and the job is seen as preempted (not
+    completed, not failed). A requeue gave SIGTERM and, KillWait later, SIGKILL."""
+    marker = tmp_path / "progress"
+    action = make_action(
+        workload="chem/ckpt",  # it ends COMPLETED: another test's plan "p" would find it
+        checkpoint_signal="USR1",
+        nodes=["a100-1"],
+        command=["python3", "-c", SAVES, str(marker)],
     )
-    wait_for(lambda: running(adapter, submitted.job))
-    result = adapter.execute(
-        make_action(Op.PREEMPT, job=submitted.job, details=False), plan_id="p2"
-    )
-    assert result.ok and result.job == submitted.job and "requeued" in result.message
-    job = wait_for(
-        lambda: (j := job_of(adapter, submitted.job)) and j.state is JobState.PENDING and j
-    )
-    assert job.started_at is None and job.workload == "chem/md-run"
-    assert "Restarts=1" in show_job(submitted.job)
-    # same job id back on its node once the credential delay (5 s here) has passed
-    job = wait_for(lambda: running(adapter, submitted.job), timeout=40)
-    assert [r.node for r in job.replicas] == ["a100-1"]
+    assert action.submit is not None
+    grace = action.submit.model_copy(update={"checkpoint_grace": 5})
+    action = action.model_copy(update={"submit": grace})
+    submitted = adapter.execute(action, plan_id="p")
+    wait_for(lambda: running(adapter, submitted.job) and marker.exists())
+    preempt = make_action(Op.PREEMPT, workload="chem/ckpt", job=submitted.job, details=False)
+    result = adapter.execute(preempt, plan_id="p2")
+    assert result.ok and result.job == submitted.job and "checkpoint signal" in result.message
+    detail = show_job(submitted.job)
+    assert "evicted=p2" in detail and "TimeLimit=00:01:00" in detail  # 5 s + 30 s, a minute
+    job = job_of(adapter, submitted.job)
+    assert job is not None and job.state is JobState.COMPLETING  # holds its GPUs till it ends
+    assert "already ending" in adapter.execute(preempt, plan_id="p3").message
+    wait_for(lambda: "saved" in marker.read_text(), timeout=90)
+    job = wait_for(lambda: (j := job_of(adapter, submitted.job)) and not j.state.active and j)
+    assert job.state is JobState.PREEMPTED and job.workload == "chem/ckpt"
+    assert marker.read_text() == "start\nsaved\n"  # one signal, and no restart
 
 
 def test_preempt_cancels_a_job_without_checkpoint(

@@ -1,0 +1,106 @@
+"""Preempting a checkpointable job on Slurm with its own checkpoint signal and grace.
+
+A checkpointable job was submitted with ``--signal=B:USR1@grace``: Slurm sends the
+workload its checkpoint signal ``grace`` seconds before the job's time limit. To preempt
+it, the adapter brings the time limit in instead of killing the job: one ``scontrol
+update`` sets the limit to what the job has run plus its grace (and a margin for the
+controller's periodic check, which fires the signal up to a minute early), and marks the
+tag ``evicted=<plan>``. Slurm then sends the signal, the workload saves, and the job ends
+by the new limit at the latest. ``scontrol requeue`` instead sends SIGTERM and, after
+``KillWait``, SIGKILL: not the signal the workload listens for, nor its grace.
+
+Until it ends, such a job is observed as winding down (``COMPLETING``: it still holds
+its GPUs, and work queued for its nodes waits for it); once ended, however it ended
+(the workload exits after saving, or the limit stops it), as ``PREEMPTED``: the workload
+is planned again and resumes from its checkpoint, with no failure and no completion
+counted. A checkpoint *segment* runs under ``timeout``, which signals the command by its
+own clock, so it is requeued as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+
+from adapters.base import ActionResult
+from adapters.slurm.errors import classify, is_gone
+from adapters.slurm.parse import QueueRow
+from adapters.slurm.tags import Tag, format_tag
+from adapters.slurm.transport import Completed
+from specs.snapshot import JobState
+
+Run = Callable[[list[str]], Completed]
+# scontrol requeue of a job that is back in the queue already (a race with our read)
+_ALREADY_QUEUED = re.compile(r"Job is pending execution", re.IGNORECASE)
+
+# slurmctld checks time limits and signals every 30 s: the grace starts no later than that
+CHECK_SECONDS = 30
+
+
+def observed_state(state: JobState, tag: Tag | None) -> JobState:
+    """The state of a job as the control plane sees it: an evicted job that still runs is
+    winding down, and one that ended was preempted."""
+    if tag is None or tag.evicted is None:
+        return state
+    if state.holds_gpus:
+        return JobState.COMPLETING
+    return state if state.active else JobState.PREEMPTED
+
+
+def grace_of(checkpoint: str) -> int | None:
+    """The seconds of a tag's ``SIGNAL@SECONDS``."""
+    _, _, seconds = checkpoint.partition("@")
+    return int(seconds) if seconds.isdigit() else None
+
+
+def shortened_limit(
+    started: datetime | None, limit: int | None, grace: int, now: datetime
+) -> int | None:
+    """The time limit, in whole minutes, that ends a job started at ``started`` once its
+    ``grace`` has passed from ``now`` (None: its limit comes sooner already)."""
+    ran = max(0, int((now - started).total_seconds())) if started else 0
+    minutes = -(-(ran + grace + CHECK_SECONDS) // 60)
+    if limit is not None and minutes * 60 >= limit:
+        return None
+    return minutes
+
+
+def evict(run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime) -> ActionResult:
+    """Bring the job's time limit in, so Slurm sends its checkpoint signal now and ends it
+    once its ``grace`` has passed, and tag it ``evicted`` (``tag`` says by which plan).
+    One ``scontrol update``: a rerun finds the tag and does nothing more."""
+    update = ["scontrol", "update", f"JobId={row.job_id}", f"Comment={format_tag(tag)}"]
+    minutes = shortened_limit(row.started, row.time_limit, grace, now)
+    if minutes is not None:
+        update.append(f"TimeLimit={minutes}")
+    done = run(update)
+    if not done.ok:
+        if is_gone(done):
+            return ActionResult(
+                ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
+            )
+        raise classify(done)
+    return ActionResult(
+        ok=True,
+        job=row.job_id,
+        message=f"job {row.job_id} gets its checkpoint signal and ends within {grace} s",
+    )
+
+
+def requeue(run: Run, row: QueueRow) -> ActionResult:
+    """``scontrol requeue``: SIGTERM, SIGKILL after ``KillWait``, back to PENDING."""
+    done = run(["scontrol", "requeue", row.job_id])
+    if not done.ok:
+        if is_gone(done):
+            return ActionResult(
+                ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
+            )
+        if _ALREADY_QUEUED.search(done.stderr + done.stdout):
+            return ActionResult(
+                ok=True, job=row.job_id, message=f"job {row.job_id} is back in the queue"
+            )
+        raise classify(done)
+    return ActionResult(
+        ok=True, job=row.job_id, message=f"requeued job {row.job_id} (checkpointable)"
+    )

@@ -1,0 +1,68 @@
+"""Preempting a checkpointable Slurm job with its own signal and grace (eviction.py), the
+pure parts: the tag, the shortened time limit, and how an evicted job is observed. The
+adapter's half runs on the real local Slurm (tests/integration/slurm/test_adapter.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from adapters.slurm.accounting import SacctRow, runs_of
+from adapters.slurm.eviction import grace_of, observed_state, shortened_limit
+from adapters.slurm.observation import build_job
+from adapters.slurm.parse import QueueRow
+from adapters.slurm.tags import Tag, format_tag, parse_tag
+from specs.snapshot import JobState
+
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+EVICTED = "cp:v1;workload=chem/md;plan=p1;ckpt=USR1@120;evicted=p2"
+
+
+def row(state: str, comment: str) -> QueueRow:
+    started = NOW - timedelta(minutes=10)
+    return QueueRow("7", "7", state, "cp.chem.md", "gpu", 1, ["a100-1"], "gpu:a100_80:2",
+                    started, started, 3600, None, comment)  # fmt: skip
+
+
+def test_the_tag_names_the_plan_that_evicted_the_job() -> None:
+    tag = parse_tag(EVICTED)
+    assert tag == Tag("chem/md", plan_id="p1", checkpoint="USR1@120", evicted="p2")
+    assert parse_tag(format_tag(tag)) == tag
+    assert grace_of("USR1@120") == 120 and grace_of("USR1") is None
+
+
+@pytest.mark.parametrize(
+    ("slurm", "seen"),
+    [
+        ("RUNNING", JobState.COMPLETING),  # winding down: holds its GPUs until it ends
+        ("COMPLETED", JobState.PREEMPTED),  # saved and exited on its signal
+        ("TIMEOUT", JobState.PREEMPTED),  # stopped by the shortened limit
+        ("FAILED", JobState.PREEMPTED),  # died of the signal (no handler)
+        ("PENDING", JobState.PENDING),  # it requeued itself: waits like any queued job
+    ],
+)
+def test_an_evicted_job_is_winding_down_then_preempted(slurm: str, seen: JobState) -> None:
+    job = build_job(row(slurm, EVICTED), None, [])
+    assert job.state is seen and job.workload == "chem/md"
+    plain = build_job(row(slurm, EVICTED.removesuffix(";evicted=p2")), None, [])
+    assert plain.state is JobState(slurm) is observed_state(plain.state, None)
+
+
+def test_an_evicted_job_ends_preempted_in_accounting_too() -> None:
+    """A job Slurm forgot before anyone looked is read from sacct: evicted, it is a
+    preemption, not a failure that starts a retry backoff."""
+    end = NOW - timedelta(minutes=1)
+    sacct = SacctRow(
+        "7", "TIMEOUT", NOW - timedelta(minutes=9), end, 2, "a100_80", 540, "a100-1", EVICTED
+    )
+    [run] = runs_of([sacct], {})
+    assert run.state is JobState.PREEMPTED and run.ended_at == end
+
+
+def test_the_shortened_limit_leaves_the_grace_and_a_check_of_slurmctld() -> None:
+    started = NOW - timedelta(minutes=10, seconds=5)
+    # ran 605 s; + 120 s grace + 30 s for the controller's check = 755 s -> 13 minutes
+    assert shortened_limit(started, 3600, 120, NOW) == 13
+    assert shortened_limit(started, 13 * 60, 120, NOW) is None  # its own limit is as close
+    assert shortened_limit(None, None, 60, NOW) == 2
