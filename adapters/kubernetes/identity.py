@@ -53,7 +53,7 @@ CANDIDATE = f"{DOMAIN}/candidate"
 POOL = f"{DOMAIN}/pool"
 
 OURS = f"{MANAGED}=true"  # label selector: every object of ours
-NOT_OURS = f"!{MANAGED}"
+NOT_OURS = f"{MANAGED}!=true"  # without the label, or with another value
 
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
 STEM_MAX = 40  # + "-" + 10 hex = 51, so gang pods "-NNN" stay within a 63-character label

@@ -221,6 +221,8 @@ def build_job(
         ended_at=_ended_at(pods, k8s_job) if not state.active else None,
         exit_code=code,
         candidate=ident.candidate,
+        # the workload spec it runs (the identity's digest is of the submit details)
+        spec_digest=request.get("specDigest"),
     )
 
 

@@ -1,0 +1,109 @@
+"""What a plan reads off a real API server, from a user trial on Kubernetes.
+
+* An edit to a running workload is seen: the observed job carries the digest of the spec
+  it runs, as on Slurm. Without it every edit read "no changes" on Kubernetes.
+* A gang one of whose pods failed winds down: the plan does not "grow" it back in place
+  (every apply reported a resize done that created nothing, and kept GPUs for it).
+* A GPU pod labelled ``controlplane.io/managed`` without our identity is somebody else's:
+  its GPUs count. It was in neither list, so the plan bound work onto its GPUs, the room
+  check refused, and every later plan did the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.builders.cli import Result, cp, write_specs
+
+pytestmark = pytest.mark.k8s
+Helper = Callable[..., Any]
+Capsys = pytest.CaptureFixture[str]
+
+
+def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "controlplane/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def workload(name: str, gpus: int, gpu_type: str, **spec: Any) -> dict[str, Any]:
+    spec = {"walltime": "1h", "command": ["sleep", "600"], **spec}
+    return doc("Workload", name, project="vision", gpus=gpus, gpuTypes=[gpu_type], **spec)
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+def ops(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return sorted((a["op"], a["workload"], a["reason"]["code"]) for a in plan["actions"])
+
+
+def test_an_edit_to_running_work_is_seen(
+    cluster_doc: dict[str, Any], tmp_path: Path, capsys: Capsys, pods: Helper, wait_for: Helper
+) -> None:
+    specs = tmp_path / "specs"
+    project = doc("Project", "vision", quota={"gpus": 16})
+    write_specs(specs, [cluster_doc, project, workload("resnet", 4, "a100_80")])
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    wait_for(lambda: [p.status.phase for p in pods()] == ["Running"])
+    assert ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()["actions"] == []
+    edited = workload("resnet", 4, "a100_80", command=["sleep", "700"])
+    write_specs(specs, [cluster_doc, project, edited])
+    plan = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert ops(plan) == [
+        ("cancel", "vision/resnet", "spec-changed"),
+        ("submit", "vision/resnet", "spec-changed"),
+    ]
+
+
+def test_a_gang_whose_pod_failed_is_not_grown_back(
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    pods: Helper,
+    wait_for: Helper,
+    kube: client.ApiClient,
+) -> None:
+    specs = tmp_path / "specs"
+    project = doc("Project", "vision", quota={"gpus": 16})
+    write_specs(specs, [cluster_doc, project, workload("vit", 2, "h100", replicas=2)])
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    wait_for(lambda: [p.status.phase for p in pods()] == ["Running", "Running"])
+    [second] = [p for p in pods() if p.metadata.name.endswith("-1")]
+    failing = {"controlplane.test/run-seconds": "0", "controlplane.test/exit-code": "137"}
+    client.CoreV1Api(kube).patch_namespaced_pod(
+        second.metadata.name, second.metadata.namespace, {"metadata": {"annotations": failing}}
+    )
+    wait_for(lambda: sorted(p.status.phase for p in pods()) == ["Failed", "Running"])
+    plan = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
+    assert plan["actions"] == []  # it winds down: the survivor ends, then it is retried
+    [job] = ok(cp(capsys, "get", "jobs", specs, "-o", "json")).json()["items"]
+    assert job["state"] == "COMPLETING" and "replica failed" in job["reason"]
+
+
+def test_a_pod_labelled_managed_without_our_identity_is_somebody_elses(
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    foreign_pod: Helper,
+    pods: Helper,
+) -> None:
+    for node in ("a100-0", "a100-1"):  # only a100-2 has room: 1 GPU of it is taken
+        foreign_pod(f"full-{node}", node, 8)
+    foreign_pod("opted-out", "a100-2", 7, labels={"controlplane.io/managed": "false"})
+    specs = tmp_path / "specs"
+    project = doc("Project", "vision", quota={"gpus": 16})
+    write_specs(specs, [cluster_doc, project, workload("tiny", 2, "a100_80")])
+    plan = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert plan["actions"] == []
+    assert {w["workload"]: w["reason"]["code"] for w in plan["pending"]} == {
+        "vision/tiny": "no-capacity"
+    }
+    listed = ok(cp(capsys, "get", "nodes", specs, "-o", "json")).json()["items"]
+    nodes = {n["name"]: n for n in listed}
+    assert nodes["a100-2"]["used"] == 7
