@@ -40,6 +40,8 @@ def connect(settings: KubernetesSettings) -> client.ApiClient:
     path = settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     path = os.path.expanduser(path.split(os.pathsep)[0])
     cfg = client.Configuration()
+    if settings.kubeconfig and not Path(path).exists():
+        raise ConfigException(f"{path} does not exist (spec.kubernetes.kubeconfig)")
     if settings.kubeconfig or Path(path).exists():
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=path, context=settings.context, client_configuration=cfg

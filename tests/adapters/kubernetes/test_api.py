@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,3 +137,16 @@ def test_an_expired_continue_token_restarts_the_list(api: KubeAPI) -> None:
         {"items": [2], "metadata": {}},
     )
     assert api.list_all("list pods", pages) == [1, 2]
+
+
+def test_a_kubeconfig_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    """It read "Invalid kube-config file. No configuration found.": neither which file
+    nor that it is missing (user trial on Kubernetes)."""
+    from kubernetes.config.config_exception import ConfigException
+
+    from adapters.kubernetes.api import connect
+    from specs.models import KubernetesSettings
+
+    missing = tmp_path / "does-not-exist"
+    with pytest.raises(ConfigException, match=f"{missing} does not exist"):
+        connect(KubernetesSettings(kubeconfig=str(missing)))
