@@ -93,6 +93,10 @@ def build_problem(
         if seg is not None:
             segments[key] = seg
         active = [(c, j) for c, j in seen if j.state.active]
+        if any(not _ending(j) for _, j in active):
+            # what winds down (the old job of a move or a replacement) only holds its GPUs
+            # a little longer: the workload is its other job
+            active = [(c, j) for c, j in active if not _ending(j)]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
         if running:
             # several fan-out candidates may start at once: the earliest keeps running
@@ -107,9 +111,11 @@ def build_problem(
                 for _ in range(_sharing(r.gpus, req))
             ]
             req.pool = _pool_of(job, cluster, nodes)
+            if job.state is JobState.COMPLETING and req.placed:  # winding down: not grown back
+                req.replicas = req.min_replicas = len(req.placed)
             req.started_at = _utc(job.started_at) if job.started_at else None
             req.created = _utc(job.submitted_at or job.started_at or req.created)
-            duplicates += [(c, j) for c, j in active if j is not job]
+            duplicates += [(c, j) for c, j in active if j is not job and not _ending(j)]
             jobs[key] = req
         elif active and _outdated(active, wl.spec.digest):
             outdated += active  # nothing runs yet: the new version takes their place
@@ -127,7 +133,7 @@ def build_problem(
                 cluster, job = active[0]
                 pool = _pool_of(job, cluster, nodes)
                 queued[key] = Queued(cluster, job, req, pool if pool in pools else None)
-                duplicates += active[1:]
+                duplicates += [(c, j) for c, j in active[1:] if not _ending(j)]
         elif (
             seg.complete
             if seg is not None
@@ -140,8 +146,12 @@ def build_problem(
         (c.name, j)
         for c in observed.clusters
         for j in c.jobs
-        if j.workload is not None and j.state.active and j.workload not in desired.workloads
+        if j.workload is not None
+        and j.state.active
+        and not _ending(j)
+        and j.workload not in desired.workloads
     ]
+    _release(nodes, [*orphans, *duplicates])
     order = {qid: i for i, qid in enumerate(sorted(queues))}
     return Problem(
         now,
@@ -223,6 +233,16 @@ def _nodes(observed: Snapshot, pools: dict[PoolKey, PoolInfo]) -> dict[str, Node
     return nodes
 
 
+def _release(nodes: dict[str, NodeInfo], cancelled: list[tuple[str, Job]]) -> None:
+    """The GPUs of jobs this plan cancels (pruned, extra) are free for its placements:
+    held until a later round, they made the first one reclaim for room that was coming."""
+    for cluster, job in cancelled:
+        if job.state.holds_gpus:
+            for r in job.replicas:
+                if r.node and (node := nodes.get(node_key(cluster, r.node))) is not None:
+                    node.used -= r.gpus
+
+
 def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> PoolKey | None:
     if job.pool:
         return (cluster, job.pool)
@@ -238,6 +258,11 @@ def _utc(moment: datetime) -> datetime:
     their own time zone object, and two aware datetimes with different ones compare
     through Python-level offset calls: sorting jobs by age was ~14x slower."""
     return moment if moment.tzinfo is UTC or moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _ending(job: Job) -> bool:
+    """Winding down (a cancel or eviction under way): cancelling it again changes nothing."""
+    return job.state is JobState.COMPLETING
 
 
 def _stranded(queued: list[tuple[str, Job]], nodes: dict[str, NodeInfo]) -> bool:

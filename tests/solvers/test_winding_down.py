@@ -1,0 +1,117 @@
+"""Work winding down (COMPLETING: a pod in its termination grace, a Slurm job being
+killed or evicted) is left to end.
+
+From a user trial on Kubernetes: a plan made while a pruned pod terminated planned its
+cancel again (and an apply then deleted it again and recorded a second cancel); a gang
+one of whose pods had failed was "grown back" in place by every plan.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from controlplane.reconcile import plan
+from specs.desired import DesiredState
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
+from tests.builders import NOW, cluster, desired, project, workload
+
+POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+
+
+def _world(d: DesiredState, *jobs: tuple[str, str, JobState, list[str]]) -> Snapshot:
+    nodes = [Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2)]
+    return Snapshot(
+        now=NOW,
+        clusters=[
+            ClusterState(
+                name="sim",
+                nodes=nodes,
+                jobs=[
+                    Job(
+                        id=job_id,
+                        workload=key,
+                        state=state,
+                        started_at=NOW - timedelta(hours=1),
+                        replicas=[Replica(node=n, gpus=4) for n in on],
+                        pool="a100",
+                        spec_digest=d.workloads[key].spec.digest if key in d.workloads else None,
+                    )
+                    for job_id, key, state, on in jobs
+                ],
+            )
+        ],
+    )
+
+
+def test_a_pruned_job_winding_down_is_not_cancelled_again() -> None:
+    d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("kept", "p", gpus=4)])
+    snap = _world(
+        d,
+        ("1", "p/kept", JobState.RUNNING, ["a100-01"]),
+        ("2", "p/gone", JobState.COMPLETING, ["a100-02"]),
+    )
+    assert plan(d, snap, now=NOW).actions == []
+
+
+def test_a_duplicate_winding_down_is_not_cancelled_again() -> None:
+    d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("w", "p", gpus=4)])
+    snap = _world(
+        d,
+        ("1", "p/w", JobState.RUNNING, ["a100-01"]),
+        ("2", "p/w", JobState.COMPLETING, ["a100-02"]),
+    )
+    assert plan(d, snap, now=NOW).actions == []
+
+
+def test_a_gang_that_lost_a_replica_is_not_grown_back_while_it_winds_down() -> None:
+    d = desired(
+        [cluster(pools=POOLS), project("p", gpus=8), workload("gang", "p", gpus=4, replicas=2)]
+    )
+    snap = _world(d, ("1", "p/gang", JobState.COMPLETING, ["a100-01"]))
+    p = plan(d, snap, now=NOW)
+    assert p.actions == [] and p.pending == []
+
+
+def test_the_new_job_of_a_move_is_kept_while_the_old_one_winds_down() -> None:
+    """A move (or replacement) ends the old job and starts the new one. A plan made while
+    the old job is still winding down took it for the workload's job, and the new job,
+    queued or running, for an extra one to cancel."""
+    d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("w", "p", gpus=4)])
+    for state in (JobState.PENDING, JobState.RUNNING):
+        snap = _world(
+            d, ("1", "p/w", JobState.COMPLETING, ["a100-01"]), ("2", "p/w", state, ["a100-02"])
+        )
+        p = plan(d, snap, now=NOW)
+        assert p.actions == [], state
+
+
+def test_a_pruned_jobs_gpus_are_free_for_the_same_plan() -> None:
+    """Removing one workload and adding another in one change: the pruned job's GPUs were
+    free only from the plan's second round, so its first round reclaimed an unrelated job
+    for the new one and the second put it back: shown net, a restart on the node it ran
+    on (user trial on Kubernetes, and on the simulator)."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("vision", gpus=6),
+            project("ops", gpus=0),
+            project("audio", gpus=2),
+            workload("x", "ops", gpus=1),
+            workload("wav", "audio", gpus=1),
+            workload("small", "audio", gpus=1),
+        ]
+    )
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    jobs = [
+        Job(id=i, workload=w, started_at=NOW - timedelta(hours=1), pool="a100",
+            replicas=[Replica(node="a100-01", gpus=g)],
+            spec_digest=d.workloads[w].spec.digest if w in d.workloads else None)
+        for i, w, g in (("1", "vision/big", 6), ("2", "ops/x", 1), ("3", "audio/wav", 1))
+    ]  # fmt: skip
+    snap = Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=[node], jobs=jobs)])
+    p = plan(d, snap, now=NOW)
+    assert sorted((a.op.value, a.workload) for a in p.actions) == [
+        ("cancel", "vision/big"),
+        ("submit", "audio/small"),
+    ]
