@@ -42,10 +42,17 @@ class Runs:
     ) -> None:
         """Merge the runs observations report; the accounting of each cluster in
         ``complete`` (default: all of ``seen``) is then recorded up to ``now``."""
+        complete = set(seen if complete is None else complete)
+        reported = {(c, r.job, _aware(r.started_at)) for c, runs in seen.items() for r in runs}
         with self.db.session() as db:
             for row in _merged(list(db.exec(select(RunRow))), seen, now):
+                key = (row.cluster, row.job, _aware(row.started_at))
+                if row.ended_at is None and row.cluster in complete and key not in reported:
+                    # its job is gone unreported (a deleted Kubernetes job, a Slurm job
+                    # forgotten without accounting): it ended after it was last seen
+                    row.ended_at = row.last_seen
                 db.merge(row)
-            for cluster in seen if complete is None else complete:
+            for cluster in complete:
                 db.merge(MetaRow(key=f"accounting:{cluster}", value=now.isoformat()))
             db.commit()
 

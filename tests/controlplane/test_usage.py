@@ -139,3 +139,23 @@ def test_many_short_runs_add_up_exactly(tmp_path: Path) -> None:
     store.record_runs({"sim": runs}, end)
     used = usage_this_month(store.usage_records(end), end, {"a100_80": 1.0})["p"]
     assert round(used.gpu_hours, 6) == 256 and round(used.cost, 6) == 256
+
+
+def test_a_run_whose_job_vanished_ends_where_it_was_last_seen(tmp_path: Path) -> None:
+    """A Kubernetes job the control plane deleted is gone, not reported ended: its run
+    stayed open for ever, and with the cluster unreachable the plan held its GPUs as
+    running work, against the project's limit (user trial on Kubernetes)."""
+    from controlplane.workflow import open_store
+
+    store = open_store(specs(tmp_path / "s"), None)
+    start = datetime(2026, 11, 2, tzinfo=UTC)
+    run = JobRun(job="ns/old", workload="p/first", started_at=start, gpus=8, gpu_type="a100_80")
+    store.record_runs({"sim": [run]}, start + timedelta(hours=1))
+    assert store.running_on("sim") == {"p/first": 8}
+    store.record_runs({"sim": []}, start + timedelta(hours=2), complete=[])  # accounting failed
+    assert store.running_on("sim") == {"p/first": 8}
+    store.record_runs({"sim": []}, start + timedelta(hours=3))  # answered, the job is gone
+    assert store.running_on("sim") == {}
+    later = start + timedelta(hours=4)
+    used = usage_this_month(store.usage_records(later), later, {})["p"]
+    assert round(used.gpu_hours, 6) == 8  # until it was last seen
