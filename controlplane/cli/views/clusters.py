@@ -17,8 +17,9 @@ from specs.snapshot import Job, Snapshot
 
 def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
     """Per cluster: the nodes of the declared pools and their GPUs that take work, GPUs
-    held there by our jobs and by others'; and how many nodes no pool declares (never
-    planned on, and not counted)."""
+    held there by our jobs and by others' (on drained nodes too), the GPUs free on the
+    nodes that take work; and how many nodes no pool declares (never planned on, and not
+    counted)."""
     rows = []
     for c in sorted(snap.clusters, key=lambda c: c.name):
         pooled = {node.name for node in c.nodes if node.pool is not None}
@@ -29,6 +30,10 @@ def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
         held = [j for j in c.jobs if j.state.holds_gpus]
         ours = sum(there(j) for j in held if j.workload is not None)
         others = sum(there(j) for j in held if j.workload is None)
+        taking = {node.name: node.gpus for node in c.nodes if node.schedulable and node.pool}
+        for r in (r for j in held for r in j.replicas):
+            if r.node in taking:
+                taking[r.node] -= r.gpus
         gpus = sum(node.gpus for node in c.nodes if node.schedulable and node.name in pooled)
         rows.append(
             {
@@ -39,7 +44,7 @@ def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "gpus": gpus,
                 "ours": ours,
                 "others": others,
-                "free": max(0, gpus - ours - others),
+                "free": sum(max(0, free) for free in taking.values()),
                 "nodesOutsidePools": len(c.nodes) - len(pooled),
             }
         )

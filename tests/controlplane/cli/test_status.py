@@ -55,3 +55,25 @@ def test_the_clusters_table_counts_the_nodes_of_the_declared_pools() -> None:
     )
     assert (row["nodes"], row["gpus"], row["ours"], row["others"], row["free"]) == (1, 8, 2, 0, 6)
     assert row["nodesOutsidePools"] == 2
+
+
+def test_the_clusters_table_counts_free_gpus_on_the_nodes_that_take_work() -> None:
+    """A job on a cordoned node was taken from the free GPUs of the others: "32 GPUs,
+    4 ours, 28 free" with all 32 idle (user trial on Kubernetes)."""
+    from controlplane.cli.views.clusters import cluster_rows
+    from specs.snapshot import ClusterState, Job, Node, Replica, Snapshot
+    from tests.builders import NOW
+
+    nodes = [
+        Node(name="h0", pool="h100", gpus=4, state="drain"),
+        Node(name="h1", pool="h100", gpus=4),
+        Node(name="h2", pool="h100", gpus=4),
+    ]
+    jobs = [
+        Job(id="1", workload="p/w", replicas=[Replica(node="h0", gpus=4)]),
+        Job(id="2", workload=None, replicas=[Replica(node="h1", gpus=1)]),
+    ]
+    [row] = cluster_rows(
+        Snapshot(now=NOW, clusters=[ClusterState(name="c", nodes=nodes, jobs=jobs)])
+    )
+    assert (row["nodes"], row["gpus"], row["ours"], row["others"], row["free"]) == (3, 8, 4, 1, 7)
