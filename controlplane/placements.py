@@ -85,9 +85,8 @@ def placements(
             if nodes:
                 reason = grants[key].reason
                 if key in ledger.disrupted:  # started by allocate, then partly taken back
-                    reason = reasons.started_short(
-                        reason, len(nodes), job.replicas, ledger.disrupted[key]
-                    )
+                    taken_by = [b for b, (_, victims) in ledger.helped.items() if key in victims]
+                    reason = reasons.started_short(reason, len(nodes), job.replicas, taken_by)
                 replicas = _replicas(problem, job, nodes)
                 out.append(_submit(desired, problem, session, job, replicas, reason))
             continue

@@ -15,11 +15,16 @@ if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
 # ------------------------------------------------------------------ why work starts or grows
 
 
-def room_made(step: str, victims: Sequence[str]) -> str:
-    """What a disruptive step did for a workload it placed."""
-    if victims:
-        return f"{step} of {', '.join(sorted(victims))} makes room"
-    return "on GPUs this plan freed"
+def room_made(step: str, victims: Sequence[str], ahead: Sequence[str] = ()) -> str:
+    """What a disruptive step did for a workload it placed: the running work it disturbed
+    (``victims``), and the work this plan starts with less to make room for it (``ahead``,
+    placed earlier in the same cycle: not disturbed, only not started)."""
+    parts = [f"{step} of {', '.join(sorted(victims))} makes room"] if victims else []
+    if ahead:
+        parts.append(
+            f"it goes ahead of {', '.join(sorted(ahead))} ({step}), which this plan starts with less"
+        )
+    return "; ".join(parts) or "on GPUs this plan freed"
 
 
 def granted(
@@ -80,13 +85,13 @@ def granted(
     )
 
 
-def started_short(reason: Reason, placed: int, replicas: int, taken_back: Reason) -> Reason:
-    """A workload that starts with fewer replicas than it asked: some were taken back."""
+def started_short(reason: Reason, placed: int, replicas: int, taken_by: Sequence[str]) -> Reason:
+    """A workload that starts with fewer replicas than it asked: the plan gives the rest of
+    the room to ``taken_by`` (the cycle placed it, then a disruptive step took it back)."""
+    rest = f"the rest go to {', '.join(sorted(taken_by))}" if taken_by else "the rest wait"
     return Reason(
         code=reason.code,
-        message=(
-            f"{reason.message}; starts with {placed} of {replicas} replicas: {taken_back.message}"
-        ),
+        message=f"{reason.message}; starts with {placed} of {replicas} replicas: {rest}",
     )
 
 

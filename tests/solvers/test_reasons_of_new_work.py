@@ -1,0 +1,50 @@
+"""The reasons of work a plan starts name only what the plan does to running work.
+
+Within one scheduling cycle, allocate may place a workload that reclaim then takes part
+of for another (KAI's order). Shown net, both are just starts: a user trial's first plan
+had only submits, yet one read "reclaim of nlp/elastic makes room" and the other
+"project nlp holds 17, 5 over its deserved 12; reclaimed for ops/serve", with numbers
+from the middle of the cycle. They were recorded in the history as such.
+"""
+
+from __future__ import annotations
+
+from controlplane.reconcile import plan
+from specs.actions import Op
+from specs.snapshot import ClusterState, Node, Snapshot
+from tests.builders import NOW, cluster, department, desired, project, workload
+
+POOLS = [
+    {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 3},
+    {"name": "h100", "gpuType": "h100", "gpusPerNode": 4, "nodes": 3},
+]
+
+
+def test_a_fresh_plan_names_no_reclaim() -> None:
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            department("ml", gpus=32),
+            project("vision", gpus=12, limit=20, department="ml"),
+            project("nlp", gpus=12, department="ml"),
+            project("ops", gpus=4, department="ml"),
+            workload("resnet", "vision", gpus=8, gpuTypes=["a100_80"]),
+            workload("vit", "vision", gpus=2, replicas=2, gpuTypes=["h100"]),
+            workload("finetune", "nlp", gpus=8, gpuTypes=["a100_80"]),
+            workload("elastic", "nlp", gpus=2, replicas=4, minReplicas=1, gpuTypes=["h100"]),
+            workload("tokenize", "nlp", gpus=1, priority=10),
+            workload("notebook", "ops", gpus=1, type="interactive"),
+            workload("serve", "ops", gpus=1, type="inference", gpuTypes=["h100"]),
+        ]
+    )
+    nodes = [
+        Node(name=f"{pool}-0{i}", pool=pool, gpu_type=t, gpus=g)
+        for pool, t, g in (("a100", "a100_80", 8), ("h100", "h100", 4))
+        for i in (1, 2, 3)
+    ]
+    p = plan(d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes)]), now=NOW)
+    assert {a.op for a in p.actions} == {Op.SUBMIT}
+    why = {a.workload: a.reason.message for a in p.actions}
+    assert not [t for t in why.values() if "reclaim of" in t or "reclaimed for" in t], why
+    assert "starts with 3 of 4 replicas: the rest go to ops/serve" in why["nlp/elastic"]
+    assert "ahead of nlp/elastic" in why["ops/serve"]
