@@ -123,6 +123,9 @@ def plan(
     # stand-ins change workloads under the same spec digest: no cache shared with others
     cache = cache if cache is not None and not holds else ProblemCache()
     digest = observed_digest(observed)
+    started = frozenset(
+        j.workload for c in world0.clusters for j in c.jobs if j.workload and j.state.holds_gpus
+    )
     done = converge(
         lambda world: cycle(
             wanted,
@@ -135,6 +138,7 @@ def plan(
             # the virtual world's rounds are never shown: no digest of their own
             digest=digest if world is world0 else VIRTUAL_DIGEST,
             cache=cache,
+            started=None if world is world0 else started,
         ),
         world0,
         now,
@@ -224,6 +228,7 @@ def cycle(
     deadline: Deadline | None = None,
     digest: str | None = None,
     cache: ProblemCache | None = None,
+    started: frozenset[str] | None = None,
 ) -> Round:
     """One KAI cycle against ``observed``: the steps narrated at the top of this module.
     ``digest``: the observed snapshot's, when the caller has it already. Step 11 runs when
@@ -231,7 +236,8 @@ def cycle(
 
     An edit whose new version does not fit beside its old job waits in the cycle as a new
     job would (solvers/drift.py); where the cycle does not place it, the cycle runs again
-    with its old version kept: at most three runs, the third keeping every such edit's."""
+    with its old version kept: at most three runs, the third keeping every such edit's.
+    ``started``: in a plan's later round, the workloads running when the plan began."""
     kept: dict[str, Reason | None] = {}  # edit -> why its new version was not placed
     while True:
         made = _cycle(
@@ -245,6 +251,7 @@ def cycle(
             digest,
             cache,
             kept,
+            started,
         )
         if isinstance(made, Round):
             return made
@@ -263,6 +270,7 @@ def _cycle(
     digest: str | None,
     cache: ProblemCache | None,
     kept: Mapping[str, Reason | None],
+    started: frozenset[str] | None,
 ) -> Round | tuple[frozenset[str], dict[str, Reason | None]]:
     """:func:`cycle` once, with the edits in ``kept`` keeping their old version; or the
     edits tried as new jobs and, for those it did not place, why, to run it again."""
@@ -270,6 +278,7 @@ def _cycle(
     # 1. the problem (segments finished or not), with site policy: budgets, retry backoff;
     #    fan-out workloads waiting for a start leave KAI's allocation
     problem = planning_problem(desired, observed, now, cache)
+    problem.running_at_start = started
     #    running work whose spec was edited: in place, fewer replicas, or replaced now
     held = held_now(problem, observed)  # what runs now, before an edit reshapes it
     specs = {k: w.spec for k, w in desired.workloads.items()}

@@ -327,16 +327,17 @@ class Disruption:
 
 def why_granted(session: Session, job: JobRequest, step: str, victims: list[str]) -> Reason:
     """Why a disruptive step placed ``job``: its quota standing and whom it disturbed."""
-    q, jobs = session.problem.queues[job.queue], session.problem.jobs
+    problem = session.problem
+    q = problem.queues[job.queue]
     grows = (len(session.tasks[job.key]), job.replicas) if job.running else None
-    # work this cycle placed and took back is not disturbed: the job just went ahead of it
-    ahead = [v for v in victims if not jobs[v].running]
+    # work this plan placed and took back is not disturbed: the job just went ahead of it
+    ahead = [v for v in victims if not problem.ran_before(v)]
     return reasons.granted(
         q,
         session.alloc[q.id],
         session.fair.get(q.id, 0),
         grows=grows,
-        room=reasons.room_made(step, [v for v in victims if jobs[v].running], ahead),
+        room=reasons.room_made(step, [v for v in victims if problem.ran_before(v)], ahead),
         held_np=None if job.preemptible else session.alloc_np[q.id],
         cpu_only=job.gpus == 0,
     )

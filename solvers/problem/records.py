@@ -138,8 +138,19 @@ class Problem:
     stranded: list[tuple[str, Job]] = field(default_factory=list)
     # of ``submitted``, all but fan-out candidates: what each job asks, and where it waits
     queued: dict[str, Queued] = field(default_factory=dict)
+    # in a plan's later round (a virtual world holding the plan's own starts): the
+    # workloads running when the plan began; None in its first round
+    running_at_start: frozenset[str] | None = None
     # what solvers derive from the problem alone, computed once (e.g. CP-SAT's base state)
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def ran_before(self, key: str) -> bool:
+        """Whether the workload was running when the plan began (a disturbed job, not one
+        this plan starts)."""
+        if self.running_at_start is not None:
+            return key in self.running_at_start
+        job = self.jobs.get(key)
+        return job is not None and job.running
 
     @property
     def typed(self) -> bool:

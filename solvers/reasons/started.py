@@ -17,14 +17,13 @@ if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
 
 def room_made(step: str, victims: Sequence[str], ahead: Sequence[str] = ()) -> str:
     """What a disruptive step did for a workload it placed: the running work it disturbed
-    (``victims``), and the work this plan starts with less to make room for it (``ahead``,
-    placed earlier in the same cycle: not disturbed, only not started)."""
+    (``victims``), and the work this plan placed first and took the room back from
+    (``ahead``: not disturbed, as it was not running; it starts elsewhere, smaller, or
+    not at all)."""
     parts = [f"{step} of {', '.join(sorted(victims))} makes room"] if victims else []
     if ahead:
-        parts.append(
-            f"it goes ahead of {', '.join(sorted(ahead))} ({step}), which this plan starts with less"
-        )
-    return "; ".join(parts) or "on GPUs this plan freed"
+        parts.append(f"it takes room this plan first gave {', '.join(sorted(ahead))} ({step})")
+    return "; ".join(parts)
 
 
 def granted(
