@@ -243,8 +243,10 @@ def plan_and_snapshot(
     found = survey(
         spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
     )
-    if keep and found.store is not None:
-        found.store.save_plan(found.plan)
+    if found.store is not None:
+        with found.store:
+            if keep:
+                found.store.save_plan(found.plan)
     return found.plan, found.snapshot
 
 
@@ -279,7 +281,8 @@ def plan_change(
     diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)
     plan = _with_policy(head, diff)
     if store is not None:
-        store.save_plan(plan)
+        with store:
+            store.save_plan(plan)
     return plan
 
 
@@ -343,7 +346,7 @@ def apply_specs(
     store = open_store(spec_dir, db, now=now)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
     when = resolve_now(now)
-    with holding_lease(store) as lease:
+    with store, holding_lease(store) as lease:
         store.close_interrupted()
         snap = observe(loaded.desired, adapters, when, store, record=True)
         plan = _plan(spec_dir, loaded, snap, when, adapters, policy)
@@ -387,7 +390,8 @@ def _repeats(plan: Plan, last: Plan) -> bool:
 def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:
     """The plan reviewers saw for exactly these specs (``cp apply --reviewed``, on merge),
     or a PlanNotFoundError saying why there is none."""
-    plan = open_store(spec_dir, db).reviewed_plan(loaded.desired.digest)
+    with open_store(spec_dir, db) as store:
+        plan = store.reviewed_plan(loaded.desired.digest)
     if plan is None:
         raise PlanNotFoundError(
             f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}): they "
@@ -418,7 +422,7 @@ def apply_saved(
             "recorded when it was made; nothing was applied"
         )
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
-    with holding_lease(store) as lease:
+    with store, holding_lease(store) as lease:
         store.close_interrupted(except_plan=plan.id)
         snap = observe(loaded.desired, adapters, resolve_now(now), store, record=True)
         return run_plan(

@@ -39,6 +39,17 @@ class Store(History, Leases, Runs, SchedulingState, Versions):
         self.db = Database(url, init=init, create_dir=create_dir)
         self.clock: Callable[[], datetime] = utcnow  # history's times; see ``at``
 
+    def close(self) -> None:
+        """Close the database's connections: every store opens its own engine, and a
+        process that opens one per cycle (``cp watch``) kept them all open."""
+        self.db.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def at(self, now: datetime) -> None:
         """Record what happens from here on as if the clock read ``now`` (``--now``):
         ``now`` plus the real time gone by since, so the history keeps its order."""
