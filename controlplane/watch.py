@@ -80,7 +80,9 @@ class Watcher:
 
     # ------------------------------------------------------------------ the loop
 
-    def run(self, changes: Iterator[AbstractSet[object]] | None = None, once: bool = False) -> None:
+    def run(
+        self, changes: Iterator[AbstractSet[tuple[object, str]]] | None = None, once: bool = False
+    ) -> None:
         """Cycle now, then on every file change ``changes`` reports (it yields an empty set
         on a tick) or when the delay is up, until stopped."""
         while not self.stopping.is_set():
@@ -106,12 +108,16 @@ class Watcher:
             return self.options.interval
         return min(MAX_BACKOFF, self.options.interval * float(2 ** (self.failures - 1)))
 
-    def _next(self, changes: Iterator[AbstractSet[object]], delay: float) -> None:
+    def _next(self, changes: Iterator[AbstractSet[tuple[object, str]]], delay: float) -> None:
         """Until a spec file changes (reconcile at once: a fix should not wait out a
-        backoff), the delay is up, or the loop is stopped."""
+        backoff), the delay is up, or the loop is stopped. ``changes`` reports every
+        change under the spec directory (an empty batch: a tick); the clock is looked at
+        on each, so changes to other files never hold a cycle off."""
         deadline = time.monotonic() + delay
         for batch in changes:
-            if batch or self.stopping.is_set() or time.monotonic() >= deadline:
+            if any(spec_change(str(path)) for _, path in batch):
+                return
+            if self.stopping.is_set() or time.monotonic() >= deadline:
                 return
 
     def settle(self) -> None:
@@ -211,6 +217,11 @@ class Watcher:
             "`cp apply` or restart watch with --allow-mass-prune"
         )
         return False
+
+
+def spec_change(path: str) -> bool:
+    """Whether a changed file is a spec file (the store under ``.cp/`` is not)."""
+    return "/.cp/" not in path and path.endswith((".yaml", ".yml"))
 
 
 def time_since_last_change(spec_dir: Path) -> float:

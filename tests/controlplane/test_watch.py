@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -293,3 +293,27 @@ def test_cycles_do_not_keep_the_store_open(tmp_path: Path, auto_approve: bool) -
     for _ in range(4):
         assert not watcher.cycle().failed
     assert _open_on(db) == after_one == 0
+
+
+def test_a_tick_comes_while_other_files_change(tmp_path: Path) -> None:
+    """Changes to files that are not specs were filtered out before the loop saw them, and
+    the loop looked at its clock only when something reached it: anything writing in the
+    spec directory (`cp status` storing its plan, an editor's swap file, `git fetch`)
+    held every cycle off (0 cycles in 30 s at a 5 s interval; user trial)."""
+    from controlplane.watch import spec_change
+
+    watcher = Watcher(tmp_path, WatchOptions(interval=0.3), lambda _: None)
+
+    def busy() -> Iterator[set[tuple[int, str]]]:
+        while True:
+            time.sleep(0.01)
+            yield {(2, str(tmp_path / ".cp" / "controlplane.db")), (1, str(tmp_path / ".a.swp"))}
+
+    start = time.monotonic()
+    watcher._next(busy(), 0.3)
+    assert 0.3 <= time.monotonic() - start < 2
+    # a spec file's change still starts a cycle at once
+    start = time.monotonic()
+    watcher._next(iter([{(2, str(tmp_path / "org.yaml"))}]), 30)
+    assert time.monotonic() - start < 1
+    assert spec_change(str(tmp_path / "w.yml")) and not spec_change(str(tmp_path / ".cp/x.yaml"))

@@ -255,13 +255,13 @@ def watch(
     changes = (
         None
         if once
-        else watch_files(
+        else watch_files(  # every change, and a tick a second: the watcher tells them apart
             spec_dir,
-            rust_timeout=int(interval * 1000),
+            rust_timeout=int(min(interval, 1.0) * 1000),
             yield_on_timeout=True,
             stop_event=watcher.stopping,
             debounce=200,
-            watch_filter=lambda _c, p: "/.cp/" not in p and p.endswith((".yaml", ".yml")),
+            watch_filter=None,
         )
     )
     with interrupts.handling(lambda *_: watcher.stop()):  # after the action in flight
