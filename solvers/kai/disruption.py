@@ -310,7 +310,13 @@ class Disruption:
                 if not after:
                     self.ledger.waiting[key] = reason
             else:
-                reason = reasons.moved(self._nodes(before), self._nodes(after), job.key, self.name)
+                reason = reasons.moved(
+                    self._nodes(before),
+                    self._nodes(after),
+                    job.key,
+                    self.name,
+                    kept=(len(after), len(before)),
+                )
             self.ledger.disrupted[key] = reason
         self.ledger.touched.add(job.key)
         if job.key in self.ledger.helped:  # it grew again in this step: all who made room

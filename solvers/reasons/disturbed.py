@@ -15,10 +15,14 @@ if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
 # ------------------------------------------------------------------ why running work is disturbed
 
 
-def moved(before: str, after: str, beneficiary: str, step: str) -> Reason:
+def moved(
+    before: str, after: str, beneficiary: str, step: str, kept: tuple[int, int] | None = None
+) -> Reason:
+    """Moved to make room; ``kept``: (replicas after, before) when the move left some."""
+    fewer = f" with {kept[0]} of its {kept[1]} replicas" if kept and kept[0] < kept[1] else ""
     return Reason(
         code=ReasonCode.CONSOLIDATE,
-        message=(f"moved from {before} to {after} so that {beneficiary} fits ({step})"),
+        message=f"moved from {before} to {after}{fewer} so that {beneficiary} fits ({step})",
     )
 
 

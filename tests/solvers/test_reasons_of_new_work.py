@@ -101,3 +101,43 @@ def test_a_later_round_names_no_reclaim_of_what_the_plan_started() -> None:
         made = cycle(d, world, now=NOW, started=started).finish()
         [serve] = [a for a in made.actions if a.workload == "ops/serve"]
         assert words in serve.reason.message, (started, serve.reason.message)
+
+
+def test_a_move_that_leaves_replicas_behind_says_so() -> None:
+    """An elastic job moved to make room kept fewer replicas where it landed; the plan and
+    the history said only "moved from v100-01, v100-01 to a100-01" (user trial)."""
+    from datetime import timedelta
+
+    from specs.snapshot import Job, Replica
+
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+    ]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("f", gpus=8),
+            project("p", gpus=0),
+            project("q", gpus=4),
+            workload("filler", "f", gpus=6, gpuTypes=["a100_80"]),
+            workload("burnin", "p", gpus=2, replicas=3, minReplicas=1),
+            workload("vw", "q", gpus=1, replicas=3, minReplicas=3, gpuTypes=["v100"]),
+        ]
+    )
+    nodes = [
+        Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8),
+        Node(name="v100-01", pool="v100", gpu_type="v100", gpus=4),
+    ]
+    jobs = [
+        Job(id="1", workload="f/filler", started_at=NOW - timedelta(hours=1), pool="a100",
+            replicas=[Replica(node="a100-01", gpus=6)], spec_digest=d.workloads["f/filler"].spec.digest),
+        Job(id="2", workload="p/burnin", started_at=NOW - timedelta(hours=1), pool="v100",
+            replicas=[Replica(node="v100-01", gpus=2)] * 2, spec_digest=d.workloads["p/burnin"].spec.digest),
+    ]  # fmt: skip
+    p = plan(
+        d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=jobs)]), now=NOW
+    )
+    [move] = [a for a in p.actions if a.workload == "p/burnin"]
+    assert move.op == Op.MOVE and len(move.replicas or []) == 1
+    assert "with 1 of its 2 replicas" in move.reason.message, move.reason.message
