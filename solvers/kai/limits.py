@@ -19,6 +19,7 @@ its department's cut already took.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from solvers import reasons
@@ -42,15 +43,30 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
         if s.alloc[q.id] <= q.limit:
             continue
         held_before = s.alloc[q.id]
+        taken = []
         for victim, replicas in _needed(_victims(s, q), s.alloc[q.id] - q.limit):
             nodes = s.tasks[victim.key][-replicas:]
-            trial = Statement(s)
-            trial.evict(victim, nodes)
-            reason = reasons.down_to_limit(q, held_before, victim.key)
-            ledger.disrupted[victim.key] = reason
+            Statement(s).evict(victim, nodes)
             ledger.lost.setdefault(victim.key, []).extend(nodes)
-            if not s.tasks.get(victim.key):
-                ledger.waiting[victim.key] = reason
+            taken.append(victim.key)
+        kept = _kept_by_min_runtime(s, q) if s.alloc[q.id] > q.limit else []
+        for key in taken:
+            reason = reasons.down_to_limit(q, held_before, key, s.alloc[q.id], kept)
+            ledger.disrupted[key] = reason
+            if not s.tasks.get(key):
+                ledger.waiting[key] = reason
+
+
+def _kept_by_min_runtime(s: Session, q: Queue) -> list[tuple[str, datetime]]:
+    """The work under ``q`` that minRuntime keeps, with when its protection ends."""
+    inside = _projects_under(s, q)
+    out = []
+    for key, nodes in s.tasks.items():
+        job = s.problem.jobs[key]
+        if nodes and job.queue in inside and job.preemptible and protected(s, job):
+            assert job.started_at is not None and job.min_runtime is not None
+            out.append((key, job.started_at + timedelta(seconds=job.min_runtime)))
+    return sorted(out)
 
 
 def _needed(victims: list[Victim], excess: float) -> list[tuple[JobRequest, int]]:

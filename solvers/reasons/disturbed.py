@@ -3,9 +3,11 @@ outranked, pruned, a duplicate or a fan-out loser."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from solvers.reasons.words import gpus
+from solvers.reasons.words import gpus, stamp
 from specs.actions import Reason, ReasonCode
 
 if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
@@ -92,13 +94,29 @@ def reclaimed_type(
     )
 
 
-def down_to_limit(q: Queue, held: float, victim: str) -> Reason:
-    """A queue above a limit that was lowered gives back its preemptible work."""
+def down_to_limit(
+    q: Queue,
+    held: float,
+    victim: str,
+    left: float | None = None,
+    kept: Sequence[tuple[str, datetime]] = (),
+) -> Reason:
+    """A queue above a limit that was lowered gives back its preemptible work; ``left``:
+    what it holds after, above the limit while minRuntime ``kept`` work (with when its
+    protection ends)."""
+    head = f"{q.kind} {q.name} holds {gpus(held)} GPUs, above its limit of {gpus(q.limit)}: "
+    if not kept or left is None:
+        return Reason(
+            code=ReasonCode.RECLAIM,
+            message=f"{head}taken back down to it, lowest priority first ({victim})",
+        )
+    names = ", ".join(k for k, _ in kept)
+    until = stamp(min(t for _, t in kept))
     return Reason(
         code=ReasonCode.RECLAIM,
         message=(
-            f"{q.kind} {q.name} holds {gpus(held)} GPUs, above its limit of {gpus(q.limit)}: "
-            f"taken back down to it, lowest priority first ({victim})"
+            f"{head}taken back to {gpus(left)}, lowest priority first ({victim}); it keeps "
+            f"{names} within minRuntime (until {until} at the earliest)"
         ),
     )
 

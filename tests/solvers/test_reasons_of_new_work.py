@@ -141,3 +141,45 @@ def test_a_move_that_leaves_replicas_behind_says_so() -> None:
     [move] = [a for a in p.actions if a.workload == "p/burnin"]
     assert move.op == Op.MOVE and len(move.replicas or []) == 1
     assert "with 1 of its 2 replicas" in move.reason.message, move.reason.message
+
+
+def test_a_lowered_limit_names_the_work_min_runtime_keeps() -> None:
+    """Limit 8 -> 2 with 4 of the GPUs inside minRuntime: the preempt read "taken back
+    down to it" while 4 stayed, and nothing named minRuntime or when it ends (user trial)."""
+    from datetime import timedelta
+
+    from specs.snapshot import Job, Replica
+
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("n", gpus=2, limit=2, minRuntime="20m"),
+            workload("old", "n", gpus=4),
+            workload("new1", "n", gpus=2),
+            workload("new2", "n", gpus=2),
+        ]
+    )
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+
+    def job(i: str, key: str, gpus: int, age: timedelta) -> Job:
+        return Job(id=i, workload=key, started_at=NOW - age, pool="a100",
+                   replicas=[Replica(node="a100-01", gpus=gpus)],
+                   spec_digest=d.workloads[key].spec.digest)  # fmt: skip
+
+    jobs = [
+        job("1", "n/old", 4, timedelta(hours=1)),
+        job("2", "n/new1", 2, timedelta(minutes=5)),
+        job("3", "n/new2", 2, timedelta(minutes=8)),
+    ]
+    p = plan(
+        d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=[node], jobs=jobs)]), now=NOW
+    )
+    [preempt] = p.actions
+    assert preempt.op == Op.PREEMPT and preempt.workload == "n/old"
+    until = (NOW + timedelta(minutes=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert "taken back to 4" in preempt.reason.message, preempt.reason.message
+    assert (
+        f"n/new1, n/new2 within minRuntime (until {until} at the earliest)"
+        in preempt.reason.message
+    )
