@@ -8,7 +8,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from solvers.reasons.words import gpus, ordinal, pools, shape, stamp
+from solvers.reasons.words import gpu_count, gpus, ordinal, pools, shape, stamp
 from specs.actions import Reason, ReasonCode
 from specs.durations import format_duration
 
@@ -25,7 +25,7 @@ def over_limit(q: Queue, held: float, need: float, note: str = "") -> Reason:
     return Reason(
         code=ReasonCode.OVER_LIMIT,
         message=(
-            f"needs {gpus(need)} GPUs; {q.kind} {q.name} holds {gpus(held)} of its limit of "
+            f"needs {gpu_count(need)}; {q.kind} {q.name} holds {gpus(held)} of its limit of "
             f"{gpus(q.limit)}{note}"
         ),
     )
@@ -42,7 +42,7 @@ def non_preemptible_over_deserved(q: Queue, held_np: float, need: float, note: s
     return Reason(
         code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED,
         message=(
-            f"non-preemptible, needs {gpus(need)} GPUs; the non-preemptible work of {q.kind} "
+            f"non-preemptible, needs {gpu_count(need)}; the non-preemptible work of {q.kind} "
             f"{q.name} holds {gpus(held_np)} of its deserved {gpus(q.deserved)}; non-preemptible "
             f"work must fit within deserved quota{note}"
         ),
@@ -70,7 +70,7 @@ def over_type_quota(need: float, bindings: Sequence[tuple[str, Queue, float, boo
     return Reason(
         code=ReasonCode.NON_PREEMPTIBLE_OVER_DESERVED if np else ReasonCode.OVER_LIMIT,
         message=(
-            f"needs {gpus(need)} GPUs; per-GPU-type quota: "
+            f"needs {gpu_count(need)}; per-GPU-type quota: "
             + "; ".join(parts)
             + ("; non-preemptible work must fit within deserved quota of its type" if np else "")
         ),
@@ -146,7 +146,7 @@ def min_runtime_wait(need: int, protected_by: Sequence[tuple[str, tuple[int, dat
     return Reason(
         code=ReasonCode.MIN_RUNTIME,
         message=(
-            f"needs {gpus(need)} GPUs, held by work too young to take back: " + "; ".join(parts)
+            f"needs {gpu_count(need)}, held by work too young to take back: " + "; ".join(parts)
         ),
     )
 

@@ -20,6 +20,11 @@ def gpus(x: float | None) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.2f}"
 
 
+def gpu_count(x: float) -> str:
+    """``1 GPU``, ``2 GPUs``, ``0.50 GPUs``."""
+    return f"{gpus(x)} GPU" if x == 1 else f"{gpus(x)} GPUs"
+
+
 def shape(count: int, per_replica: int) -> str:
     unit = "GPU" if per_replica == 1 else "GPUs"
     return f"{count} x {per_replica} {unit}" if count > 1 else f"{per_replica} {unit}"

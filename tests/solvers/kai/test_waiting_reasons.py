@@ -34,3 +34,10 @@ def test_non_preemptible_work_above_deserved_is_told_so_though_a_limit_binds_too
     [waits] = made.pending
     assert waits.workload == "ads/serve"
     assert waits.reason.code.value == "non-preemptible-over-deserved", waits.reason.message
+
+
+def test_one_gpu_is_singular() -> None:
+    """ "needs 1 GPUs" (user trial)."""
+    from solvers.reasons.words import gpu_count
+
+    assert (gpu_count(1), gpu_count(2), gpu_count(0.5)) == ("1 GPU", "2 GPUs", "0.50 GPUs")
