@@ -94,7 +94,7 @@ class Watcher:
             self.failures = self.failures + 1 if outcome.failed and not outcome.partial else 0
             delay = self.delay()
             retry = f"; retrying in {delay:g}s" if outcome.failed and not once else ""
-            self.log(outcome.line + retry)
+            self.log(f"{_stamp()} {outcome.line}{retry}")
             if once:
                 return
             if changes is None:
@@ -132,7 +132,7 @@ class Watcher:
 
     def cycle(self) -> Cycle:
         self.cycles += 1
-        head = f"{_stamp()} cycle {self.cycles}:"
+        head = f"cycle {self.cycles}:"  # stamped when it is told: after the apply
         try:
             loaded = workflow.load(self.spec_dir)
             if not loaded.desired.clusters:  # a wrong directory, or one emptied by mistake
