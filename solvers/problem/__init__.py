@@ -66,6 +66,16 @@ def build_problem(
     part = cache.spec_part(desired) if cache is not None else spec_part(desired)
     queues, top, pools = part.queues, part.top, part.pools
     nodes = _nodes(observed, pools)
+    orphans = [
+        (c.name, j)
+        for c in observed.clusters
+        for j in c.jobs
+        if j.workload is not None
+        and j.state.active
+        and not _ending(j)
+        and j.workload not in desired.workloads
+    ]
+    _release(nodes, orphans)  # before any queued job is judged stranded on their nodes
     since = {q.workload: q.since for q in observed.queue}
     progress = {p.workload: p for p in observed.progress}
     by_workload = _jobs_by_workload(observed)
@@ -142,16 +152,7 @@ def build_problem(
             completed.add(key)
         else:  # never ran, failed, or a segmented workload between segments
             jobs[key] = req
-    orphans = [
-        (c.name, j)
-        for c in observed.clusters
-        for j in c.jobs
-        if j.workload is not None
-        and j.state.active
-        and not _ending(j)
-        and j.workload not in desired.workloads
-    ]
-    _release(nodes, [*orphans, *duplicates])
+    _release(nodes, duplicates)
     order = {qid: i for i, qid in enumerate(sorted(queues))}
     return Problem(
         now,

@@ -75,3 +75,12 @@ def test_a_queued_job_waits_for_a_victim_winding_down_on_its_nodes() -> None:
     d, snap = _world(taken=True, state=JobState.COMPLETING)
     p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
     assert p.actions == [] and [x.reason.code for x in p.pending] == [ReasonCode.SUBMITTED]
+
+
+def test_a_queued_job_waits_for_a_job_the_plan_prunes_on_its_nodes() -> None:
+    """The job on its node is pruned by this very plan: its GPUs are coming, the queued
+    job is not cancelled and placed again."""
+    d, snap = _world(taken=True)
+    snap.clusters[0].jobs[1].workload = "p/gone"  # ours, and no longer in the specs
+    p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
+    assert [(a.op, a.workload) for a in p.actions] == [(Op.CANCEL, "p/gone")]
