@@ -19,9 +19,10 @@ How each action maps onto Slurm (and why):
     the checkpoint signal now and ends the job once its grace has passed, and its tag
     says ``evicted`` (eviction.py); a checkpoint segment, whose ``timeout`` wrapper keeps
     its own clock, is requeued (``scontrol requeue``: same job id, back to PENDING). A
-    job that is still pending is left alone, it holds no GPUs. Otherwise → ``scancel``: ``--requeue`` alone only
-    means "may restart", and restarting from scratch would just race the plan's winner
-    for the GPUs it was evicted from; the reconciler resubmits it when it fits again.
+    job that is still pending is left alone, it holds no GPUs. Otherwise → ``scancel``:
+    ``--requeue`` alone only means "may restart", and restarting from scratch would just
+    race the plan's winner for the GPUs it was evicted from; the reconciler resubmits it
+    when it fits again.
 ``cancel``
     ``scancel``.
 ``move`` / ``resize``
