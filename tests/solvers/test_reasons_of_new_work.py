@@ -9,9 +9,11 @@ from the middle of the cycle. They were recorded in the history as such.
 
 from __future__ import annotations
 
-from controlplane.reconcile import plan
+from datetime import timedelta
+
+from controlplane.reconcile import cycle, plan
 from specs.actions import Op
-from specs.snapshot import ClusterState, Node, Snapshot
+from specs.snapshot import ClusterState, Job, Node, Replica, Snapshot
 from tests.builders import NOW, cluster, department, desired, project, workload
 
 POOLS = [
@@ -54,11 +56,6 @@ def test_a_later_round_names_no_reclaim_of_what_the_plan_started() -> None:
     """A plan's later rounds run on a virtual world holding the plan's own starts: one
     that took back a replica of such a start for another named it "reclaim of ... makes
     room" too (2 such reasons in the busy 1,000-node plan)."""
-    from datetime import timedelta
-
-    from controlplane.reconcile import cycle
-    from specs.snapshot import Job, Replica
-
     d = desired(
         [
             cluster(pools=POOLS),
@@ -106,10 +103,6 @@ def test_a_later_round_names_no_reclaim_of_what_the_plan_started() -> None:
 def test_a_move_that_leaves_replicas_behind_says_so() -> None:
     """An elastic job moved to make room kept fewer replicas where it landed; the plan and
     the history said only "moved from v100-01, v100-01 to a100-01" (user trial)."""
-    from datetime import timedelta
-
-    from specs.snapshot import Job, Replica
-
     pools = [
         {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
         {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
@@ -146,10 +139,6 @@ def test_a_move_that_leaves_replicas_behind_says_so() -> None:
 def test_a_lowered_limit_names_the_work_min_runtime_keeps() -> None:
     """Limit 8 -> 2 with 4 of the GPUs inside minRuntime: the preempt read "taken back
     down to it" while 4 stayed, and nothing named minRuntime or when it ends (user trial)."""
-    from datetime import timedelta
-
-    from specs.snapshot import Job, Replica
-
     pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
     d = desired(
         [
