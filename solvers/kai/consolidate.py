@@ -5,7 +5,8 @@ a replica. KAI's consolidation packs running jobs tighter instead of evicting an
 
 * Only a *preemptible* waiting job may ask, and only when the free GPUs of its pools
   cover its request (otherwise packing cannot help).
-* Preemptible running jobs of any project may be moved; non-preemptible ones never.
+* Preemptible running jobs of any project may be moved; non-preemptible ones never, nor
+  work winding down (its workload would start elsewhere before the old job ended).
 * A candidate set is accepted only if the simulation places every moved job again: no
   victim may end evicted. The moves and the waiting job's start go into one plan.
 
@@ -36,10 +37,13 @@ class Consolidate(Disruption):
         return sum(s.index.pool_free(p)[0] for p in pools) >= count * job.gpus
 
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
-        return True  # any preemptible running job, of any project
+        # any preemptible running job, of any project, but one winding down: moved, its
+        # workload would start elsewhere before the old job has ended (and saved)
+        return not victim.ending
 
     def victim_filter(self, job: JobRequest) -> VictimFilter:
-        return (lambda qid: True), (lambda key: key != job.key)
+        jobs = self.s.problem.jobs
+        return (lambda qid: True), (lambda key: key != job.key and not jobs[key].ending)
 
     def accept(self, job: JobRequest, k: int, trial: Statement) -> bool:
         return all(trial.evicted_count(key) == 0 for key in trial.removed)

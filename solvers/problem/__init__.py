@@ -123,6 +123,7 @@ def build_problem(
             req.pool = _pool_of(job, cluster, nodes)
             if job.state is JobState.COMPLETING and req.placed:  # winding down: not grown back
                 req.replicas = req.min_replicas = len(req.placed)
+                req.ending = True
             req.started_at = _utc(job.started_at) if job.started_at else None
             req.created = _utc(job.submitted_at or job.started_at or req.created)
             duplicates += [(c, j) for c, j in active if j is not job and not _ending(j)]

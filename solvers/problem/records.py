@@ -94,6 +94,7 @@ class JobRequest:
     min_runtime: int | None = None
     blocked: Reason | None = None  # set when it can never be placed this round
     fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
+    ending: bool = False  # its job winds down (COMPLETING): never grown back, never moved
 
     @property
     def running(self) -> bool:

@@ -115,3 +115,24 @@ def test_a_pruned_jobs_gpus_are_free_for_the_same_plan() -> None:
         ("cancel", "vision/big"),
         ("submit", "audio/small"),
     ]
+
+
+def test_work_winding_down_is_not_moved() -> None:
+    """Consolidation moved a job winding down (an evicted checkpointable job within its
+    grace): its workload started elsewhere before the old job had saved and ended."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=16),
+            workload("ending", "p", gpus=4),
+            workload("steady", "p", gpus=4, type="interactive"),  # never moved
+            workload("big", "p", gpus=6),
+        ]
+    )
+    snap = _world(
+        d,
+        ("1", "p/ending", JobState.COMPLETING, ["a100-01"]),
+        ("2", "p/steady", JobState.RUNNING, ["a100-02"]),
+    )
+    p = plan(d, snap, now=NOW)
+    assert p.actions == [], [(a.op, a.workload) for a in p.actions]
