@@ -81,10 +81,12 @@ def evict(run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime) -> Actio
                 ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
             )
         raise classify(done)
+    limit = f"its time limit brought in to {minutes} min" if minutes else "its own limit is near"
     return ActionResult(
         ok=True,
         job=row.job_id,
-        message=f"job {row.job_id} gets its checkpoint signal and ends within {grace} s",
+        message=f"job {row.job_id}: {limit}; Slurm sends its checkpoint signal, then ends it "
+        f"once its {grace} s grace has passed",
     )
 
 

@@ -40,8 +40,9 @@ class Store(History, Leases, Runs, SchedulingState, Versions):
         self.clock: Callable[[], datetime] = utcnow  # history's times; see ``at``
 
     def close(self) -> None:
-        """Close the database's connections: every store opens its own engine, and a
-        process that opens one per cycle (``cp watch``) kept them all open."""
+        """Close the database's pooled connections (the engine stays, one per database
+        in the process): a process that opened a store per cycle (``cp watch``) kept a
+        connection open for each."""
         self.db.engine.dispose()
 
     def __enter__(self) -> Store:
