@@ -343,32 +343,16 @@ def _observe(adapter: Adapter) -> ClusterState:
 
 def record_endings(snap: Snapshot, store: Store, desired: DesiredState) -> None:
     """The ended jobs that extend or end failure streaks."""
-    endings = []
-    for c in snap.clusters:
-        for j in c.jobs:
-            if j.workload is None or j.workload not in desired.workloads:
-                continue
-            if (
-                j.ended_at is not None
-                and not j.state.active
-                and (j.state in FAILED_STATES or j.state == JobState.COMPLETED)
-            ):
-                ran = int((j.ended_at - j.started_at).total_seconds()) if j.started_at else 0
-                failed = j.state in FAILED_STATES
-                endings.append(
-                    (
-                        j.workload,
-                        j.id,
-                        j.ended_at,
-                        j.exit_code,
-                        failed,
-                        ran,
-                        j.spec_digest,
-                        j.state.value,
-                    )
-                )
-    if endings:
-        store.record_endings(endings, fresh_after=CAP_SECONDS)
+    ended = [
+        j
+        for c in snap.clusters
+        for j in c.jobs
+        if j.workload in desired.workloads
+        and j.ended_at is not None
+        and (j.state in FAILED_STATES or j.state == JobState.COMPLETED)
+    ]
+    if ended:
+        store.record_endings(ended, fresh_after=CAP_SECONDS)
 
 
 def reap_placeholders(snap: Snapshot, store: Store, *, record: bool = True) -> Snapshot:

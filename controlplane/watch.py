@@ -38,6 +38,7 @@ from controlplane.errors import ControlPlaneError
 from controlplane.plan import Plan
 from specs.actions import ReasonCode
 from specs.diagnostics import SpecError
+from specs.loader import is_spec_path
 from specs.snapshot import Snapshot
 
 MAX_BACKOFF = 600.0
@@ -115,7 +116,7 @@ class Watcher:
         on each, so changes to other files never hold a cycle off."""
         deadline = time.monotonic() + delay
         for batch in changes:
-            if any(spec_change(str(path)) for _, path in batch):
+            if any(spec_change(str(path), self.spec_dir) for _, path in batch):
                 return
             if self.stopping.is_set() or time.monotonic() >= deadline:
                 return
@@ -219,9 +220,9 @@ class Watcher:
         return False
 
 
-def spec_change(path: str) -> bool:
-    """Whether a changed file is a spec file (the store under ``.cp/`` is not)."""
-    return "/.cp/" not in path and path.endswith((".yaml", ".yml"))
+def spec_change(path: str, spec_dir: Path) -> bool:
+    """Whether a changed file is one the loader reads (the store under ``.cp/`` is not)."""
+    return is_spec_path(os.path.relpath(path, spec_dir))
 
 
 def time_since_last_change(spec_dir: Path) -> float:
@@ -232,7 +233,7 @@ def time_since_last_change(spec_dir: Path) -> float:
         subfolders[:] = [d for d in subfolders if not d.startswith(".")]
         for path in [
             folder,
-            *(os.path.join(folder, n) for n in names if n.endswith((".yaml", ".yml"))),
+            *(os.path.join(folder, n) for n in names if is_spec_path(n)),
         ]:
             try:
                 latest = max(latest, os.stat(path).st_mtime)

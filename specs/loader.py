@@ -220,10 +220,17 @@ def _spec_files(root: Path, errors: list[Diagnostic]) -> list[Path]:
     for folder, subfolders, names in os.walk(root, onerror=unreadable):
         subfolders[:] = [d for d in subfolders if not d.startswith(".")]  # includes .cp/
         for name in names:
-            if name.endswith((".yaml", ".yml")) and not name.startswith("."):
+            if is_spec_path(name):
                 path = Path(folder, name)
                 found.append((path.relative_to(root).as_posix(), path))
     return [path for _, path in sorted(found)]
+
+
+def is_spec_path(relative: str) -> bool:
+    """Whether a path relative to the spec root is a spec file: ``.yaml``/``.yml``, with no
+    hidden file or folder on the way (``.cp/``, ``.git/``, ``.github/`` are not specs)."""
+    parts = Path(relative).parts
+    return relative.endswith((".yaml", ".yml")) and not any(p.startswith(".") for p in parts)
 
 
 def _display(path: Path) -> str:

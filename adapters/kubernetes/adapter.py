@@ -104,11 +104,11 @@ class KubernetesAdapter:
         exist), and every other pod that holds GPUs on a node."""
         resource = self.settings.gpu_resource
         nodes = self.api.nodes()
-        labelled = self.api.pods(label_selector=OURS)
-        # the label without the rest of our identity is somebody else's pod all the same
-        ours = [p for p in labelled if identity_of(p.get("metadata") or {}) is not None]
+        ours: list[Obj] = []
         others = self.api.pods(label_selector=NOT_OURS, field_selector=BOUND_ACTIVE)
-        others += [p for p in labelled if identity_of(p.get("metadata") or {}) is None]
+        for pod in self.api.pods(label_selector=OURS):
+            # the label without the rest of our identity is somebody else's pod all the same
+            (ours if identity_of(pod.get("metadata") or {}) else others).append(pod)
         k8s_jobs = self.api.jobs(label_selector=OURS)
         foreign = [j for p in others if (j := foreign_job(p, resource)) is not None]
         return ClusterState(

@@ -25,7 +25,8 @@ from controlplane.store.tables import (
     RunRow,
 )
 from controlplane.store.tables import aware as _aware
-from specs.snapshot import Failure, JobState
+from solvers.sitepolicy.backoff import FAILED_STATES
+from specs.snapshot import Failure, Job, JobState
 
 
 class SchedulingState:
@@ -127,38 +128,33 @@ class SchedulingState:
             db.commit()
             return keep
 
-    def record_endings(
-        self,
-        endings: list[tuple[str, str, datetime, str | None, bool, int, str | None, str]],
-        *,
-        fresh_after: int,
-    ) -> None:
-        """Update failure streaks from ended jobs: ``(workload, job, ended_at, exit code,
-        failed, seconds it ran, spec digest, state)``. A failure newer than the streak's adds to it
-        (or starts a new one if it ran ``fresh_after`` seconds or more, or ran another
-        version of the spec); a newer success ends it."""
+    def record_endings(self, ended: list[Job], *, fresh_after: int) -> None:
+        """Update failure streaks from ended jobs of ours (with an end time). A failure
+        newer than the streak's adds to it (or starts a new one if it ran ``fresh_after``
+        seconds or more, or ran another version of the spec); a newer success ends it."""
         with self.db.session() as db:
-            for workload, job, ended, code, failed, ran, digest, state in sorted(
-                endings, key=lambda e: e[2]
-            ):
-                row = db.get(FailureRow, workload)
-                if row is not None and (row.job == job or _aware(row.ended_at) >= ended):
+            timed = [(_aware(j.ended_at), j) for j in ended if j.ended_at is not None]
+            for at, j in sorted(timed, key=lambda pair: pair[0]):
+                assert j.workload is not None
+                row = db.get(FailureRow, j.workload)
+                if row is not None and (row.job == j.id or _aware(row.ended_at) >= at):
                     continue
-                if not failed:
+                if j.state not in FAILED_STATES:
                     if row is not None:
                         db.delete(row)
                         db.flush()
                     continue
-                fresh = row is None or ran >= fresh_after or row.spec_digest != digest
+                ran = int((at - j.started_at).total_seconds()) if j.started_at else 0
+                fresh = row is None or ran >= fresh_after or row.spec_digest != j.spec_digest
                 db.merge(
                     FailureRow(
-                        workload=workload,
+                        workload=j.workload,
                         count=1 if fresh or row is None else row.count + 1,
-                        job=job,
-                        ended_at=ended,
-                        exit_code=code,
-                        spec_digest=digest,
-                        state=state,
+                        job=j.id,
+                        ended_at=at,
+                        exit_code=j.exit_code,
+                        spec_digest=j.spec_digest,
+                        state=j.state.value,
                     )
                 )
                 db.flush()
