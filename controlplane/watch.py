@@ -38,7 +38,7 @@ from controlplane.errors import ControlPlaneError
 from controlplane.plan import Plan
 from specs.actions import ReasonCode
 from specs.diagnostics import SpecError
-from specs.loader import is_spec_path
+from specs.files import is_spec_path
 from specs.snapshot import Snapshot
 
 MAX_BACKOFF = 600.0

@@ -20,7 +20,6 @@ re-composing only the files concerned.
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +40,7 @@ from specs.diagnostics import (
     dotted,
     sort_diagnostics,
 )
+from specs.files import display, spec_files
 from specs.models import API_GROUP, API_VERSION, KINDS, Cluster, Department, Project, Workload
 from specs.validate import errors_of_duplicates, find_duplicates, validate
 from specs.yaml_nodes import (
@@ -203,44 +203,6 @@ def _read_document(
     return _DocumentOutcome(placed=placed, errors=errors)
 
 
-# ------------------------------------------------------------------ the repo
-
-
-def _spec_files(root: Path, errors: list[Diagnostic]) -> list[Path]:
-    """Every spec file, by its path relative to root; hidden entries and .cp/ skipped."""
-    if root.is_file():
-        return [root]
-
-    def unreadable(err: OSError) -> None:
-        errors.append(
-            Diagnostic(_display(Path(err.filename or root)), 1, 1, f"cannot read: {err.strerror}")
-        )
-
-    found = []
-    for folder, subfolders, names in os.walk(root, onerror=unreadable):
-        subfolders[:] = [d for d in subfolders if not d.startswith(".")]  # includes .cp/
-        for name in names:
-            if is_spec_path(name):
-                path = Path(folder, name)
-                found.append((path.relative_to(root).as_posix(), path))
-    return [path for _, path in sorted(found)]
-
-
-def is_spec_path(relative: str) -> bool:
-    """Whether a path relative to the spec root is a spec file: ``.yaml``/``.yml``, with no
-    hidden file or folder on the way (``.cp/``, ``.git/``, ``.github/`` are not specs)."""
-    parts = Path(relative).parts
-    return relative.endswith((".yaml", ".yml")) and not any(p.startswith(".") for p in parts)
-
-
-def _display(path: Path) -> str:
-    """The path as the user would type it: relative to the working directory when under it."""
-    try:
-        return str(path.absolute().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def _read_bounded(path: Path, shown: str, budget: int, errors: list[Diagnostic]) -> bytes | None:
     """The bytes of one spec file, or None with the reason in ``errors``.
 
@@ -316,7 +278,7 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     if not root.exists():
-        raise SpecError([Diagnostic(_display(root), 1, 1, "no such spec directory or file")])
+        raise SpecError([Diagnostic(display(root), 1, 1, "no such spec directory or file")])
 
     # 1. Read each file: from the cache when its content is known, else parse and validate.
     placed: list[tuple[str, cache.PlacedDocument]] = []
@@ -326,8 +288,8 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     contents: dict[str, bytes] = {}
     used: set[str] = set()
     budget = MAX_TOTAL_BYTES
-    for path in _spec_files(root, errors):
-        shown = _display(path)
+    for path in spec_files(root, errors):
+        shown = display(path)
         content = _read_bounded(path, shown, budget, errors)
         if content is None:
             continue
@@ -360,7 +322,7 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
     if not placed and not errors and not broken:  # a wrong directory, most likely
         warnings.append(
             Diagnostic(
-                _display(root),
+                display(root),
                 1,
                 1,
                 "no spec documents here (YAML files of apiVersion controlplane/v1): "
