@@ -150,6 +150,17 @@ class LastKnown(SnapshotModel):
     )
 
 
+class PoolState(SnapshotModel):
+    """What the cluster itself sets on a node pool, beyond the specs."""
+
+    name: str
+    max_walltime: int | None = Field(
+        default=None,
+        description="seconds: the longest time limit the cluster lets a job of the pool have "
+        "(Slurm: its partition's MaxTime); null: no limit",
+    )
+
+
 class ClusterState(SnapshotModel):
     """One cluster as observed. An unreachable cluster (its adapter failed) is reported
     with ``reachable: false`` and the error, and no nodes or jobs: nothing is known of it,
@@ -159,6 +170,11 @@ class ClusterState(SnapshotModel):
     name: str
     nodes: list[Node] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
+    pools: list[PoolState] = Field(
+        default_factory=list,
+        description="limits the cluster sets on node pools (only pools that have some)",
+        exclude_if=lambda v: not v,
+    )
     runs: list[JobRun] = Field(
         default_factory=list,
         description="runs of our jobs since the last observation, from the cluster's "

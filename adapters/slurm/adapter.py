@@ -63,7 +63,7 @@ from adapters.slurm.forecast import (
     parse_test_only,
 )
 from adapters.slurm.idempotency import PlanIndex
-from adapters.slurm.observation import build_job, build_node
+from adapters.slurm.observation import build_job, build_node, pool_states
 from adapters.slurm.parse import QueueRow
 from adapters.slurm.request import build_request, request_of_job
 from adapters.slurm.script import BatchRequest, render_script, sbatch_options, segment_of
@@ -158,7 +158,8 @@ class SlurmAdapter:
         pending. Consumers must use ``job.state.holds_gpus`` for capacity.
         """
         sinfo = self._check(["sinfo", "-h", "-N", "-a", "-o", parse.SINFO_FORMAT])
-        nodes = [build_node(row, self.pools) for row in parse.parse_sinfo(sinfo.stdout)]
+        node_rows = parse.parse_sinfo(sinfo.stdout)
+        nodes = [build_node(row, self.pools) for row in node_rows]
         rows = self._queue()
         wanted = [
             r
@@ -172,7 +173,12 @@ class SlurmAdapter:
             detail = self._check(["scontrol", "-o", "-d", "show", "job"])
             allocations = parse.parse_allocations(detail.stdout)
         jobs = [build_job(r, allocations.get(r.unique_id), self.pools) for r in wanted]
-        return ClusterState(name=self.cluster, nodes=nodes, jobs=self._endings(jobs))
+        return ClusterState(
+            name=self.cluster,
+            nodes=nodes,
+            jobs=self._endings(jobs),
+            pools=pool_states(node_rows, self.pools),
+        )
 
     def _endings(self, jobs: list[Job]) -> list[Job]:
         """End times of our ended jobs (squeue %e; for a running job it is only the limit)

@@ -21,7 +21,7 @@ from adapters.slurm.parse import (
 )
 from adapters.slurm.tags import parse_tag
 from specs.models import NodePool
-from specs.snapshot import Job, JobState, Node, Replica
+from specs.snapshot import Job, JobState, Node, PoolState, Replica
 
 
 def match_pool(
@@ -65,6 +65,19 @@ def build_node(row: NodeRow, pools: Sequence[NodePool]) -> Node:
         state=state,
         partition=partition,
     )
+
+
+def pool_states(rows: Iterable[NodeRow], pools: Sequence[NodePool]) -> list[PoolState]:
+    """The time limit (MaxTime) of each pool's partition, for pools whose partition has
+    one: Slurm keeps a job that asks for more pending (PartitionTimeLimit) for ever."""
+    limits: dict[str, int] = {}
+    for row in rows:
+        limits |= row.limits
+    return [
+        PoolState(name=p.name, max_walltime=limits[p.partition])
+        for p in pools
+        if p.partition is not None and p.partition in limits
+    ]
 
 
 def _replicas(row: QueueRow, alloc: Allocation | None, held: bool) -> list[Replica]:

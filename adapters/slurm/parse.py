@@ -118,8 +118,9 @@ def parse_squeue(text: str) -> list[QueueRow]:
 
 # ------------------------------------------------------------------------------- sinfo
 
-# %a: the partition's availability (up, down, drain, inact), per node-and-partition row
-SINFO_FORMAT = RS + US.join(("%N", "%P", "%T", "%G", "%a"))
+# %a: the partition's availability (up, down, drain, inact), and %l its time limit
+# (MaxTime), per node-and-partition row
+SINFO_FORMAT = RS + US.join(("%N", "%P", "%T", "%G", "%a", "%l"))
 
 
 @dataclass
@@ -131,19 +132,22 @@ class NodeRow:
     # partitions of the node that take no new jobs: Slurm queues a job sent there
     # (PartitionDown) however idle the node is
     closed: list[str] = field(default_factory=list)
+    # each partition's time limit in seconds (MaxTime; absent: unlimited or not shown)
+    limits: dict[str, int] = field(default_factory=dict)
 
 
 def parse_sinfo(text: str) -> list[NodeRow]:
     """One row per node; ``sinfo -N`` repeats a node once per partition it belongs to.
 
-    Records without the availability column (an older format) count as available.
+    Records without the availability column (an older format) count as available, and
+    without the time limit column as unlimited.
     """
     nodes: dict[str, NodeRow] = {}
     for record in text.split(RS)[1:]:
         cols = record.rstrip("\n").split(US)
-        if len(cols) not in (4, 5):
+        if len(cols) not in (4, 5, 6):
             continue
-        name, part, state, gres, avail = (c.strip() for c in [*cols, "up"][:5])
+        name, part, state, gres, avail, limit = (c.strip() for c in [*cols, "up", ""][:6])
         if not name:
             continue
         row = nodes.setdefault(name, NodeRow(name=name, state=state, gres=_null(gres)))
@@ -152,6 +156,9 @@ def parse_sinfo(text: str) -> list[NodeRow]:
             row.partitions.append(part)
             if avail.lower() not in ("up", ""):
                 row.closed.append(part)
+            seconds = parse_time_limit(limit) if limit else None
+            if seconds is not None:
+                row.limits[part] = seconds
     return list(nodes.values())
 
 

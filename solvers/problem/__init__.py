@@ -63,7 +63,15 @@ def build_problem(
 ) -> Problem:
     """The problem of ``desired`` against ``observed`` at ``now``. With a ``cache``, the
     spec part is reused while the specs' digest is the same."""
-    part = cache.spec_part(desired) if cache is not None else spec_part(desired)
+    limits = {
+        (c.name, p.name): p.max_walltime
+        for c in observed.clusters
+        for p in c.pools
+        if p.max_walltime is not None
+    }
+    part = (
+        cache.spec_part(desired, limits) if cache is not None else spec_part(desired, limits=limits)
+    )
     queues, top, pools = part.queues, part.top, part.pools
     nodes = _nodes(observed, pools)
     orphans = [

@@ -48,11 +48,12 @@ class PoolInfo:
     memory_gib: float
     gpus_per_node: int
     partition: str | None
-    max_walltime: int | None
+    max_walltime: int | None  # the shorter of the specs' and the cluster's
     cost_per_gpu_hour: float
     account: str | None
     # a gang's replicas on distinct nodes: one Slurm job asks the same GRES of every node
     one_replica_per_node: bool = False
+    cluster_max_walltime: int | None = None  # what the cluster itself sets (Slurm's MaxTime)
 
 
 @dataclass

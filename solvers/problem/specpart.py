@@ -1,9 +1,14 @@
 """The part of a problem that depends on the specs alone (queues, pools, one request
 template per workload), built once per spec digest and reused across plans
-(:class:`ProblemCache`)."""
+(:class:`ProblemCache`).
+
+And on the limits the clusters set on pools (a Slurm partition's MaxTime), which bound
+the pools' ``maxWalltime`` beside the specs': they rarely change, so they are part of
+the key."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,6 +29,11 @@ class SpecPart:
     pools: dict[PoolKey, PoolInfo]
     requests: dict[str, JobRequest]
     desired: DesiredState  # what it was built from
+    limits: Limits  # and the clusters' limits on pools
+
+
+# the longest walltime (seconds) each cluster lets a pool's jobs have, where it sets one
+Limits = Mapping[PoolKey, int]
 
 
 class ProblemCache:
@@ -36,22 +46,25 @@ class ProblemCache:
 
     def __init__(self, size: int = 2) -> None:
         self.size = size
-        self._parts: dict[str, SpecPart] = {}
+        self._parts: dict[tuple[str, frozenset[tuple[PoolKey, int]]], SpecPart] = {}
 
-    def spec_part(self, desired: DesiredState) -> SpecPart:
-        part = self._parts.get(desired.digest)
+    def spec_part(self, desired: DesiredState, limits: Limits | None = None) -> SpecPart:
+        limits = limits or {}
+        key = (desired.digest, frozenset(limits.items()))
+        part = self._parts.get(key)
         if part is None:
-            part = spec_part(desired, self._same_org(desired))
-            self._parts[desired.digest] = part
+            part = spec_part(desired, self._same_org(desired, limits), limits)
+            self._parts[key] = part
             while len(self._parts) > self.size:
                 del self._parts[next(iter(self._parts))]
         return part
 
-    def _same_org(self, desired: DesiredState) -> SpecPart | None:
+    def _same_org(self, desired: DesiredState, limits: Limits) -> SpecPart | None:
         for part in reversed(self._parts.values()):
             old = part.desired
             if (
-                old.clusters == desired.clusters
+                part.limits == limits
+                and old.clusters == desired.clusters
                 and old.departments == desired.departments
                 and old.projects == desired.projects
             ):
@@ -59,16 +72,19 @@ class ProblemCache:
         return None
 
 
-def spec_part(desired: DesiredState, previous: SpecPart | None = None) -> SpecPart:
-    """The spec part of ``desired``; ``previous``, built from specs with the same clusters,
-    departments and projects, lends its queues, pools and the requests of unchanged
-    workloads."""
+def spec_part(
+    desired: DesiredState, previous: SpecPart | None = None, limits: Limits | None = None
+) -> SpecPart:
+    """The spec part of ``desired`` under the clusters' ``limits``; ``previous``, built
+    from specs with the same clusters, departments and projects and the same limits,
+    lends its queues, pools and the requests of unchanged workloads."""
+    limits = dict(limits or {})
     if previous is not None:
         queues, top, pools = previous.queues, previous.top, previous.pools
         old = previous.desired.workloads
     else:
         queues, top = _queues(desired)
-        pools = _pools(desired)
+        pools = _pools(desired, limits)
         old = {}
     epoch = datetime.min  # set from the snapshot when a problem is built
     requests = {}
@@ -77,7 +93,7 @@ def spec_part(desired: DesiredState, previous: SpecPart | None = None) -> SpecPa
             requests[key] = previous.requests[key]
         else:
             requests[key] = job_request(key, wl, desired, pools, epoch)
-    return SpecPart(queues, top, pools, requests, desired)
+    return SpecPart(queues, top, pools, requests, desired, limits)
 
 
 def _queues(desired: DesiredState) -> tuple[dict[str, Queue], list[str]]:
@@ -107,7 +123,8 @@ def _queues(desired: DesiredState) -> tuple[dict[str, Queue], list[str]]:
     return queues, top
 
 
-def _pools(desired: DesiredState) -> dict[PoolKey, PoolInfo]:
+def _pools(desired: DesiredState, limits: Limits) -> dict[PoolKey, PoolInfo]:
+    """The pools, each with the shorter of its own maxWalltime and its cluster's."""
     out = {}
     for cname, cluster in sorted(desired.clusters.items()):
         account = cluster.spec.slurm.account if cluster.spec.slurm else None
@@ -119,7 +136,8 @@ def _pools(desired: DesiredState) -> dict[PoolKey, PoolInfo]:
                 memory_gib=gt.memory_gib if gt else 0.0,
                 gpus_per_node=pool.gpus_per_node,
                 partition=pool.partition,
-                max_walltime=pool.max_walltime,
+                max_walltime=_shorter(pool.max_walltime, limits.get((cname, pool.name))),
+                cluster_max_walltime=limits.get((cname, pool.name)),
                 cost_per_gpu_hour=gt.cost_per_gpu_hour if gt else 0.0,
                 account=account,
                 one_replica_per_node=cluster.spec.adapter == "slurm",
@@ -127,10 +145,24 @@ def _pools(desired: DesiredState) -> dict[PoolKey, PoolInfo]:
     return out
 
 
+def _shorter(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
 def eligible_pools(
     wl: Workload, desired: DesiredState, pools: dict[PoolKey, PoolInfo]
 ) -> list[PoolKey]:
     """Pools whose name, GPU type, memory, cluster, node size and walltime suit the workload."""
+    return [k for k in _suited(wl, pools) if _within(wl.spec.walltime, pools[k].max_walltime)]
+
+
+def _within(walltime: int | None, limit: int | None) -> bool:
+    return walltime is None or limit is None or walltime <= limit
+
+
+def _suited(wl: Workload, pools: dict[PoolKey, PoolInfo]) -> list[PoolKey]:
+    """Pools that suit the workload but for their time limits (the specs' and the
+    clusters' own)."""
     spec = wl.spec
     out = []
     for key, pool in pools.items():
@@ -143,12 +175,6 @@ def eligible_pools(
         if spec.min_gpu_memory_gib is not None and pool.memory_gib < spec.min_gpu_memory_gib:
             continue
         if pool.gpus_per_node < spec.gpus:
-            continue
-        if (
-            pool.max_walltime is not None
-            and spec.walltime is not None
-            and spec.walltime > pool.max_walltime
-        ):
             continue
         out.append(key)
     return sorted(out)
@@ -181,5 +207,17 @@ def job_request(
     if limit is not None and spec.walltime is not None and spec.walltime > limit:
         req.blocked = reasons.walltime_exceeds(spec.walltime, spec.project, limit)
     elif not req.pools:
-        req.blocked = reasons.no_eligible_pool(spec.gpus)
+        # time limits turned every suited pool away: the specs' (cp validate refuses those)
+        # or, where the specs could not know, the clusters' own
+        over = [
+            pools[k]
+            for k in _suited(wl, pools)
+            if not _within(spec.walltime, pools[k].cluster_max_walltime)
+        ]
+        if over and spec.walltime is not None and not req.fan_out:  # fan-out: candidates
+            req.blocked = reasons.walltime_exceeds_cluster(
+                spec.walltime, [(p.key, p.partition, p.cluster_max_walltime or 0) for p in over]
+            )
+        else:
+            req.blocked = reasons.no_eligible_pool(spec.gpus)
     return req

@@ -59,6 +59,7 @@ from solvers.reasons.waiting import (
     ranked_lower,
     submitted,
     walltime_exceeds,
+    walltime_exceeds_cluster,
 )
 from solvers.reasons.words import (
     gpus,
@@ -115,4 +116,5 @@ __all__ = [
     "stays_preemptible",
     "submitted",
     "walltime_exceeds",
+    "walltime_exceeds_cluster",
 ]

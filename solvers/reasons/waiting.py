@@ -161,6 +161,27 @@ def walltime_exceeds(walltime: int, project: str, limit: int) -> Reason:
     )
 
 
+def walltime_exceeds_cluster(
+    walltime: int, pools: Sequence[tuple[tuple[str, str], str | None, int]]
+) -> Reason:
+    """Every pool that could hold the work has a shorter time limit on its cluster (a
+    Slurm partition's MaxTime): submitted, it would wait there for ever."""
+    where = ", ".join(
+        f"{cluster}/{pool}"
+        + (f" (partition {partition})" if partition else "")
+        + f" {format_duration(limit)}"
+        for (cluster, pool), partition, limit in pools
+    )
+    return Reason(
+        code=ReasonCode.WALLTIME_EXCEEDS_LIMIT,
+        message=(
+            f"walltime {format_duration(walltime)} is longer than the time limit the "
+            f"cluster sets on every pool that could hold it: {where}; shorten it "
+            "(checkpoint segments split it) or ask for a longer MaxTime"
+        ),
+    )
+
+
 def no_eligible_pool(per_replica: int) -> Reason:
     return Reason(
         code=ReasonCode.NO_ELIGIBLE_POOL,

@@ -17,7 +17,7 @@ from adapters.slurm import hostlist
 from adapters.slurm.errors import classify, is_gone
 from adapters.slurm.forecast import StartForecast, parse_test_only
 from adapters.slurm.idempotency import PlanIndex
-from adapters.slurm.observation import build_job, build_node, match_pool
+from adapters.slurm.observation import build_job, build_node, match_pool, pool_states
 from adapters.slurm.parse import (
     RS,
     US,
@@ -292,6 +292,28 @@ def test_sinfo_rows_merge_partitions() -> None:
         "mixed",
         "gpu-a100",
     )
+
+
+def sinfo_record(*cols: str) -> str:
+    return RS + US.join(cols) + "\n"
+
+
+def test_sinfo_reads_each_partitions_time_limit() -> None:
+    """%l is the partition's MaxTime: a job asking more pends for ever (PartitionTimeLimit)."""
+    text = (
+        sinfo_record("a100-1", "gpu-a100", "idle", "gpu:a100_80:8(S:0)", "up", "7-00:00:00")
+        + sinfo_record("v100-1", "gpu-v100", "idle", "gpu:v100:4(S:0)", "up", "30:00")
+        + sinfo_record("cpu-1", "debug*", "idle", "(null)", "up", "infinite")
+    )
+    a100, v100, cpu = parse_sinfo(text)
+    assert (a100.limits, v100.limits, cpu.limits) == ({"gpu-a100": 604800}, {"gpu-v100": 1800}, {})
+    assert [(p.name, p.max_walltime) for p in pool_states([a100, v100, cpu], POOLS)] == [
+        ("a100", 604800),
+        ("v100", 1800),
+    ]
+    # an older format without the column: no limit known
+    (old,) = parse_sinfo(sinfo_record("v100-1", "gpu-v100", "idle", "gpu:v100:4(S:0)", "up"))
+    assert old.limits == {} and pool_states([old], POOLS) == []
 
 
 def test_pool_matching_prefers_the_gpu_type_when_pools_share_a_partition() -> None:

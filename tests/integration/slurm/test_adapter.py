@@ -72,6 +72,9 @@ def test_observe_reports_nodes_gpus_and_pools(adapter: SlurmAdapter) -> None:
     )
     assert {n.state for n in state.nodes} == {"idle"}
     assert [j for j in state.jobs if j.state.active] == []
+    # the partitions' MaxTime (7 days on the GPU partitions), for the pools that have one
+    week = 7 * 24 * 3600
+    assert [(p.name, p.max_walltime) for p in state.pools] == [("a100", week), ("v100", week)]
 
 
 # ------------------------------------------------------------------------- submit

@@ -51,9 +51,7 @@ def workload(name: str, project: str, gpus: int, gpu_type: str, **spec: Any) -> 
         project=project,
         gpus=gpus,
         gpuTypes=[gpu_type],
-        walltime="1h",
-        command=SLEEP,
-        **spec,
+        **{"walltime": "1h", "command": SLEEP, **spec},
     )
 
 
@@ -215,13 +213,13 @@ def test_placeholders_hold_a_pending_submission_and_are_reaped(
 ) -> None:
     specs = tmp_path / "specs"
     write_specs(specs, [cluster_doc, project("ph", 8), workload("wait", "ph", 2, "v100")])
-    # Slurm knows a limit the specs don't: the job is accepted and pends
-    # (PartitionTimeLimit) although the planner sees idle GPUs
-    assert slurm("scontrol", "update", "PartitionName=gpu-v100", "MaxTime=00:10:00").returncode == 0
+    # Slurm knows a limit the control plane does not read: the job is accepted and pends
+    # (PartitionNodeLimit) although the planner sees idle GPUs
+    assert slurm("scontrol", "update", "PartitionName=gpu-v100", "MinNodes=2").returncode == 0
     try:
         ok(cp(capsys, "apply", specs, "--auto-approve"))
         first = placeholder_rows(specs)["ph/wait"]
-        wait_for(lambda: show_job(slurm, first).get("Reason") == "PartitionTimeLimit")
+        wait_for(lambda: show_job(slurm, first).get("Reason") == "PartitionNodeLimit")
 
         # recorded and respected: waits as "submitted", nothing submitted again
         plan = ok(cp(capsys, "plan", specs, "--json")).json()
@@ -240,7 +238,7 @@ def test_placeholders_hold_a_pending_submission_and_are_reaped(
         plan = ok(cp(capsys, "plan", specs, "--json")).json()
         assert [(a["op"], a["workload"]) for a in plan["actions"]] == [("submit", "ph/wait")]
     finally:
-        slurm("scontrol", "update", "PartitionName=gpu-v100", "MaxTime=7-00:00:00")
+        slurm("scontrol", "update", "PartitionName=gpu-v100", "MinNodes=0")
 
     # submitted again, and once it runs it is a normal job: the placeholder goes
     ok(cp(capsys, "apply", specs, "--auto-approve"))
@@ -251,6 +249,45 @@ def test_placeholders_hold_a_pending_submission_and_are_reaped(
     ok(cp(capsys, "observe", specs))  # observing records (a plan only reads)
     assert placeholder_rows(specs) == {}
     assert sorted(j.id for j in ours(squeue, "ph/wait")) == sorted([first, second])
+
+
+def test_work_longer_than_a_partitions_max_time_waits_instead_of_pending_for_ever(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    squeue: Helper,
+) -> None:
+    """The specs say nothing of gpu-v100's MaxTime; Slurm would take a 1 h job there and
+    keep it pending (PartitionTimeLimit) for ever. The plan reads the limit and says so."""
+    specs = tmp_path / "specs"
+    write_specs(
+        specs,
+        [
+            cluster_doc,
+            project("mt", 8),
+            workload("long", "mt", 2, "v100"),  # walltime 1h
+            workload("short", "mt", 2, "v100", walltime="5m"),
+        ],
+    )
+    assert slurm("scontrol", "update", "PartitionName=gpu-v100", "MaxTime=00:10:00").returncode == 0
+    try:
+        observed = ok(cp(capsys, "observe", specs)).json()
+        assert {"name": "v100", "maxWalltime": 600} in observed["clusters"][0]["pools"]
+        planned = ok(cp(capsys, "plan", specs, "--json")).json()
+        assert [(a["op"], a["workload"]) for a in planned["actions"]] == [("submit", "mt/short")]
+        (pending,) = planned["pending"]
+        assert pending["workload"] == "mt/long"
+        assert pending["reason"]["code"] == "walltime-exceeds-limit"
+        assert "partition gpu-v100" in pending["reason"]["message"]
+        ok(cp(capsys, "apply", specs, "--auto-approve"))
+        assert ours(squeue, "mt/long") == [] and len(ours(squeue, "mt/short")) == 1
+    finally:
+        slurm("scontrol", "update", "PartitionName=gpu-v100", "MaxTime=7-00:00:00")
+    # raised again: planned at once
+    planned = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert [(a["op"], a["workload"]) for a in planned["actions"]] == [("submit", "mt/long")]
 
 
 def test_a_submission_the_cluster_does_not_show_yet_is_not_repeated(
