@@ -10,8 +10,11 @@ its history. An edit to the spec ends the wait at once: the failures were the ol
 version's (a fixed command runs now), and its failures start a new streak.
 
 Failures are FAILED, NODE_FAIL and TIMEOUT (work that ran out of walltime would only run
-out again); a CANCELLED job was stopped on purpose and is not one. Pure: the failures
-come in through the snapshot, ``now`` is an argument.
+out again); a CANCELLED job was stopped on purpose and is not one. A node that failed
+under a job (or left the simulator's specs) is not the workload's fault: the first such
+failure in a row is retried at once, and only a second starts the wait (the workload may
+be what takes its nodes down). Pure: the failures come in through the snapshot, ``now``
+is an argument.
 """
 
 from __future__ import annotations
@@ -78,14 +81,20 @@ def _not_older(record: Failure, job: Job) -> bool:
     return job.ended_at is None or record.ended_at >= job.ended_at
 
 
+def wait_seconds(failure: Failure) -> int:
+    """The backoff after ``failure``; a node failure counts one less."""
+    lost_node = failure.state == JobState.NODE_FAIL
+    return backoff_seconds(failure.count - 1 if lost_node else failure.count)
+
+
 def retry_at(failure: Failure) -> datetime:
-    return failure.ended_at + timedelta(seconds=backoff_seconds(failure.count))
+    return failure.ended_at + timedelta(seconds=wait_seconds(failure))
 
 
 def why_waiting(failure: Failure, now: datetime) -> Reason | None:
     """The pending reason while the backoff lasts; None once the workload may run again."""
     at = retry_at(failure)
-    if now >= at:
+    if now >= at or not wait_seconds(failure):  # (the failure may be seen after ``now``)
         return None
     return reasons.failed(
         failure.job,
@@ -94,7 +103,7 @@ def why_waiting(failure: Failure, now: datetime) -> Reason | None:
         failure.ended_at,
         failure.count,
         at,
-        backoff_seconds(failure.count),
+        wait_seconds(failure),
     )
 
 

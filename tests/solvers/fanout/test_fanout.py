@@ -585,6 +585,25 @@ def test_a_failed_workload_waits_out_its_backoff() -> None:
     assert plan(d, world(d, failed, failures=streak), now=at(3.6)).actions
 
 
+def test_a_node_failure_is_retried_at_once_and_a_second_in_a_row_waits() -> None:
+    """A node that failed under a job (or left the simulator's specs) is not the workload's
+    fault: it starts again elsewhere at once. A second in a row starts the backoff: the
+    workload may be what takes its nodes down."""
+    d = specs(workload("w", "p", gpus=4, walltime="30m"), adapter="simulator")
+    lost = job("7", JobState.NODE_FAIL, started=at(-3), ended=at(-0.5))
+    assert [a.op for a in plan(d, world(d, lost), now=NOW).actions] == [Op.SUBMIT]
+    # seen ending just after the plan's clock was read: no wait of 0 s either
+    late = job("8", JobState.NODE_FAIL, started=at(-3), ended=at(0.01))
+    assert [a.op for a in plan(d, world(d, late), now=NOW).actions] == [Op.SUBMIT]
+    before = job("6", JobState.NODE_FAIL, started=at(-6), ended=at(-4))
+    p = plan(d, world(d, before, lost), now=NOW)
+    assert p.actions == []
+    [w] = p.pending
+    assert w.reason.code is ReasonCode.FAILED
+    assert "the 2nd failure in a row" in w.reason.message and "(backoff 1m)" in w.reason.message
+    assert [a.op for a in plan(d, world(d, before, lost), now=at(0.6)).actions] == [Op.SUBMIT]
+
+
 def test_the_streak_from_a_snapshot_and_its_end() -> None:
     jobs = [
         job("1", JobState.FAILED, ended=at(-10)),
