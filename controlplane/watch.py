@@ -22,6 +22,7 @@ the plan resumable and ends the loop.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -91,6 +92,11 @@ class Watcher:
             if self.stopping.is_set():
                 break
             outcome = self.cycle()
+            # a plan sets the objects alive before it aside from the collector and gives
+            # them back afterwards (collector.planning), which keeps Python's full
+            # collection from coming round: without one per cycle, each cycle's garbage
+            # stayed for as long as the loop ran
+            gc.collect()
             self.failed, self.held_back = outcome.failed, outcome.held_back
             self.failures = self.failures + 1 if outcome.failed and not outcome.partial else 0
             delay = self.delay()

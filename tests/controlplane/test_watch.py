@@ -319,3 +319,29 @@ def test_a_tick_comes_while_other_files_change(tmp_path: Path) -> None:
     assert spec_change(str(tmp_path / "w.yml"), tmp_path)
     assert not spec_change(str(tmp_path / ".cp/x.yaml"), tmp_path)
     assert not spec_change(str(tmp_path / ".github/workflows/ci.yaml"), tmp_path)  # not read
+
+
+def test_the_loop_does_not_keep_what_its_cycles_threw_away(tmp_path: Path) -> None:
+    """Each cycle's plan sets the objects alive before it aside from the collector and
+    gives them back afterwards, which keeps Python's full collection from coming round:
+    ~540 objects of garbage stayed per cycle of a small org, and `cp watch` grew ~60 KB a
+    cycle for as long as it ran. The loop now collects once per cycle, while it waits."""
+    import gc
+
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    counts: list[int] = []
+    watcher = Watcher(
+        specs,
+        WatchOptions(auto_approve=True, quiet=0, interval=0),
+        lambda _: counts.append(len(gc.get_objects())),
+    )
+
+    def ticks() -> Iterator[set[tuple[int, str]]]:
+        while True:
+            if len(counts) >= 14:
+                watcher.stop()
+            yield set()
+
+    watcher.run(ticks())
+    assert len(counts) == 14
+    assert counts[-1] - counts[4] < 100, counts
