@@ -4,10 +4,12 @@ A checkpointable job was submitted with ``--signal=B:USR1@grace``: Slurm sends t
 workload its checkpoint signal ``grace`` seconds before the job's time limit. To preempt
 it, the adapter brings the time limit in instead of killing the job: one ``scontrol
 update`` sets the limit to what the job has run plus its grace (and a margin for the
-controller's periodic check, which fires the signal up to a minute early), and marks the
-tag ``evicted=<plan>``. Slurm then sends the signal, the workload saves, and the job ends
-by the new limit at the latest. ``scontrol requeue`` instead sends SIGTERM and, after
-``KillWait``, SIGKILL: not the signal the workload listens for, nor its grace.
+controller's periodic check, which fires the signal up to a minute early), marks the tag
+``evicted=<plan>`` and makes the job not requeueable (a workload that requeues its own
+job on the signal, as PyTorch Lightning does, would bring it back pending). Slurm then
+sends the signal, the workload saves, and the job ends by the new limit at the latest.
+``scontrol requeue`` instead sends SIGTERM and, after ``KillWait``, SIGKILL: not the
+signal the workload listens for, nor its grace.
 
 Until it ends, such a job is observed as winding down (``COMPLETING``: it still holds
 its GPUs, and work queued for its nodes waits for it); once ended, however it ended
@@ -70,7 +72,15 @@ def evict(run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime) -> Actio
     """Bring the job's time limit in, so Slurm sends its checkpoint signal now and ends it
     once its ``grace`` has passed, and tag it ``evicted`` (``tag`` says by which plan).
     One ``scontrol update``: a rerun finds the tag and does nothing more."""
-    update = ["scontrol", "update", f"JobId={row.job_id}", f"Comment={format_tag(tag)}"]
+    # Requeue=0: a workload that requeues its own job on the signal (PyTorch Lightning)
+    # would bring it back pending, with the shortened limit, beside its evictor
+    update = [
+        "scontrol",
+        "update",
+        f"JobId={row.job_id}",
+        f"Comment={format_tag(tag)}",
+        "Requeue=0",
+    ]
     minutes = shortened_limit(row.started, row.time_limit, grace, now)
     if minutes is not None:
         update.append(f"TimeLimit={minutes}")

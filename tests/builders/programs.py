@@ -10,3 +10,17 @@ def save(*_):
 signal.signal(signal.SIGUSR1, save)
 time.sleep(300)
 """
+
+# Saves on its checkpoint signal and asks Slurm to requeue its own job, as PyTorch
+# Lightning's SLURM environment does; writes what the requeue answered.
+REQUEUES_ITSELF = """import os, signal, subprocess, sys, time
+path = sys.argv[1]
+open(path, "a").write("start\\n")
+def save(*_):
+    job = os.environ["SLURM_JOB_ID"]
+    done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+    open(path, "a").write(f"saved requeue={done.returncode}\\n")
+signal.signal(signal.SIGUSR1, save)
+while True:
+    time.sleep(1)
+"""

@@ -22,7 +22,7 @@ from adapters.slurm.localcluster import LocalSlurm
 from specs.actions import NEVER, Op
 from specs.models import Cluster
 from specs.snapshot import Job, JobState
-from tests.builders.programs import SAVES
+from tests.builders.programs import REQUEUES_ITSELF, SAVES
 
 pytestmark = pytest.mark.slurm
 Helper = Callable[..., Any]  # the builders conftest hands out as fixtures
@@ -256,6 +256,37 @@ def test_preempt_gives_a_checkpointable_job_its_signal_and_grace(
     job = wait_for(lambda: (j := job_of(adapter, submitted.job)) and not j.state.active and j)
     assert job.state is JobState.PREEMPTED and job.workload == "chem/ckpt"
     assert marker.read_text() == "start\nsaved\n"  # one signal, and no restart
+
+
+def test_an_evicted_job_cannot_requeue_itself(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
+) -> None:
+    """A workload that requeues its own job on the checkpoint signal (PyTorch Lightning's
+    SLURM environment) came back PENDING after an eviction, with the shortened time
+    limit, and ran again briefly beside the work it was evicted for. The eviction now
+    makes the job not requeueable: the workload saves, its requeue is refused, and the
+    job ends at the limit, seen as preempted."""
+    marker = tmp_path / "progress"
+    action = make_action(
+        workload="chem/lightning",
+        checkpoint_signal="USR1",
+        nodes=["a100-2"],
+        command=["python3", "-c", REQUEUES_ITSELF, str(marker)],
+    )
+    assert action.submit is not None
+    grace = action.submit.model_copy(update={"checkpoint_grace": 5})
+    submitted = adapter.execute(action.model_copy(update={"submit": grace}), plan_id="p")
+    wait_for(lambda: running(adapter, submitted.job) and marker.exists())
+    preempt = make_action(Op.PREEMPT, workload="chem/lightning", job=submitted.job, details=False)
+    assert adapter.execute(preempt, plan_id="p2").ok
+    wait_for(lambda: "saved" in marker.read_text(), timeout=90)
+    assert "requeue=0" not in marker.read_text()  # refused
+    job = wait_for(
+        lambda: (j := job_of(adapter, submitted.job)) and not j.state.holds_gpus and j,
+        timeout=120,
+    )
+    assert job.state is JobState.PREEMPTED, job.state
+    assert marker.read_text().count("start") == 1  # it never ran again
 
 
 def test_preempt_cancels_a_job_without_checkpoint(
