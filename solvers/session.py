@@ -69,7 +69,9 @@ class Session:
     @classmethod
     def before(cls, problem: Problem) -> Session:
         """The state a pass starts from: running work charged to its queues and holding its
-        GPUs, waiting fan-out candidates holding theirs; no fair shares yet."""
+        GPUs, waiting fan-out candidates holding theirs; no fair shares yet. Work winding
+        down (``ending``) holds its GPUs but is charged to no queue: it is as good as gone,
+        and never a victim again."""
         distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
         s = cls(problem, FreeIndex(problem.nodes, distinct), per_type=problem.typed)
         for job in problem.jobs.values():
@@ -77,7 +79,8 @@ class Session:
                 s.tasks[job.key] = list(job.placed)
                 if job.pool:
                     s.pool[job.key] = job.pool
-                s.charge(job, len(job.placed) * job.gpus)
+                if not job.ending:
+                    s.charge(job, len(job.placed) * job.gpus)
         s.hold_queued()
         s.hold_candidates()
         return s

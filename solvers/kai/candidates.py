@@ -78,6 +78,7 @@ class Holders:
             not tasks
             or pool is None
             or not job.preemptible
+            or job.ending  # on its way out already
             or any(n not in s.index.pool_of for n in tasks)
             # a shielded gang is no victim; a shielded elastic job may still shrink
             or (self.shields and protected(s, job) and job.min_replicas >= job.replicas)

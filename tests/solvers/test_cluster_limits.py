@@ -69,19 +69,21 @@ def test_the_shorter_of_the_specs_and_the_clusters_limit_counts() -> None:
 
 
 def test_running_work_is_left_alone_when_the_limit_is_lowered_under_it() -> None:
-    """Slurm applies MaxTime when a job starts: one already running runs on."""
-    d = specs(workload("long", "p", gpus=2, walltime="1h", gpuTypes=["v100"]))
-    running = Job(
-        id="7",
-        workload="p/long",
-        pool="v100",
-        started_at=NOW,
-        walltime=3600,
-        replicas=[Replica(node="v100-01", gpus=2)],
-        spec_digest=d.workloads["p/long"].spec.digest,
-    )
-    made = plan(d, world(d, running, v100_max=600), now=NOW)
-    assert made.actions == [] and made.pending == []
+    """Slurm applies MaxTime when a job starts: one already running runs on, where it
+    could go nowhere else and where another pool would allow it."""
+    for where in (["v100"], None):
+        d = specs(workload("long", "p", gpus=2, walltime="1h", gpuTypes=where))
+        running = Job(
+            id="7",
+            workload="p/long",
+            pool="v100",
+            started_at=NOW,
+            walltime=3600,
+            replicas=[Replica(node="v100-01", gpus=2)],
+            spec_digest=d.workloads["p/long"].spec.digest,
+        )
+        made = plan(d, world(d, running, v100_max=600), now=NOW)
+        assert made.actions == [] and made.pending == []
 
 
 def test_the_problem_cache_keys_on_the_clusters_limits() -> None:

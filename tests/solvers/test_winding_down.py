@@ -136,3 +136,30 @@ def test_work_winding_down_is_not_moved() -> None:
     )
     p = plan(d, snap, now=NOW)
     assert p.actions == [], [(a.op, a.workload) for a in p.actions]
+
+
+def test_work_winding_down_is_not_evicted_again_nor_counted_against_its_project() -> None:
+    """An evicted checkpointable job within its grace still holds its GPUs. Every plan
+    made in the grace evicted it again ("project p holds 6 GPUs, above its limit of 4"),
+    and an apply recorded a second preemption with that reason (user trial on Slurm).
+    It is as good as gone: no victim, and not held against its project's quotas and
+    limit; its GPUs stay taken until it ends."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=8, limit=8),
+            workload("low", "p", gpus=4, priority=10),
+            workload("high", "p", gpus=4, replicas=2, priority=90),
+            workload("next", "p", gpus=4, priority=50),
+        ]
+    )
+    snap = _world(
+        d,
+        ("1", "p/low", JobState.COMPLETING, ["a100-01"]),
+        ("2", "p/high", JobState.RUNNING, ["a100-02", "a100-02"]),
+    )
+    p = plan(d, snap, now=NOW)
+    assert p.actions == [], [(a.op, a.workload, a.reason.message) for a in p.actions]
+    assert [(w.workload, w.reason.code.value) for w in p.pending] == [("p/next", "over-limit")]
+    assert "holds 8 of its limit of 8" in p.pending[0].reason.message
+    assert p.projects["p"].allocated == 8
