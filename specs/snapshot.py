@@ -277,8 +277,9 @@ def observed_digest(snapshot: Snapshot) -> str:
     clusters report another.
 
     Counted: every node's name, GPUs and whether it takes work, every job of ours
-    (id, workload, whether it holds GPUs, where), and whether a cluster could be reached
-    at all (a plan made while one was down is stale once it answers). Not counted: ``now``, nodes going
+    (id, workload, whether it holds GPUs, where), the limits a cluster sets on its pools,
+    and whether a cluster could be reached at all (a plan made while one was down is stale
+    once it answers). Not counted: ``now``, nodes going
     idle/mixed/allocated, and foreign jobs — on a busy shared cluster those change every
     minute, and a plan must survive the time between review and merge. A foreign job that
     takes planned GPUs makes the submitted job wait in the cluster's queue, and the next
@@ -297,5 +298,8 @@ def observed_digest(snapshot: Snapshot) -> str:
             for j in c.jobs
             if j.workload is not None and j.state.active
         )
-        clusters.append([c.name, nodes, jobs] if c.reachable else [c.name, "unreachable"])
+        entry: list[object] = [c.name, nodes, jobs]
+        if c.pools:  # a limit that changed may turn a planned submission away
+            entry.append(sorted((p.name, p.max_walltime or 0) for p in c.pools))
+        clusters.append(entry if c.reachable else [c.name, "unreachable"])
     return hashlib.sha256(json.dumps(clusters, sort_keys=True).encode()).hexdigest()

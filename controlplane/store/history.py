@@ -118,13 +118,18 @@ class History:
 
     def reviewed_plan(self, spec_digest: str) -> Plan | None:
         """The newest plan made for review (``cp plan --base``) of exactly these specs and
-        not yet applied: what a pull request's reviewers saw, looked up when it is merged.
-        Plans that other commands stored of the same specs (``status``, ``explain``, a
-        plain ``plan``) were shown to nobody reviewing, and are passed over."""
+        not superseded: what a pull request's reviewers saw, looked up when it is merged.
+        One whose apply was cut short is resumed by the same command, and one applied
+        already is found too, to say so (a CI job run again). Plans that other commands
+        stored of the same specs (``status``, ``explain``, a plain ``plan``) were shown to
+        nobody reviewing, and are passed over."""
         with self.db.session() as db:
             rows = db.exec(
                 select(PlanRow)
-                .where(PlanRow.spec_digest == spec_digest, PlanRow.status == "planned")
+                .where(
+                    PlanRow.spec_digest == spec_digest,
+                    col(PlanRow.status).in_(("planned", "applied", *RESUMABLE)),
+                )
                 .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
             )
             for row in rows:

@@ -207,3 +207,56 @@ def test_base_dir_compares_two_directories(tmp_path: Path, capsys: Capsys) -> No
         None,
         40,
     )
+
+
+def test_an_interrupted_reviewed_apply_is_resumed_by_the_same_command(
+    repo: Path, capsys: Capsys
+) -> None:
+    """`cp apply --reviewed` stopped after its first action said "the same `cp apply`
+    again goes on from here"; the same command then found "no reviewed plan for these
+    specs", since only plans not yet applied were looked for, and the half-applied plan
+    could not be resumed (user trial on Slurm: both evictions done, no submission). A
+    finished one, run again (a CI job retried), says it was applied."""
+    from controlplane import workflow
+
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+    reviewed = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    assert len(reviewed["actions"]) >= 2
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+
+    asked = iter([False, True])  # stop after the first action
+    loaded = workflow.load(specs)
+    plan = workflow.reviewed_plan(specs, loaded, None)
+    stopped = workflow.apply_saved(plan, specs, loaded, stop=lambda: next(asked, True))
+    assert stopped.stopped and [o.status for o in stopped.outcomes] == ["done"]
+
+    resumed = ok(cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)).json()
+    assert resumed["plan"] == reviewed["id"] and resumed["resumed"]
+    statuses = [a["status"] for a in resumed["actions"]]
+    assert statuses[0] == "skipped" and set(statuses[1:]) == {"done"}
+    again = ok(cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)).json()
+    assert again["plan"] == reviewed["id"] and again["alreadyApplied"]
+
+
+def test_a_stale_reviewed_plan_says_how_to_get_a_fresh_one(repo: Path, capsys: Capsys) -> None:
+    """The advice was "run `cp plan` again", but `--reviewed` passes plain plans over."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+    ok(cp(capsys, "plan", specs, "--base", "main", "--now", NOW))
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    later = "2026-11-22T11:00:00+00:00"
+    moved = ok(cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", later)).json()
+    assert moved["actions"]  # the clusters moved on, by another plan
+    refused = cp(capsys, "apply", specs, "--reviewed", "--json", "--now", later).json()
+    assert refused["error"]["kind"] == "stale-plan"
+    assert "cp plan --base REF" in refused["error"]["message"]
+    assert "run `cp plan` again" not in refused["error"]["message"]

@@ -15,7 +15,7 @@ from solvers.fanout import enumerate_candidates, node_counts
 from solvers.problem import ProblemCache, build_problem
 from specs.actions import Op, ReasonCode
 from specs.desired import DesiredState
-from specs.snapshot import ClusterState, Job, PoolState, Replica, Snapshot
+from specs.snapshot import ClusterState, Job, PoolState, Replica, Snapshot, observed_digest
 from tests.builders import NOW, cluster, desired, pool, project, workload
 
 POOLS = [
@@ -124,3 +124,11 @@ def test_fan_out_candidates_keep_within_the_clusters_limit() -> None:
     assert {pool for pool, _, _ in modes("p/plain")} == {"a100"}
     assert ("v100", "checkpoint", 1800) in modes("p/seg")
     assert all(walltime <= 1800 for pool, _, walltime in modes("p/seg") if pool == "v100")
+
+
+def test_a_changed_limit_makes_a_plan_stale() -> None:
+    """A plan submits what the limit allowed when it was made: another limit, another
+    state of the clusters (a reviewed plan is refused, and planned again)."""
+    d = specs()
+    digests = {observed_digest(world(d, v100_max=limit)) for limit in (None, 600, 1200)}
+    assert len(digests) == 3
