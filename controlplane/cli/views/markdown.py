@@ -78,6 +78,7 @@ def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Secti
                 columns=["workload", "where", "placement", "reason"],
                 rows=rows,
                 noun=f"to {op.value}",
+                open=op.evicts or op is Op.RESIZE,  # running work it disturbs: never folded
             )
         )
     if plan.pending:

@@ -87,7 +87,8 @@ def print_policy(console: Console, diff: PolicyDiff) -> None:
         print_table(console, columns, rows, title="Fair shares")
     if diff.workloads:
         rows = []
-        for w in diff.workloads:
+        # the disrupted first: a comment cut to its size must still name every eviction
+        for w in sorted(diff.workloads, key=lambda w: w.head not in _DISRUPTIVE):
             style = "red" if w.head in _DISRUPTIVE else ""
             why = f"{w.reason.code.value}: {w.reason.message}" if w.reason else ""
             rows.append([w.workload, w.base, Text(w.head, style=style), Text(why)])
@@ -138,7 +139,8 @@ def policy_sections(diff: PolicyDiff) -> list[Section]:
         )
     if diff.workloads:
         rows = []
-        for w in diff.workloads:
+        # the disrupted first: a comment cut to its size must still name every eviction
+        for w in sorted(diff.workloads, key=lambda w: w.head not in _DISRUPTIVE):
             head = f"**{w.head}**" if w.head in _DISRUPTIVE else w.head
             why = f"{w.reason.code.value}: {cell(w.reason.message)}" if w.reason else ""
             rows.append(f"| `{cell(w.workload)}` | {w.base} | {head} | {why} |")

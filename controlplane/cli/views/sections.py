@@ -121,5 +121,12 @@ def _assemble(top: str, sections: Sequence[Section], counts: list[int], note: st
 
 
 def cell(text: str) -> str:
-    """Text safe inside a table cell: no pipes breaking columns, no newlines."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a table cell: no pipes breaking columns, no newlines, and no HTML
+    (a spec value such as ``</details>`` would close a section, ``<h1>`` make a heading)."""
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+    )

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, render
+from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, render
 from tests.builders import cluster, department, pool, project, workload
 from tests.builders.cli import cp, write_specs
 
@@ -55,7 +55,7 @@ def test_a_3000_workload_plan_fits_a_comment_and_says_what_it_left_out(
     assert len(comment) <= DEFAULT_MAX_CHARS < GITHUB_LIMIT
     assert comment.startswith("**Plan: ") and "to submit" in comment.splitlines()[0]
     assert "\x1b" not in comment, "no terminal colours"
-    assert comment.count("<details>") == comment.count("</details>") >= 3
+    assert comment.count("<details") == comment.count("</details>") >= 3
 
     plan = cp(capsys, "plan", big, "--json", "--engine", "kai", "--now", NOW).json()
     waiting, submits = len(plan["pending"]), len(plan["actions"])
@@ -173,3 +173,34 @@ def test_an_open_section_is_served_before_the_folded_ones() -> None:
     text = render("top\n\n", [affects, *folded], max_chars=2_000)
     assert len(text) <= 2_000
     assert len(re.findall(r"^\| w\d \|", text, re.M)) >= 3, text
+
+
+def test_a_cut_comment_still_names_every_eviction(tmp_path: Path, capsys: Capsys) -> None:
+    """1,500 new workloads: the open "affects" table, sorted by name, took the room, and
+    the one-row Preempt section, folded, was cut to "… and 1 more to preempt": no line of
+    the comment named the job the change evicts (user trial). The disrupted rows come
+    first, and the sections of evictions are open."""
+    docs = [
+        cluster(pools=[pool("a100", nodes=1)]),
+        project("p", gpus=8),
+        workload("zz-old", "p", gpus=8, priority=10),
+        workload("aa-urgent", "p", gpus=8, priority=90),
+        *(workload(f"batch-{i:04d}", "p", gpus=1, priority=5) for i in range(600)),
+    ]
+    specs = write_specs(tmp_path / "s", [docs[0], docs[1], docs[2]])
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", NOW).code == 0
+    write_specs(specs, docs)
+    res = cp(capsys, "plan", specs, "--markdown", "--max-chars", "6000", "--now", NOW)
+    assert res.code == 0, res.err
+    assert "cut to 6,000 characters" in res.out
+    assert "<details open><summary>Preempt (1)</summary>" in res.out
+    assert "| `p/zz-old` |" in res.out, res.out
+
+
+def test_spec_values_cannot_write_html_into_the_comment() -> None:
+    """A command argument ``</details><h1>LGTM</h1>`` closed a section early and made a
+    heading of the rest (user trial)."""
+    rows = [f"| `w` | {cell('command: [run, </details><h1>LGTM</h1>]')} |"]
+    text = render("top\n\n", [Section(title="Submit (1)", columns=["w", "why"], rows=rows)])
+    assert "<h1>" not in text and text.count("<details") == text.count("</details>") == 1
+    assert "&lt;/details&gt;&lt;h1&gt;LGTM&lt;/h1&gt;" in text
