@@ -18,7 +18,7 @@ Pure: plans and specs in, rows out. The CLI renders them (controlplane/cli/views
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from controlplane.plan import (
     Plan,
@@ -41,10 +41,12 @@ _NOT_POLICY = frozenset({"namespace"})
 
 
 def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
-    """Every policy field of every project and department that differs, by kind and name;
-    a queue added or removed is one row (``field`` empty)."""
+    """Every policy field of every cluster, department and project that differs, by kind
+    and name (a cluster's node pools by name: ``nodePools[a100].nodes``); one added or
+    removed is one row (``field`` empty)."""
     out: list[PolicyChange] = []
     for kind, before, after in (
+        ("cluster", base.clusters, head.clusters),
         ("department", base.departments, head.departments),
         ("project", base.projects, head.projects),
     ):
@@ -182,28 +184,55 @@ def fate(plan: Plan, workload: str) -> tuple[str, Reason | None]:
     return "unchanged", None
 
 
-def workload_changes(base: Plan, head: Plan, workloads: Iterable[str]) -> list[WorkloadChange]:
-    """The workloads whose fate differs between the base plan and this one."""
+LOSES_NODE = "loses its node"
+ABSENT = "not in the specs"
+
+
+def workload_changes(
+    base: Plan,
+    head: Plan,
+    base_keys: Collection[str],
+    head_keys: Collection[str],
+    lost: Iterable[str] = (),
+) -> list[WorkloadChange]:
+    """The workloads whose fate differs between the base plan and this one (of the
+    workloads either side's specs name: ``base_keys``, ``head_keys``); ``lost``: those
+    whose running job the change itself ends (a simulated node it removes)."""
+    workloads = set(base_keys) | set(head_keys)
     out = []
+    gone = set(lost)
     for key in sorted(set(workloads)):
         was, _ = fate(base, key)
         now, why = fate(head, key)
+        if key in gone:
+            now = LOSES_NODE
+        if key not in base_keys:  # "unchanged" would say it was there
+            was = ABSENT
+        if key not in head_keys and now == "unchanged":
+            now = ABSENT
         if was != now:
             out.append(WorkloadChange(workload=key, base=was, head=now, reason=why))
     return out
 
 
 def base_diff(
-    base_desired: DesiredState, head_desired: DesiredState, base: Plan, head: Plan, label: str
+    base_desired: DesiredState,
+    head_desired: DesiredState,
+    base: Plan,
+    head: Plan,
+    label: str,
+    lost: Iterable[str] = (),
 ) -> PolicyDiff:
-    """``cp plan --base``: the change between two spec trees planned on one observation."""
+    """``cp plan --base``: the change between two spec trees planned on one observation
+    (the simulator's hardware each as its own specs have it: ``lost``, the workloads whose
+    jobs the change's hardware ends)."""
     return PolicyDiff(
         against=f"{label} (plan {base.id})",
         base=label,
         changes=spec_changes(base_desired, head_desired),
         shares=share_changes(base, head),
         workloads=workload_changes(
-            base, head, set(base_desired.workloads) | set(head_desired.workloads)
+            base, head, base_desired.workloads.keys(), head_desired.workloads.keys(), lost
         ),
     )
 

@@ -42,7 +42,7 @@ class PolicyChange(PlanModel):
     """One policy figure of a project or department, before -> after (``field`` empty: the
     queue itself was added or removed)."""
 
-    kind: str  # project | department
+    kind: str  # cluster | department | project
     name: str
     field: str  # as written in the specs: quota.gpus, quota.limit, rank, budget.costPerMonth
     before: bool | float | str | None = None

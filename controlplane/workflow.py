@@ -34,6 +34,7 @@ from adapters.base import Adapter
 from controlplane import collector
 from controlplane.activity import busy, note
 from controlplane.apply import ApplyReport, OnOutcome, actor, holding_lease, run_plan
+from controlplane.basehardware import base_world
 from controlplane.basespecs import BaseSpecs
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
 from controlplane.forecast import gather
@@ -276,9 +277,14 @@ def plan_change(
         adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
         snap = observe(desired, adapters, when, store, record=False)
     use = adapters if forecast else None
+    world, lost = snap, set[str]()
+    if observed is None:  # simulated hardware the change edits: the base on its own
+        world, lost = base_world(
+            snap, base.loaded.desired, loaded.desired, spec_dir / ".cp", clock(now)
+        )
     head = _plan(spec_dir, loaded, snap, when, use, policy)
-    before = _plan(spec_dir, base.loaded, snap, when, use, policy)
-    diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)
+    before = _plan(spec_dir, base.loaded, world, when, use, policy)
+    diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label, lost)
     plan = _with_policy(head, diff)
     if store is not None:
         with store:

@@ -37,6 +37,14 @@ def flatten(
         elif (
             isinstance(value, list)
             and value
+            and all(isinstance(v, Mapping) and "name" in v for v in value)
+        ):  # named items (node pools): by name
+            for item in value:
+                rest = {k: v for k, v in item.items() if k != "name"}
+                out.update(flatten(rest, f"{path}[{item['name']}]."))
+        elif (
+            isinstance(value, list)
+            and value
             and all(isinstance(v, Mapping) and "gpuType" in v for v in value)
         ):
             for item in value:

@@ -260,3 +260,65 @@ def test_a_stale_reviewed_plan_says_how_to_get_a_fresh_one(repo: Path, capsys: C
     assert refused["error"]["kind"] == "stale-plan"
     assert "cp plan --base REF" in refused["error"]["message"]
     assert "run `cp plan` again" not in refused["error"]["message"]
+
+
+def test_a_pull_request_that_shrinks_a_simulated_pool_shows_what_it_ends(
+    repo: Path, capsys: Capsys
+) -> None:
+    """The simulator's hardware follows its Cluster spec, and both sides of `--base` were
+    planned on the pull request's hardware: a PR removing a node whose jobs it ends read
+    "no changes", exit 0, with no policy change (user trial). The base is planned on its
+    own hardware, the pool's size is a policy change, and the jobs that lose their node
+    are named as disrupted."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    observed = ok(cp(capsys, "observe", specs, "--now", NOW)).json()
+    on = {
+        r["node"]: j["workload"]
+        for c in observed["clusters"]
+        for j in c["jobs"]
+        if j["state"] == "RUNNING"
+        for r in j["replicas"]
+    }
+    last = sorted(on)[-1]  # the pool's last node goes
+    git(repo, "checkout", "-q", "-b", "shrink")
+    docs = org(36)
+    docs[0] = cluster(pools=[{**POOLS[0], "nodes": 5}])
+    write_specs(specs, docs)
+    git(repo, "commit", "-q", "-am", "a100: 6 -> 5 nodes")
+
+    policy = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()[
+        "policy"
+    ]
+    assert {
+        "kind": "cluster",
+        "name": "sim",
+        "field": "nodePools[a100].nodes",
+        "before": 6,
+        "after": 5,
+    } in policy["changes"]
+    lost = {w["workload"]: w for w in policy["workloads"] if w["head"] == "loses its node"}
+    assert on[last] in lost, policy["workloads"]
+    assert lost[on[last]]["base"] == "unchanged"
+    md = ok(cp(capsys, "plan", specs, "--base", "main", "--markdown", "--now", NOW)).out
+    assert f"| `{on[last]}` | unchanged | **loses its node** |" in md
+
+
+def test_a_workload_on_one_side_only_is_not_called_unchanged(repo: Path, capsys: Capsys) -> None:
+    """A new workload read "unchanged -> starts", a removed waiting one "waits ->
+    unchanged" with an empty reason (user trial)."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "swap")
+    docs = [d for d in org(36) if d["metadata"]["name"] != "c4"]  # c4 waits on main
+    docs.append(workload("c9", "chem", gpus=1))
+    write_specs(specs, docs)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c4 out, c9 in")
+    policy = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()[
+        "policy"
+    ]
+    fates = {w["workload"]: (w["base"], w["head"]) for w in policy["workloads"]}
+    assert fates["chem/c4"] == ("waits", "not in the specs")
+    assert fates["chem/c9"][0] == "not in the specs"
+    assert "unchanged" not in fates["chem/c9"]

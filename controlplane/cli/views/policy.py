@@ -11,7 +11,15 @@ from controlplane.plan import PolicyChange, PolicyDiff, ShareChange
 from solvers.reasons import gpus as _n
 
 # a fate a reviewer should not miss
-_DISRUPTIVE = {"reclaimed", "preempted", "replaced", "cancelled", "shrinks", "moved"}
+_DISRUPTIVE = {
+    "reclaimed",
+    "preempted",
+    "replaced",
+    "cancelled",
+    "shrinks",
+    "moved",
+    "loses its node",
+}
 
 
 def value(v: bool | float | str | None) -> str:
@@ -110,7 +118,7 @@ def policy_sections(diff: PolicyDiff) -> list[Section]:
         sections.append(
             Section(
                 title=f"Policy changes ({len(diff.changes):,})",
-                columns=["queue", "field", "before", "after"],
+                columns=["of", "field", "before", "after"],
                 align=["---", "---", "---:", "---:"],
                 rows=[
                     f"| {c.kind} `{cell(c.name)}` | "

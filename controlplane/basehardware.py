@@ -1,0 +1,60 @@
+"""The base of a change on its own simulated hardware (``cp plan --base``).
+
+A simulated cluster's nodes are its Cluster spec's pools, so a change to them is a change
+to the hardware: a pull request that removes a node ends the jobs running there. Both
+sides of a comparison are planned on one observation, made with the working specs, and
+the base plan then saw those jobs ended too: the comparison read "no changes". So a
+simulated cluster whose spec the change edits is observed again as the base's specs have
+it (read-only), for the base plan; the workloads whose running jobs only the change's
+hardware ends are named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from controlplane.observe import adapters_for
+from specs.desired import DesiredState
+from specs.snapshot import JobState, Snapshot
+
+
+def base_world(
+    observed: Snapshot,
+    base: DesiredState,
+    head: DesiredState,
+    state_dir: Path,
+    clock: Callable[[], datetime],
+) -> tuple[Snapshot, set[str]]:
+    """``observed`` with each simulated cluster the change edits as the ``base`` specs have
+    it, and the workloads whose jobs run there but lose their node under ``head``."""
+    changed = {
+        name: cluster
+        for name, cluster in base.clusters.items()
+        if cluster.spec.adapter == "simulator"
+        and name in head.clusters
+        and head.clusters[name].spec != cluster.spec
+    }
+    if not changed:
+        return observed, set()
+    adapters = adapters_for(
+        dataclasses.replace(base, clusters=changed), state_dir, clock, read_only=True
+    )
+    theirs = {name: adapter.observe() for name, adapter in adapters.items()}
+    world = observed.model_copy(
+        update={"clusters": [theirs.get(c.name, c) for c in observed.clusters]}
+    )
+    return world, lost_to(observed, world)
+
+
+def lost_to(head: Snapshot, base: Snapshot) -> set[str]:
+    """Workloads whose job runs in ``base`` and lost its node in ``head``."""
+    running = {(c.name, j.id) for c in base.clusters for j in c.jobs if j.state.holds_gpus}
+    return {
+        j.workload
+        for c in head.clusters
+        for j in c.jobs
+        if j.workload is not None and j.state is JobState.NODE_FAIL and (c.name, j.id) in running
+    }
