@@ -395,7 +395,9 @@ def _pending(
 def _protected_wait(
     session: Session, job: JobRequest, reason: Reason, protected_by: Protected
 ) -> Reason:
-    """A wait for room that only another project's minRuntime causes says so."""
+    """A wait for room, or under a limit, that only minRuntime causes says so."""
+    if reason.code is ReasonCode.OVER_LIMIT:
+        return protection_wait(session, job, protected_by, at_limit=True) or reason
     if reason.code not in (ReasonCode.NO_CAPACITY, ReasonCode.GANG_UNPLACEABLE):
         return reason
     return protection_wait(session, job, protected_by) or reason

@@ -68,30 +68,43 @@ def protected_work(session: Session) -> Protected:
 
 
 def protection_wait(
-    session: Session, job: JobRequest, protected_by: Protected | None = None
+    session: Session,
+    job: JobRequest,
+    protected_by: Protected | None = None,
+    at_limit: bool = False,
 ) -> Reason | None:
     """The ``min-runtime`` reason for ``job``, or None when protection is not what holds it
     back (nothing protected it could take, or not enough even with it). ``protected_by``:
-    :func:`protected_work`, when the caller asks for many jobs."""
+    :func:`protected_work`, when the caller asks for many jobs. ``at_limit``: the job
+    waits on a limit, which only its own project's work it may preempt can make room
+    under (reclaim takes from other projects)."""
     s = session
     known = protected_work(s) if protected_by is None else protected_by
     count = next_chunk(job, len(s.tasks.get(job.key, [])))
     if s.tasks.get(job.key):  # it could be a victim of its own twins: no shared answer
-        return _wait(s, job, count, known.groups)
-    shape = (job.queue, job.priority, job.preemptible, job.gpus, count, tuple(s.pools_for(job)))
+        return _wait(s, job, count, known.groups, at_limit)
+    shape = (
+        job.queue,
+        job.priority,
+        job.preemptible,
+        job.gpus,
+        count,
+        tuple(s.pools_for(job)),
+        at_limit,
+    )
     if shape not in known.answers:
-        known.answers[shape] = _wait(s, job, count, known.groups)
+        known.answers[shape] = _wait(s, job, count, known.groups, at_limit)
     return known.answers[shape]
 
 
 def _wait(
-    s: Session, job: JobRequest, count: int, work: dict[PoolKey, list[Group]]
+    s: Session, job: JobRequest, count: int, work: dict[PoolKey, list[Group]], at_limit: bool
 ) -> Reason | None:
     pools = set(s.pools_for(job))
     if not any(p in work for p in pools):
         return None
     need = count * job.gpus
-    rules = [Reclaim(s, Ledger()), Preempt(s, Ledger())]
+    rules = [Preempt(s, Ledger())] if at_limit else [Reclaim(s, Ledger()), Preempt(s, Ledger())]
     for rule in rules:
         rule.count = count
     open_rules = [r for r in rules if r.admits(job, count)]
@@ -111,4 +124,8 @@ def _wait(
     free = sum(s.index.pool_free(p)[0] for p in pools)
     if not held or free + held < need:
         return None
+    if at_limit and any(
+        q.limit is not None and s.alloc[q.id] - held + need > q.limit for q in s.chain(job.queue)
+    ):
+        return None  # even with all of it gone, a limit would still hold it back
     return reasons.min_runtime_wait(need, sorted(until.items()))

@@ -194,3 +194,28 @@ def test_a_wait_on_min_runtime_names_it() -> None:
     assert waits.reason.code.value == "min-runtime"
     assert "project p" in waits.reason.message and "minRuntime 1h" in waits.reason.message
     assert "10:50" in waits.reason.message  # the first of them may be reclaimed then
+
+
+def test_a_wait_at_a_limit_that_only_min_runtime_keeps_names_it() -> None:
+    """p holds 12 of its limit of 16; p/critical (8 GPUs) may take the room of p's
+    lower-priority work, all of it within minRuntime. It waited "over-limit: needs 8
+    GPUs; project p holds 12 of its limit of 16", and two minutes later, on the same
+    world, preempted and started (user trial on Slurm)."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=8, limit=16, minRuntime="3m"),
+            *[workload(f"low{i}", "p", gpus=4, priority=50) for i in range(3)],
+            workload("critical", "p", gpus=4, replicas=2, priority=99),
+        ]
+    )
+    jobs = [running(f"p/low{i}", f"a100-0{i + 1}", minutes_ago=1) for i in range(3)]
+    p = plan(d, world(d, *jobs), now=NOW)
+    assert p.actions == []
+    [waits] = p.pending
+    assert waits.workload == "p/critical"
+    assert waits.reason.code.value == "min-runtime", waits.reason.message
+    assert "project p (minRuntime 3m" in waits.reason.message
+    assert "10:02" in waits.reason.message  # the first of them may be taken then
+    later = plan(d, world(d, *jobs), now=NOW + timedelta(minutes=2, seconds=1))
+    assert {a.workload for a in later.actions} >= {"p/critical"}
