@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from solvers.problem import JobRequest, PoolInfo, PoolKey, Problem
@@ -215,22 +215,36 @@ def _modes(
 # ------------------------------------------------------------------ 2-3. judge and choose
 
 
+# The forecasts of one plan are read a moment apart (the cluster's backfill view, then a
+# test submission per candidate): starts within this much of each other are the same start,
+# or a second ticking between two reads would decide which candidates run.
+SAME_START = timedelta(minutes=1)
+
+
 def _start(estimate: Estimate) -> datetime | None:
     return estimate if isinstance(estimate, datetime) else None
 
 
+def _before(a: datetime, b: datetime) -> bool:
+    return a < b - SAME_START
+
+
 def dominates(a: Candidate, ea: Estimate, b: Candidate, eb: Estimate) -> bool:
-    """``a`` starts no later and costs no more than ``b``, and is strictly better in one."""
+    """``a`` starts no later and costs no more than ``b``, and is strictly better in one
+    (starts within ``SAME_START`` of each other are the same)."""
     sa, sb = _start(ea), _start(eb)
     if sa is None:
         return False  # an unknown start is never known to be early
-    no_later = sb is None or sa <= sb
-    earlier = sb is None or sa < sb
+    no_later = sb is None or not _before(sb, sa)
+    earlier = sb is None or _before(sa, sb)
     return no_later and a.cost <= b.cost and (earlier or a.cost < b.cost)
 
 
 def rank_key(c: Candidate, estimate: Estimate) -> tuple[datetime, float, str]:
-    return (_start(estimate) or _UNKNOWN, c.cost, c.name)
+    """Earliest start first (to the minute), then the cheapest, then by name."""
+    start = _start(estimate)
+    minute = start.replace(second=0, microsecond=0) if start is not None else _UNKNOWN
+    return (minute, c.cost, c.name)
 
 
 def choose(
@@ -276,4 +290,4 @@ def _earlier(e: Estimate, sibling: Candidate | None, est: Mapping[str, Estimate]
     if start is None:
         return False
     other = _start(est[sibling.key]) if sibling is not None else None
-    return other is None or start < other
+    return other is None or _before(start, other)

@@ -245,6 +245,22 @@ def test_backfill_kept_only_when_it_starts_earlier() -> None:
     assert verdicts([full, bf], None)["p/bf"][0] is Status.NO_EARLIER
 
 
+def test_starts_a_moment_apart_are_the_same_start() -> None:
+    """The forecasts are read a moment apart (squeue's backfill view, then sbatch
+    --test-only), so one start could come out a second earlier than another only because
+    a second ticked between the reads; that decided which candidates ran, sent the one
+    at three times the cost, or a backfill candidate that ran 5 minutes of its 20 (user
+    trial on Slurm). Starts within a minute of each other are the same start."""
+    dear, cheap = cand("a100", 3), cand("v100", 1)
+    got = verdicts([dear, cheap], {dear.key: at(0), cheap.key: at(1 / 60)}, max_parallel=1)
+    assert got["v100"][0] is Status.CHOSEN and got["a100"][0] is Status.DOMINATED
+    full, bf = cand("x", 3, Mode.DIRECT, "p"), cand("x", 3, Mode.BACKFILL, "p")
+    second = verdicts([full, bf], {full.key: at(1 / 60), bf.key: at(0)})
+    assert second["p/bf"][0] is Status.NO_EARLIER and second["p"][0] is Status.CHOSEN
+    # a start more than a minute earlier still counts
+    assert verdicts([full, bf], {full.key: at(1.5), bf.key: at(0)})["p/bf"][0] is Status.CHOSEN
+
+
 def test_choice_is_deterministic() -> None:
     cands = [cand(n, c) for n, c in [("d", 1), ("a", 1), ("c", 2), ("b", 1)]]
     f: dict[str, Estimate] = {c.key: at(0) for c in cands}
