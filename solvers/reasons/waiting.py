@@ -214,10 +214,15 @@ def over_budget_hours(project: str, used: float, budget: float, month: str) -> R
     return Reason(
         code=ReasonCode.OVER_BUDGET,
         message=(
-            f"project {project} used {used:,.0f} of its {budget:,.0f} GPU-hours for {month}; new "
-            "work waits for next month's budget"
+            f"project {project} used {_hours(used)} of its {_hours(budget)} GPU-hours for "
+            f"{month}; new work waits for next month's budget"
         ),
     )
+
+
+def _hours(value: float) -> str:
+    """Whole hours from 10 up; below, as many digits as show it (0.4, 0.05), not 0."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
 
 
 def over_budget_cost(project: str, spent: float, budget: float, month: str) -> Reason:

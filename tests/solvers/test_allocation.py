@@ -138,6 +138,21 @@ def test_a_project_over_its_monthly_budget_starts_nothing_new() -> None:
     assert [a.workload for a in plan(d, empty(d, last_month), now=NOW).actions] == ["p/w"]
 
 
+def test_a_small_budget_is_not_rounded_away() -> None:
+    """0.4 GPU-hours used of a 0.05 budget read "used 0 of its 0 GPU-hours" (user trial)."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=8, budget={"gpuHoursPerMonth": 0.05}),
+            workload("w", "p", gpus=2),
+        ]
+    )
+    spent = [UsageRecord(project="p", gpu_hours=0.4, ended_at=NOW - timedelta(hours=2))]
+    [waits] = plan(d, empty(d, spent), now=NOW).pending
+    assert "used 0.4 of its 0.05 GPU-hours" in waits.reason.message, waits.reason.message
+
+
 def test_budget_months_are_utc_months_whatever_the_clock_s_offset() -> None:
     """``--now 2026-12-01T01:00:00+02:00`` is 23:00 UTC on November 30: the November
     budget still binds (it said "for December 2026", and the reverse offset freed a
