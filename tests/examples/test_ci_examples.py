@@ -347,6 +347,36 @@ def test_github_plan_posts_spec_errors_and_fails(
     assert "no plan (the error below)" in comment["body"] and "bad.yaml:4:" in comment["body"]
 
 
+def test_github_plan_fails_on_a_usage_error(work: Path, forge: tuple[str, type[Forge]]) -> None:
+    """A usage error (an option the installed cp does not know) exits 2, as "changes
+    pending" does with --detailed-exitcode: the job passed with an empty comment (user
+    trial). The example tells them apart by what was printed. The cp here is a stand-in
+    that answers as an older cp without the option does (click's usage error)."""
+    url, api = forge
+    db = f"sqlite:///{work.parent / 'store.db'}"
+    shim = work / ".venv" / "bin" / "cp"
+    shim.unlink()
+    shim.write_text(
+        "#!/bin/sh\necho \"Usage: cp plan [OPTIONS] [DIR]\" >&2\n"
+        "echo \"Error: No such option: --detailed-exitcode\" >&2\nexit 2\n"
+    )
+    shim.chmod(0o755)
+    env = {
+        **github_env(db),
+        "GITHUB_API_URL": url,
+        "GITHUB_REPOSITORY": "org/specs",
+        "BASE_REF": "main",
+        "PR": "11",
+        "GH_TOKEN": "token",
+    }
+    (_, plan_step, _), (_, comment_step, _) = github_steps("plan")
+    ok(run_script(work, plan_step, env))
+    assert run_script(work, comment_step, env).returncode == 1
+    [comment] = api.comments["/repos/org/specs/issues/11/comments"]
+    assert "no plan (the error below)" in comment["body"]
+    assert "No such option: --detailed-exitcode" in comment["body"]
+
+
 # ------------------------------------------------------------------ GitLab
 
 
