@@ -228,6 +228,7 @@ def net_actions(observed: Snapshot, final: Snapshot, rounds: list[list[Action]])
                         job=job_id,
                         replicas=after[key].replicas,
                         reason=reason,
+                        shrink=op is Op.RESIZE and not grown,
                     )
                 )
             continue

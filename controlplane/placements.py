@@ -117,6 +117,7 @@ def placements(
                 job=job.job_id,
                 replicas=replicas if nodes else None,
                 reason=reason,
+                shrink=op is Op.RESIZE and after <= before,
             )
         )
     return out

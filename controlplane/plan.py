@@ -221,8 +221,10 @@ def placed_by_cluster(action: Action) -> bool:
 
 
 def shrinks(action: Action) -> bool:
-    """A resize that takes replicas away: an elastic victim of reclaim or preemption."""
-    return action.op == Op.RESIZE and action.reason.code in _DISTURBS
+    """A resize that takes replicas away: an elastic victim of reclaim or preemption, a
+    lowered limit, fewer replicas in the spec (a plan stored before ``shrink`` was
+    recorded is told by its reason)."""
+    return action.op == Op.RESIZE and (action.shrink or action.reason.code in _DISTURBS)
 
 
 def plan_id(spec_digest: str, observed_digest: str, actions: list[Action], now: datetime) -> str:

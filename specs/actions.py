@@ -167,6 +167,11 @@ class Action(ActionModel):
     replicas: list[Replica] | None = None
     reason: Reason
     submit: SubmitDetails | None = None
+    shrink: bool = Field(
+        default=False,
+        description="a resize that takes replicas away from running work",
+        exclude_if=lambda v: not v,
+    )
 
     @property
     def gpus(self) -> int:

@@ -322,3 +322,25 @@ def test_a_workload_on_one_side_only_is_not_called_unchanged(repo: Path, capsys:
     assert fates["chem/c4"] == ("waits", "not in the specs")
     assert fates["chem/c9"][0] == "not in the specs"
     assert "unchanged" not in fates["chem/c9"]
+
+
+def test_fewer_replicas_of_a_running_elastic_job_shrink_it(repo: Path, capsys: Capsys) -> None:
+    """An edit lowering an elastic workload's replicas read "grows" beside "1 of the 3
+    running replicas stops", and was not counted as disturbing running work (user trial):
+    a resize was told a shrink by its reason (reclaim, priority), not by what it does."""
+    specs = repo / "specs"
+    base = [cluster(pools=POOLS), project("e", gpus=8)]
+    write_specs(specs, [*base, workload("wide", "e", gpus=1, replicas=3, minReplicas=1)])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "an elastic job")
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "narrow")
+    write_specs(specs, [*base, workload("wide", "e", gpus=1, replicas=2, minReplicas=1)])
+    git(repo, "commit", "-q", "-am", "wide: 3 -> 2 replicas")
+    plan = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    [resize] = [a for a in plan["actions"] if a["op"] == "resize"]
+    assert resize["workload"] == "e/wide" and resize["shrink"] is True
+    fates = {w["workload"]: (w["base"], w["head"]) for w in plan["policy"]["workloads"]}
+    assert fates["e/wide"] == ("unchanged", "shrinks")
+    md = ok(cp(capsys, "plan", specs, "--markdown", "--now", NOW)).out
+    assert "1 running workload disturbed" in md.splitlines()[0], md

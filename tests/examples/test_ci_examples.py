@@ -357,8 +357,8 @@ def test_github_plan_fails_on_a_usage_error(work: Path, forge: tuple[str, type[F
     shim = work / ".venv" / "bin" / "cp"
     shim.unlink()
     shim.write_text(
-        "#!/bin/sh\necho \"Usage: cp plan [OPTIONS] [DIR]\" >&2\n"
-        "echo \"Error: No such option: --detailed-exitcode\" >&2\nexit 2\n"
+        '#!/bin/sh\necho "Usage: cp plan [OPTIONS] [DIR]" >&2\n'
+        'echo "Error: No such option: --detailed-exitcode" >&2\nexit 2\n'
     )
     shim.chmod(0o755)
     env = {

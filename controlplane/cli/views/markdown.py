@@ -19,7 +19,7 @@ from controlplane.cli.views.policy import policy_sections
 from controlplane.cli.views.policy import summary as policy_summary
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, render
 from controlplane.cli.views.words import counted
-from controlplane.plan import Plan, QueueStatus
+from controlplane.plan import Plan, QueueStatus, shrinks
 from solvers.reasons import gpus as n
 from specs.actions import Op, Pending
 from specs.diagnostics import Diagnostic
@@ -27,8 +27,7 @@ from specs.diagnostics import Diagnostic
 
 def plan_top(plan: Plan) -> str:
     """The summary line, then where the plan comes from."""
-    counts = Counter(a.op for a in plan.actions)
-    disrupted = sum(counts[op] for op in (Op.PREEMPT, Op.CANCEL, Op.MOVE))
+    disrupted = sum(a.op.evicts or shrinks(a) for a in plan.actions)
     edits = plan.edits_waiting
     lead = (
         f"**{summary(plan)}**"
