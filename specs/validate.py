@@ -291,6 +291,7 @@ def _fits(ctx: CheckContext, workload: Workload, known: dict[tuple[object, ...],
     ask = (
         None if spec.clusters is None else tuple(spec.clusters),
         None if spec.gpu_types is None else tuple(spec.gpu_types),
+        None if spec.node_pools is None else tuple(spec.node_pools),
         spec.min_gpu_memory_gib,
         spec.gpus,
         spec.walltime,
@@ -319,6 +320,8 @@ def _shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[_S
         out.append(
             _Shortfall("spec.clusters", f"cluster '{cluster.metadata.name}' is not in clusters")
         )
+    if spec.node_pools is not None and pool.name not in spec.node_pools:
+        out.append(_Shortfall("spec.nodePools", f"pool '{pool.name}' is not in nodePools"))
     if spec.gpu_types is not None and pool.gpu_type not in spec.gpu_types:
         out.append(_Shortfall("spec.gpuTypes", f"gpuType '{pool.gpu_type}' is not in gpuTypes"))
     need_memory = spec.min_gpu_memory_gib
@@ -353,11 +356,17 @@ def _shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[_S
     return out
 
 
+# the fields by which a workload chooses pools, rather than asks of them
+_CHOICES = frozenset({"spec.clusters", "spec.gpuTypes", "spec.nodePools"})
+
+
 def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnostic]:
     """The error for a workload no pool can ever hold (``_fits`` said so), naming the
-    closest (then biggest) pool and why not."""
+    closest pool and why not: first one the workload chose (its clusters, gpuTypes and
+    nodePools), then the fewest reasons, then the biggest."""
     candidates = [
         (
+            sum(r.field in _CHOICES for r in reasons),
             len(reasons),
             -pool.gpus_per_node,
             -_memory(cluster, pool),
@@ -375,7 +384,7 @@ def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnost
         return [
             ctx.at("Workload", key, "spec", f"{need}, but no Cluster with node pools is declared")
         ]
-    _, _, _, cluster_name, pool_name, reasons = min(candidates, key=lambda c: c[:5])
+    *_, cluster_name, pool_name, reasons = min(candidates, key=lambda c: c[:6])
     why = "; ".join(r.reason for r in reasons)
     return [
         ctx.at(

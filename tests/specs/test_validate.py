@@ -291,7 +291,7 @@ def test_each_workload_asking_alike_gets_its_own_fit_error(repo: Path) -> None:
     assert sorted((d.line, d.field) for d in errors(repo)) == [
         (line("gpus: 16", 1), "spec.gpus"),  # a
         (line("gpus: 16", 2), "spec.gpus"),  # b, asking as a does
-        (line("gpuTypes:"), "spec.gpuTypes"),  # d, asking as c (which fits) but for v100
+        (line("gpus: 8", 2), "spec.gpus"),  # d, asking as c (which fits) but for v100
         (line("gpus: 16", 3), "spec.gpus"),  # e
     ]
 
@@ -306,8 +306,34 @@ def test_fit_honours_gpu_memory(repo: Path) -> None:
 def test_fit_honours_allowed_gpu_types(repo: Path) -> None:
     org(repo, workload(gpus=8, gpuTypes=["v100"]))
     found = single(repo)
-    assert found.field == "spec.gpuTypes"
-    assert "closest is rivanna/a100, but gpuType 'a100_80' is not in gpuTypes" in found.message
+    # the closest pool is one the workload chose (its gpuTypes), and why that one cannot
+    assert found.field == "spec.gpus"
+    assert "closest is rivanna/v100, but it has 4 GPUs per node, fewer than the 8" in (
+        found.message
+    )
+
+
+@pytest.mark.parametrize("choice", [{"nodePools": ["v100"]}, {"gpuTypes": ["v100"]}])
+def test_fit_honours_the_pools_a_workload_chose(repo: Path, choice: dict[str, list[str]]) -> None:
+    """With nodePools [v100] (maxWalltime 20m) and walltime 2h, validation passed (a100,
+    which it did not choose, could hold it), and the plan said only "no-eligible-pool";
+    with gpuTypes [v100], the error blamed a100's GPU type, not the walltime (user trial)."""
+    write(
+        repo,
+        "org.yaml",
+        cluster(
+            "rivanna",
+            pools=[pool(), pool("v100", gpu_type="v100", gpus_per_node=4, maxWalltime="20m")],
+        ),
+        department(),
+        project(department="science"),
+    )
+    write(repo, "w.yaml", workload(gpus=2, walltime="2h", **choice))
+    found = single(repo)
+    assert found.field == "spec.walltime"
+    assert "closest is rivanna/v100, but its maxWalltime 20m is shorter than walltime 2h" in (
+        found.message
+    )
 
 
 def test_fit_honours_pool_walltime(repo: Path) -> None:
