@@ -133,6 +133,8 @@ def build_problem(
                 req.replicas = req.min_replicas = len(req.placed)
                 req.ending = True
             req.started_at = _utc(job.started_at) if job.started_at else None
+            if _restarts_within_min_runtime(req, pools, now):  # growing would restart it
+                req.replicas = max(len(req.placed), req.min_replicas)
             req.created = _utc(job.submitted_at or job.started_at or req.created)
             duplicates += [(c, j) for c, j in active if j is not job and not _ending(j)]
             jobs[key] = req
@@ -268,6 +270,21 @@ def _utc(moment: datetime) -> datetime:
     their own time zone object, and two aware datetimes with different ones compare
     through Python-level offset calls: sorting jobs by age was ~14x slower."""
     return moment if moment.tzinfo is UTC or moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _restarts_within_min_runtime(
+    req: JobRequest, pools: dict[PoolKey, PoolInfo], now: datetime
+) -> bool:
+    """A running job a resize would restart (a new job on Slurm) within its minRuntime."""
+    pool = pools.get(req.pool) if req.pool is not None else None
+    return (
+        pool is not None
+        and pool.resize_restarts
+        and req.min_runtime is not None
+        and req.started_at is not None
+        and (now - req.started_at).total_seconds() < req.min_runtime
+        and len(req.placed) < req.replicas
+    )
 
 
 def _ending(job: Job) -> bool:

@@ -53,6 +53,8 @@ class PoolInfo:
     account: str | None
     # a gang's replicas on distinct nodes: one Slurm job asks the same GRES of every node
     one_replica_per_node: bool = False
+    # a resize is a new job (Slurm): growing restarts every replica
+    resize_restarts: bool = False
     cluster_max_walltime: int | None = None  # what the cluster itself sets (Slurm's MaxTime)
 
 

@@ -141,6 +141,7 @@ def _pools(desired: DesiredState, limits: Limits) -> dict[PoolKey, PoolInfo]:
                 cost_per_gpu_hour=gt.cost_per_gpu_hour if gt else 0.0,
                 account=account,
                 one_replica_per_node=cluster.spec.adapter == "slurm",
+                resize_restarts=cluster.spec.adapter == "slurm",
             )
     return out
 

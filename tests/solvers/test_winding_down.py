@@ -163,3 +163,30 @@ def test_work_winding_down_is_not_evicted_again_nor_counted_against_its_project(
     assert [(w.workload, w.reason.code.value) for w in p.pending] == [("p/next", "over-limit")]
     assert "holds 8 of its limit of 8" in p.pending[0].reason.message
     assert p.projects["p"].allocated == 8
+
+
+def test_on_slurm_an_elastic_job_is_not_grown_within_min_runtime() -> None:
+    """Slurm cannot resize a job in place: growing it submits the new shape and cancels
+    the old job, restarting every replica. A job grown 30 s after it started, within its
+    project's 3-minute minRuntime, lost its progress and its protection (user trial).
+    Kubernetes and the simulator add replicas in place."""
+    for adapter, minutes_ago, grows in (
+        ("slurm", 1, False),
+        ("slurm", 20, True),
+        ("simulator", 1, True),
+    ):
+        d = desired(
+            [
+                cluster(pools=POOLS, adapter=adapter),
+                project("p", gpus=16, minRuntime="10m"),
+                workload("wide", "p", gpus=4, replicas=3, minReplicas=1),
+            ]
+        )
+        snap = _world(d, ("1", "p/wide", JobState.RUNNING, ["a100-01"]))
+        job = snap.clusters[0].jobs[0]
+        job.started_at = NOW - timedelta(minutes=minutes_ago)
+        p = plan(d, snap, now=NOW)
+        assert [a.op.value for a in p.actions] == (["resize"] if grows else []), (
+            adapter,
+            p.actions,
+        )
