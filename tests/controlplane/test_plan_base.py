@@ -189,6 +189,10 @@ def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) ->
     assert "the base HEAD does not load" in res.err and "planned alone" in res.err
     comment = ok(cp(capsys, "plan", specs, "--base", "HEAD", "--markdown", "--now", NOW)).out
     assert "the base HEAD does not load" in comment and "to submit" in comment
+    # at the top, not only in the folded warnings: the comment otherwise reads as a plan
+    # with no impact (user trial)
+    top = comment.split("<details")[0]
+    assert "> **Warning:** " in top and "the base HEAD does not load" in top, top
     doc = ok(cp(capsys, "plan", specs, "--base", "HEAD", "--json", "--now", NOW)).json()
     assert any("the base HEAD does not load" in w["message"] for w in doc["warnings"])
     assert "policy" not in doc or not doc["policy"]

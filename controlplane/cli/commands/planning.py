@@ -178,6 +178,7 @@ def plan_cmd(
         raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
     policy = Policy(engine=engine, time_limit=time_limit)
     loaded = load_to_plan(spec_dir)
+    alerts: list[str] = []
     with contextlib.ExitStack() as stack:
         before = None
         if base is not None or base_dir is not None:
@@ -187,6 +188,7 @@ def plan_cmd(
                 said = unloadable_base(base or str(base_dir), exc)
                 err.print(Text(str(said), style="yellow"), highlight=False, soft_wrap=True)
                 loaded = dataclasses.replace(loaded, warnings=[*loaded.warnings, said])
+                alerts.append(str(said))
         if before is not None:
             plan = workflow.plan_change(
                 spec_dir,
@@ -205,7 +207,7 @@ def plan_cmd(
     if out_file:
         out_file.write_text(plan.to_json() + "\n")
     if full_plan:
-        full_plan.write_text(plan_markdown(plan, loaded.warnings, max_chars=0))
+        full_plan.write_text(plan_markdown(plan, loaded.warnings, max_chars=0, alerts=alerts))
     if as_json:
         doc = json.loads(plan.to_json())
         # the specs' warnings ride along; they are not part of the sealed plan (--out)
@@ -213,7 +215,9 @@ def plan_cmd(
         write_json(doc)
     elif markdown:
         where = str(full_plan) if full_plan else None
-        sys.stdout.write(plan_markdown(plan, loaded.warnings, max_chars=max_chars, full=where))
+        sys.stdout.write(
+            plan_markdown(plan, loaded.warnings, max_chars=max_chars, full=where, alerts=alerts)
+        )
     else:
         plan_view.print_plan(out, plan)
         if out_file:

@@ -25,8 +25,9 @@ from specs.actions import Op, Pending
 from specs.diagnostics import Diagnostic
 
 
-def plan_top(plan: Plan) -> str:
-    """The summary line, then where the plan comes from."""
+def plan_top(plan: Plan, alerts: Sequence[str] = ()) -> str:
+    """The summary line, then where the plan comes from, and ``alerts`` a reader must see
+    (a base that does not load: no impact is shown)."""
     disrupted = sum(a.op.evicts or shrinks(a) for a in plan.actions)
     edits = plan.edits_waiting
     lead = (
@@ -53,6 +54,7 @@ def plan_top(plan: Plan) -> str:
         ]
     if plan.solver.cut_short:
         lines += [f"> {cut_short(plan)}", ""]
+    lines += [line for alert in alerts for line in (f"> **Warning:** {cell(alert)}", "")]
     return "\n".join(lines) + "\n"
 
 
@@ -149,6 +151,8 @@ def plan_markdown(
     *,
     max_chars: int = DEFAULT_MAX_CHARS,
     full: str | None = None,
+    alerts: Sequence[str] = (),
 ) -> str:
     """The plan as a pull-request comment within ``max_chars`` (0: the whole plan)."""
-    return render(plan_top(plan), plan_sections(plan, warnings), max_chars=max_chars, full=full)
+    top = plan_top(plan, alerts)
+    return render(top, plan_sections(plan, warnings), max_chars=max_chars, full=full)
