@@ -343,6 +343,14 @@ def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: P
         [CP, "plan", str(with_sim)], capture_output=True, text=True, timeout=120
     )
     assert partly.returncode == 0, partly.stderr  # one cluster answered: a plan of it
+    # explain says which error keeps it waiting: its reason pointed at "the plan's
+    # unreachable clusters", which explain never showed (user trial)
+    explained = subprocess.run(
+        [CP, "explain", "p/w", "--dir", str(with_sim)], capture_output=True, text=True, timeout=120
+    )
+    assert "cluster k did not answer: " in explained.stdout and "refused" in explained.stdout, (
+        explained.stdout + explained.stderr
+    )
     applied = subprocess.run(
         [CP, "apply", str(specs), "--json", "--auto-approve"],
         capture_output=True,

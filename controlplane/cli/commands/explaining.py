@@ -28,6 +28,7 @@ from controlplane.cli.views.explain import explain_json, print_explain
 from controlplane.cli.views.history import history_json, print_history
 from controlplane.errors import WorkloadNotFoundError
 from controlplane.eviction import exposure
+from specs.actions import ReasonCode
 from specs.diagnostics import name_hint
 
 
@@ -91,10 +92,17 @@ def explain(
     edited = next((p for p in plan.finished if p.workload == workload), None)
     past = found.store.history(workload, 10) if found.store is not None else []
     chain = plan.quota_chain(desired.workloads[workload].spec.project)
+    # the errors of the clusters it waits for (its reason names them, the plan has them)
+    silent = (
+        dict(plan.unreachable)
+        if any(p.reason.code is ReasonCode.CLUSTER_UNREACHABLE for p in pending)
+        else {}
+    )
     if as_json:
         doc = explain_json(row, running, actions, pending, chain, past)
         doc["jobs"] = jobs_json(found.snapshot, workload)  # every job of it the clusters show
         doc["finished"] = edited.model_dump(mode="json", by_alias=True) if edited else None
+        doc["unreachable"] = silent
         write_json(doc)
     else:
         waiting_jobs = [
@@ -113,4 +121,5 @@ def explain(
             plan.created_at,
             waiting_jobs,
             edited,
+            silent,
         )

@@ -3,7 +3,7 @@ could evict it while it runs, the quota levels it answers to, and its history.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,7 @@ def print_explain(
     now: datetime,
     queued: Sequence[str] = (),  # its jobs waiting in a cluster's queue
     edited: Pending | None = None,  # completed, and edited since (the plan's ``finished``)
+    unreachable: Mapping[str, str] | None = None,  # clusters it waits for: their errors
 ) -> None:
     console.print(Text.assemble((row.name, "bold"), f": {row.state}"), highlight=False)
     if exposure is not None:
@@ -93,6 +94,8 @@ def print_explain(
         )
     for p in pending:
         console.print(f"[bold]waits[/] — {p.reason.code.value}: {p.reason.message}")
+    for name, error in sorted((unreachable or {}).items()):
+        console.print(Text(f"  cluster {name} did not answer: {error}", style="yellow"))
     if edited is not None:
         console.print(f"{edited.reason.code.value}: {edited.reason.message}", markup=False)
     elif not actions and not pending:
