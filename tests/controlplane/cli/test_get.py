@@ -156,6 +156,22 @@ def test_tables(world: tuple[Path, Path], capsys: Capsys, monkeypatch: pytest.Mo
     assert "(not ours)" in get(capsys, world, "jobs").out
 
 
+def test_wide_output_to_a_file_keeps_every_column(
+    world: tuple[Path, Path], capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-o wide` in a CI log (not a terminal, 80 columns) dropped every wide column and
+    printed the same table as without it (user trial). Where nobody reads at a terminal's
+    width, wide means every column."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    wide = get(capsys, world, "workloads", "-o", "wide").out
+    header = wide.splitlines()[0].split()
+    assert header == [
+        "name", "state", "gpus", "where", "age", "next", "reason",
+        "type", "priority", "job", "nodes", "message",
+    ]  # fmt: skip
+    assert "left out at" not in wide
+
+
 def test_mistakes_are_usage_errors(world: tuple[Path, Path], capsys: Capsys) -> None:
     assert "did you mean 'jobs'?" in get(capsys, world, "jbos", code=2).err
     assert "did you mean 'running'?" in get(capsys, world, "wl", "--state", "runing", code=2).err
