@@ -226,7 +226,7 @@ class SlurmAdapter:
         if action.op is Op.SUBMIT:
             return self._submit(self.request(action, plan_id), by_spec=True)
         if action.op is Op.CANCEL:
-            return self._cancel(action)
+            return self._cancel(action, plan_id)
         if action.op is Op.PREEMPT:
             return self._preempt(action, plan_id)
         if action.op in (Op.MOVE, Op.RESIZE):
@@ -297,13 +297,27 @@ class SlurmAdapter:
             raise classify(done)
         return ActionResult(ok=True, job=job_id, message=f"cancelled job {job_id}")
 
-    def _cancel(self, action: Action) -> ActionResult:
+    def _cancel(self, action: Action, plan_id: str) -> ActionResult:
+        """Cancel a job; a running checkpointable one (not a segment) is given its signal
+        and grace first, as an eviction is: its workload, replaced or removed, may save."""
         owned = self._owned(action)
         if owned is None or not _state(owned[0]).active:
             return ActionResult(
                 ok=True, job=action.job, message=f"job {action.job} had already ended"
             )
-        return self._scancel(owned[0].job_id)
+        row, tag = owned
+        state = _state(row)
+        grace = grace_of(tag.checkpoint) if tag.checkpoint else None
+        if grace is not None and state.holds_gpus:
+            if state is JobState.COMPLETING or tag.evicted is not None:
+                return ActionResult(
+                    ok=True, job=row.job_id, message=f"job {row.job_id} is already ending"
+                )
+            if not self._segment(row):
+                return evict(
+                    self._run, row, replace(tag, evicted=plan_id), grace, datetime.now(UTC)
+                )
+        return self._scancel(row.job_id)
 
     def _preempt(self, action: Action, plan_id: str) -> ActionResult:
         owned = self._owned(action)

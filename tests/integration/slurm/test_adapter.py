@@ -289,6 +289,31 @@ def test_an_evicted_job_cannot_requeue_itself(
     assert marker.read_text().count("start") == 1  # it never ran again
 
 
+def test_a_cancel_gives_a_checkpointable_job_its_signal_and_grace(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
+) -> None:
+    """A checkpointable job cancelled (its workload edited and replaced, or removed) got a
+    plain scancel: no checkpoint signal, no grace, while a preemption gave both, and a
+    Kubernetes deletion gives its grace and preStop signal (user trial on Slurm)."""
+    marker = tmp_path / "progress"
+    action = make_action(
+        workload="chem/edited",
+        checkpoint_signal="USR1",
+        nodes=["a100-1"],
+        command=["python3", "-c", SAVES, str(marker)],
+    )
+    assert action.submit is not None
+    grace = action.submit.model_copy(update={"checkpoint_grace": 5})
+    submitted = adapter.execute(action.model_copy(update={"submit": grace}), plan_id="p")
+    wait_for(lambda: running(adapter, submitted.job) and marker.exists())
+    cancel = make_action(Op.CANCEL, workload="chem/edited", job=submitted.job, details=False)
+    result = adapter.execute(cancel, plan_id="p2")
+    assert result.ok and "checkpoint signal" in result.message, result.message
+    wait_for(lambda: "saved" in marker.read_text(), timeout=90)
+    job = wait_for(lambda: (j := job_of(adapter, submitted.job)) and not j.state.active and j)
+    assert not job.state.holds_gpus and marker.read_text() == "start\nsaved\n"
+
+
 def test_preempt_cancels_a_job_without_checkpoint(
     adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
 ) -> None:
