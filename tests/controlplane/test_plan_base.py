@@ -68,6 +68,20 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+def review_the_cut(repo: Path, capsys: Capsys) -> dict[str, Any]:
+    """What runs today applied; a branch that cuts arts from 36 to 20 GPUs planned for
+    review (``--base main``: its JSON returned), then merged into main."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+    reviewed = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    return reviewed
+
+
 def test_a_department_quota_cut_reviewed_merged_and_applied(repo: Path, capsys: Capsys) -> None:
     specs = repo / "specs"
     # what runs today: arts holds 36 GPUs, science its 12, two of chem's jobs wait
@@ -118,13 +132,7 @@ def test_apply_reviewed_takes_the_plan_the_review_showed_not_a_later_one(
     reviewer saw, and acted on clusters that had moved on since the review (user trial).
     It takes the newest plan made with --base (refused, as before, once stale)."""
     specs = repo / "specs"
-    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
-    git(repo, "checkout", "-q", "-b", "cut-arts")
-    write_specs(specs, org(20))
-    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
-    reviewed = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
-    git(repo, "checkout", "-q", "main")
-    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    reviewed = review_the_cut(repo, capsys)
     later = "2026-11-22T11:00:00+00:00"
     for command in (["status", specs], ["plan", specs], ["explain", "chem/c0", specs]):
         ok(cp(capsys, *command, "--now", later))
@@ -224,14 +232,8 @@ def test_an_interrupted_reviewed_apply_is_resumed_by_the_same_command(
     from controlplane import workflow
 
     specs = repo / "specs"
-    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
-    git(repo, "checkout", "-q", "-b", "cut-arts")
-    write_specs(specs, org(20))
-    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
-    reviewed = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    reviewed = review_the_cut(repo, capsys)
     assert len(reviewed["actions"]) >= 2
-    git(repo, "checkout", "-q", "main")
-    git(repo, "merge", "-q", "--ff-only", "cut-arts")
 
     asked = iter([False, True])  # stop after the first action
     loaded = workflow.load(specs)
@@ -250,13 +252,7 @@ def test_an_interrupted_reviewed_apply_is_resumed_by_the_same_command(
 def test_a_stale_reviewed_plan_says_how_to_get_a_fresh_one(repo: Path, capsys: Capsys) -> None:
     """The advice was "run `cp plan` again", but `--reviewed` passes plain plans over."""
     specs = repo / "specs"
-    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
-    git(repo, "checkout", "-q", "-b", "cut-arts")
-    write_specs(specs, org(20))
-    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
-    ok(cp(capsys, "plan", specs, "--base", "main", "--now", NOW))
-    git(repo, "checkout", "-q", "main")
-    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    review_the_cut(repo, capsys)
     later = "2026-11-22T11:00:00+00:00"
     moved = ok(cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", later)).json()
     assert moved["actions"]  # the clusters moved on, by another plan

@@ -226,6 +226,31 @@ def test_cancel_and_cancel_again(
     assert adapter.execute(make_action(Op.CANCEL, job="999999"), plan_id="p2").ok
 
 
+def start_checkpointable(
+    adapter: SlurmAdapter,
+    make_action: Helper,
+    wait_for: Helper,
+    workload: str,
+    node: str,
+    program: str,
+    marker: Path,
+) -> str:
+    """A checkpointable job (USR1, 5 s grace) of ``program`` on ``node``, running and
+    started (``marker`` written); its id."""
+    action = make_action(
+        workload=workload,
+        checkpoint_signal="USR1",
+        nodes=[node],
+        command=["python3", "-c", program, str(marker)],
+    )
+    assert action.submit is not None
+    grace = action.submit.model_copy(update={"checkpoint_grace": 5})
+    submitted = adapter.execute(action.model_copy(update={"submit": grace}), plan_id="p")
+    wait_for(lambda: running(adapter, submitted.job) and marker.exists())
+    assert submitted.job is not None
+    return submitted.job
+
+
 def test_preempt_gives_a_checkpointable_job_its_signal_and_grace(
     adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
 ) -> None:
@@ -233,27 +258,20 @@ def test_preempt_gives_a_checkpointable_job_its_signal_and_grace(
     brought in; the workload saves and exits, and the job is seen as preempted (not
     completed, not failed). A requeue gave SIGTERM and, KillWait later, SIGKILL."""
     marker = tmp_path / "progress"
-    action = make_action(
-        workload="chem/ckpt",  # it ends COMPLETED: another test's plan "p" would find it
-        checkpoint_signal="USR1",
-        nodes=["a100-1"],
-        command=["python3", "-c", SAVES, str(marker)],
+    # chem/ckpt ends COMPLETED: another test's plan "p" would find it
+    job_id = start_checkpointable(
+        adapter, make_action, wait_for, "chem/ckpt", "a100-1", SAVES, marker
     )
-    assert action.submit is not None
-    grace = action.submit.model_copy(update={"checkpoint_grace": 5})
-    action = action.model_copy(update={"submit": grace})
-    submitted = adapter.execute(action, plan_id="p")
-    wait_for(lambda: running(adapter, submitted.job) and marker.exists())
-    preempt = make_action(Op.PREEMPT, workload="chem/ckpt", job=submitted.job, details=False)
+    preempt = make_action(Op.PREEMPT, workload="chem/ckpt", job=job_id, details=False)
     result = adapter.execute(preempt, plan_id="p2")
-    assert result.ok and result.job == submitted.job and "checkpoint signal" in result.message
-    detail = show_job(submitted.job)
+    assert result.ok and result.job == job_id and "checkpoint signal" in result.message
+    detail = show_job(job_id)
     assert "evicted=p2" in detail and "TimeLimit=00:01:00" in detail  # 5 s + 30 s, a minute
-    job = job_of(adapter, submitted.job)
+    job = job_of(adapter, job_id)
     assert job is not None and job.state is JobState.COMPLETING  # holds its GPUs till it ends
     assert "already ending" in adapter.execute(preempt, plan_id="p3").message
     wait_for(lambda: "saved" in marker.read_text(), timeout=90)
-    job = wait_for(lambda: (j := job_of(adapter, submitted.job)) and not j.state.active and j)
+    job = wait_for(lambda: (j := job_of(adapter, job_id)) and not j.state.active and j)
     assert job.state is JobState.PREEMPTED and job.workload == "chem/ckpt"
     assert marker.read_text() == "start\nsaved\n"  # one signal, and no restart
 
@@ -267,22 +285,15 @@ def test_an_evicted_job_cannot_requeue_itself(
     makes the job not requeueable: the workload saves, its requeue is refused, and the
     job ends at the limit, seen as preempted."""
     marker = tmp_path / "progress"
-    action = make_action(
-        workload="chem/lightning",
-        checkpoint_signal="USR1",
-        nodes=["a100-2"],
-        command=["python3", "-c", REQUEUES_ITSELF, str(marker)],
+    job_id = start_checkpointable(
+        adapter, make_action, wait_for, "chem/lightning", "a100-2", REQUEUES_ITSELF, marker
     )
-    assert action.submit is not None
-    grace = action.submit.model_copy(update={"checkpoint_grace": 5})
-    submitted = adapter.execute(action.model_copy(update={"submit": grace}), plan_id="p")
-    wait_for(lambda: running(adapter, submitted.job) and marker.exists())
-    preempt = make_action(Op.PREEMPT, workload="chem/lightning", job=submitted.job, details=False)
+    preempt = make_action(Op.PREEMPT, workload="chem/lightning", job=job_id, details=False)
     assert adapter.execute(preempt, plan_id="p2").ok
     wait_for(lambda: "saved" in marker.read_text(), timeout=90)
     assert "requeue=0" not in marker.read_text()  # refused
     job = wait_for(
-        lambda: (j := job_of(adapter, submitted.job)) and not j.state.holds_gpus and j,
+        lambda: (j := job_of(adapter, job_id)) and not j.state.holds_gpus and j,
         timeout=120,
     )
     assert job.state is JobState.PREEMPTED, job.state
@@ -296,21 +307,14 @@ def test_a_cancel_gives_a_checkpointable_job_its_signal_and_grace(
     plain scancel: no checkpoint signal, no grace, while a preemption gave both, and a
     Kubernetes deletion gives its grace and preStop signal (user trial on Slurm)."""
     marker = tmp_path / "progress"
-    action = make_action(
-        workload="chem/edited",
-        checkpoint_signal="USR1",
-        nodes=["a100-1"],
-        command=["python3", "-c", SAVES, str(marker)],
+    job_id = start_checkpointable(
+        adapter, make_action, wait_for, "chem/edited", "a100-1", SAVES, marker
     )
-    assert action.submit is not None
-    grace = action.submit.model_copy(update={"checkpoint_grace": 5})
-    submitted = adapter.execute(action.model_copy(update={"submit": grace}), plan_id="p")
-    wait_for(lambda: running(adapter, submitted.job) and marker.exists())
-    cancel = make_action(Op.CANCEL, workload="chem/edited", job=submitted.job, details=False)
+    cancel = make_action(Op.CANCEL, workload="chem/edited", job=job_id, details=False)
     result = adapter.execute(cancel, plan_id="p2")
     assert result.ok and "checkpoint signal" in result.message, result.message
     wait_for(lambda: "saved" in marker.read_text(), timeout=90)
-    job = wait_for(lambda: (j := job_of(adapter, submitted.job)) and not j.state.active and j)
+    job = wait_for(lambda: (j := job_of(adapter, job_id)) and not j.state.active and j)
     assert not job.state.holds_gpus and marker.read_text() == "start\nsaved\n"
 
 
