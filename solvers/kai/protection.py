@@ -50,8 +50,8 @@ def protected_work(session: Session) -> Protected:
     groups: dict[tuple[PoolKey, str, int], Group] = {}
     for key, nodes in s.tasks.items():
         victim = s.problem.jobs[key]
-        if not nodes or not victim.preemptible or not protected(s, victim):
-            continue
+        if not nodes or not victim.preemptible or victim.ending or not protected(s, victim):
+            continue  # (work winding down is leaving, not kept)
         assert victim.started_at is not None and victim.min_runtime is not None
         ends = victim.started_at + timedelta(seconds=victim.min_runtime)
         for n in nodes:
