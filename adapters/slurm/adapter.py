@@ -48,14 +48,13 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from adapters.base import ActionResult, AdapterError, PermanentError
 from adapters.slurm import parse
 from adapters.slurm.errors import classify, is_gone
-from adapters.slurm.eviction import evict, grace_of, requeue
+from adapters.slurm.eviction import requeue, wind_down
 from adapters.slurm.forecast import (
     StartForecast,
     backfill_fits,
@@ -307,16 +306,10 @@ class SlurmAdapter:
             )
         row, tag = owned
         state = _state(row)
-        grace = grace_of(tag.checkpoint) if tag.checkpoint else None
-        if grace is not None and state.holds_gpus:
-            if state is JobState.COMPLETING or tag.evicted is not None:
-                return ActionResult(
-                    ok=True, job=row.job_id, message=f"job {row.job_id} is already ending"
-                )
-            if not self._segment(row):
-                return evict(
-                    self._run, row, replace(tag, evicted=plan_id), grace, datetime.now(UTC)
-                )
+        if tag.checkpoint is not None and state.holds_gpus:
+            ending = wind_down(self._run, row, tag, state, plan_id, lambda: self._segment(row))
+            if ending is not None:
+                return ending
         return self._scancel(row.job_id)
 
     def _preempt(self, action: Action, plan_id: str) -> ActionResult:
@@ -337,17 +330,8 @@ class SlurmAdapter:
             return ActionResult(
                 ok=True, job=row.job_id, message=f"job {row.job_id} is still queued; left as is"
             )
-        if state is JobState.COMPLETING or tag.evicted is not None:
-            # already on its way out: cancelled, finished, or evicted by an earlier attempt
-            # of this action. Slurm 22.05 accepts a requeue of a job completing after a
-            # cancel and runs it again, which would undo the eviction.
-            return ActionResult(
-                ok=True, job=row.job_id, message=f"job {row.job_id} is already ending"
-            )
-        grace = grace_of(tag.checkpoint) if tag.checkpoint else None
-        if grace is not None and not self._segment(row):
-            return evict(self._run, row, replace(tag, evicted=plan_id), grace, datetime.now(UTC))
-        return requeue(self._run, row)
+        ending = wind_down(self._run, row, tag, state, plan_id, lambda: self._segment(row))
+        return ending if ending is not None else requeue(self._run, row)
 
     def _segment(self, row: QueueRow) -> bool:
         script = self._check(["scontrol", "write", "batch_script", row.unique_id, "-"]).stdout

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from adapters.base import ActionResult
 from adapters.slurm.errors import classify, is_gone
@@ -98,6 +99,22 @@ def evict(run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime) -> Actio
         message=f"job {row.job_id}: {limit}; Slurm sends its checkpoint signal, then ends it "
         f"once its {grace} s grace has passed",
     )
+
+
+def wind_down(
+    run: Run, row: QueueRow, tag: Tag, state: JobState, plan_id: str, segment: Callable[[], bool]
+) -> ActionResult | None:
+    """A running job's way out with its checkpoint signal and grace (``evict``), or nothing
+    more for one on its way out already (cancelled, finished, or evicted by an earlier
+    attempt: Slurm 22.05 accepts a requeue of a job completing after a cancel and runs it
+    again, which would undo the eviction). None: no grace in its tag, or a checkpoint
+    segment (``segment``), whose ``timeout`` wrapper keeps its own clock."""
+    if state is JobState.COMPLETING or tag.evicted is not None:
+        return ActionResult(ok=True, job=row.job_id, message=f"job {row.job_id} is already ending")
+    grace = grace_of(tag.checkpoint) if tag.checkpoint else None
+    if grace is None or segment():
+        return None
+    return evict(run, row, replace(tag, evicted=plan_id), grace, datetime.now(UTC))
 
 
 def requeue(run: Run, row: QueueRow) -> ActionResult:

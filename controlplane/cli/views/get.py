@@ -51,24 +51,13 @@ def write_yaml(doc: dict[str, Any]) -> None:
     yaml.dump(doc, sys.stdout)
 
 
-WIDE_ENOUGH = 1_000  # columns for `-o wide` where no terminal sets the width
-
-
 def print_rows(console: Console, kind: str, rows: list[Any], now: datetime, wide: bool) -> None:
     if not rows:
         console.print(f"No {kind} found.")
         return
     columns, cells = _TABLES[kind](rows, now, wide)
-    if not (wide and not console.is_terminal):
-        print_table(console, columns, cells)
-        return
     # a file, a pipe, a CI log: no terminal's width to fit, so wide means every column
-    width = console.width
-    console.width = WIDE_ENOUGH
-    try:
-        print_table(console, columns, cells)
-    finally:
-        console.width = width
+    print_table(console, columns, cells, every_column=wide and not console.is_terminal)
 
 
 def _age(since: datetime | None, now: datetime) -> str:

@@ -49,10 +49,25 @@ def fitted(
         dropped.append(columns[worst].header.replace("\n", " "))
 
 
+UNBOUNDED = 10_000  # columns: a table no wider than it needs, however wide that is
+
+
 def print_table(
-    console: Console, columns: list[Column], rows: list[list[Cell]], *, title: str | None = None
+    console: Console,
+    columns: list[Column],
+    rows: list[list[Cell]],
+    *,
+    title: str | None = None,
+    every_column: bool = False,
 ) -> None:
-    """Print the fitted table and, if columns were left out, which (and how to see them)."""
+    """Print the fitted table and, if columns were left out, which (and how to see them);
+    ``every_column``: the whole table, as wide as it needs, whatever the console's width."""
+    if every_column:
+        # a console of its own (a print's width is bounded by its console's), plain: only
+        # asked for where no terminal reads it
+        unbounded = Console(file=console.file, width=UNBOUNDED, color_system=None)
+        unbounded.print(_table(columns, rows, title))
+        return
     table, dropped = fitted(console, columns, rows, title=title)
     console.print(table)
     if dropped:
