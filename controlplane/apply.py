@@ -159,6 +159,9 @@ def apply_plan(
         )
 
 
+REPLAN = "run `cp plan` again"  # how a stale plan is told to get a fresh one
+
+
 def run_plan(
     plan: Plan,
     adapters: dict[str, Adapter],
@@ -168,9 +171,11 @@ def run_plan(
     progress: OnOutcome | None = None,
     lease: Lease | None = None,
     stop: Callable[[], bool] | None = None,
+    replan: str = REPLAN,
 ) -> ApplyReport:
     """Execute ``plan`` under a lease the caller holds. ``observed_digest`` is the
     clusters' digest right now (None: the plan was made a moment ago, under this lease);
+    ``replan`` says how to get a fresh plan when this one no longer holds;
     ``stop`` is asked before each action (a signal to stop: the plan is left interrupted,
     resumable)."""
     from controlplane.store.history import RESUMABLE  # loaded with the store given
@@ -183,12 +188,12 @@ def run_plan(
     if status == "superseded":
         raise StalePlanError(
             f"plan {plan.id} stopped before it finished, and {store.status_message(plan.id)}"
-            ": its remaining actions no longer hold; run `cp plan` again"
+            f": its remaining actions no longer hold; {replan}"
         )
     if not resumed and observed_digest is not None and observed_digest != plan.observed_digest:
         raise StalePlanError(
             f"plan {plan.id} was made against another state of the clusters "
-            "(jobs or nodes changed since); run `cp plan` again"
+            f"(jobs or nodes changed since); {replan}"
         )
     return _run(plan, adapters, store, done, resumed, progress, lease, stop)
 

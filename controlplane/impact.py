@@ -198,10 +198,9 @@ def workload_changes(
     """The workloads whose fate differs between the base plan and this one (of the
     workloads either side's specs name: ``base_keys``, ``head_keys``); ``lost``: those
     whose running job the change itself ends (a simulated node it removes)."""
-    workloads = set(base_keys) | set(head_keys)
     out = []
     gone = set(lost)
-    for key in sorted(set(workloads)):
+    for key in sorted(set(base_keys) | set(head_keys)):
         was, _ = fate(base, key)
         now, why = fate(head, key)
         if key in gone:

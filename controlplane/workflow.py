@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from adapters.base import Adapter
 from controlplane import collector
 from controlplane.activity import busy, note
-from controlplane.apply import ApplyReport, OnOutcome, actor, holding_lease, run_plan
+from controlplane.apply import REPLAN, ApplyReport, OnOutcome, actor, holding_lease, run_plan
 from controlplane.basehardware import base_world
 from controlplane.basespecs import BaseSpecs
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
@@ -416,10 +416,11 @@ def apply_saved(
     db: str | None = None,
     progress: OnOutcome | None = None,
     stop: Callable[[], bool] | None = None,
+    replan: str = REPLAN,
 ) -> ApplyReport:
     """Carry out a saved plan under the apply lease, refused if the clusters moved on
-    since it was made (unless it resumes an interrupted apply of the same plan); ``stop``
-    is asked before each action."""
+    since it was made (unless it resumes an interrupted apply of the same plan), saying
+    ``replan``; ``stop`` is asked before each action."""
     store = open_store(spec_dir, db, now=now)
     stored = store.get_plan(plan.id)
     if stored is not None and stored.digest is not None and not stored.same_plan(plan):
@@ -439,4 +440,5 @@ def apply_saved(
             progress=progress,
             lease=lease,
             stop=stop,
+            replan=replan,
         )

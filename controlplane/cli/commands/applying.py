@@ -92,16 +92,18 @@ def apply(
             if not as_json:
                 made = plan.created_at.strftime("%Y-%m-%d %H:%M UTC")
                 out.print(f"Applying plan {plan.id}, reviewed for these specs (made {made}).")
-            try:
-                report = workflow.apply_saved(
-                    plan, target, loaded, now=now, db=db, progress=progress, stop=stopper.asked
-                )
-            except StalePlanError as exc:  # a plain `cp plan` is never a reviewed one
-                raise StalePlanError(
-                    f"{str(exc).removesuffix('; run `cp plan` again')}; plan these specs for "
-                    "review again (`cp plan --base REF`, the pull request's job), or apply "
-                    "without --reviewed"
-                ) from None
+            report = workflow.apply_saved(
+                plan,
+                target,
+                loaded,
+                now=now,
+                db=db,
+                progress=progress,
+                stop=stopper.asked,
+                # a plain `cp plan` is never a reviewed one
+                replan="plan these specs for review again (`cp plan --base REF`, the pull "
+                "request's job), or apply without --reviewed",
+            )
         elif target.is_dir():
 
             def approve(plan: Plan, _observed: Snapshot) -> bool:
