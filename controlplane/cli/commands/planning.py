@@ -214,7 +214,8 @@ def plan_cmd(
         doc["warnings"] = [diagnostic_json(w) for w in loaded.warnings]
         write_json(doc)
     elif markdown:
-        where = str(full_plan) if full_plan else None
+        # the file's name: CI attaches it to the run, where the runner's path means nothing
+        where = full_plan.name if full_plan else None
         sys.stdout.write(
             plan_markdown(plan, loaded.warnings, max_chars=max_chars, full=where, alerts=alerts)
         )

@@ -62,7 +62,7 @@ def render(
     whole = _assemble(top, sections, [len(s.rows) for s in sections], "")
     if max_chars <= 0 or len(whole) <= max_chars:
         return whole
-    where = f" The full plan: {full}." if full else ""
+    where = f" The full plan is in `{full}`." if full else ""
     cut_note = "_This comment is cut to {limit:,} characters: {left:,} rows left out.{where}_\n\n"
     # the worst case of every fixed part: titles, table heads, "… and N more" lines, the note
     fixed = len(top) + len(cut_note.format(limit=max_chars, left=10**9, where=where))
