@@ -17,7 +17,6 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from operator import itemgetter
 
 from sortedcontainers import SortedList
 
@@ -130,8 +129,6 @@ class Holders:
         return max((self.largest_under(queues[c]) for c in q.children), default=0.0)
 
 
-_first = itemgetter(0)
-
 # a step's test of victims for one waiting job (Disruption.victim_filter): may it take
 # from this project at all, and this running job of one (None: any job of it)
 VictimFilter = tuple[Callable[[str], bool], Callable[[str], bool] | None]
@@ -177,6 +174,7 @@ class VictimQueue:
         self._pools_of: dict[str, list[PoolKey | None]] = {}
         self._keys: dict[str, Callable[[float], QueueKey]] = {}  # its key, given what it gave
         self._taken: dict[str, float] = {}  # per project: popped + its next candidate's GPUs
+        self._opened: dict[str, bool] = {}  # project_ok's verdicts (fixed while it runs)
         jobs = session.problem.jobs
         for c in recorded:
             left = self.left.setdefault(c.key, list(session.tasks.get(c.key, [])))
@@ -192,7 +190,10 @@ class VictimQueue:
         return self.s.pool.get(key) in self.pools and (job_ok is None or job_ok(key))
 
     def _open(self, qid: str) -> bool:
-        return self.project_ok(qid)
+        known = self._opened.get(qid)
+        if known is None:
+            known = self._opened[qid] = self.project_ok(qid)
+        return known
 
     def _head(self, qid: str) -> tuple[VictimOrder, str] | None:
         """The next candidate of a project: its next static entry (over the pools the
@@ -261,9 +262,8 @@ class VictimQueue:
             if self._open(qid) and self._head(qid) is not None:
                 leaf = qid
         else:  # the child whose key is largest (siblings' keys never tie: rank is in them)
-            entries = self._entry
-            found = [e for e in map(entries.__getitem__, q.children) if e is not None]
-            leaf = max(found, key=_first)[1] if found else None
+            found = max(filter(None, map(self._entry.__getitem__, q.children)), default=None)
+            leaf = found[1] if found is not None else None
         self._entry[qid] = (self._victim_key(qid, leaf), leaf) if leaf is not None else None
 
     def _victim_key(self, qid: str, leaf: str) -> QueueKey:
@@ -286,11 +286,8 @@ class VictimQueue:
         if not entries:
             for top in self.s.problem.top:
                 self._subtree(queues[top])
-        best: tuple[QueueKey, str] | None = None
-        for top in self.s.problem.top:
-            found = entries[top]
-            if found is not None and (best is None or best[0] < found[0]):
-                best = found
+        # the top queue whose key is largest (keys never tie: rank is in them)
+        best = max(filter(None, map(entries.__getitem__, self.s.problem.top)), default=None)
         if best is None:
             return None
         leaf = best[1]
