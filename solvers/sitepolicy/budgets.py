@@ -2,7 +2,8 @@
 
 GPU-hours (or cost units, GPU-hours x the GPU type's ``costPerGpuHour``) used in the
 current calendar month (UTC) against ``budget.gpuHoursPerMonth`` / ``costPerMonth``; a
-project that spent its budget starts nothing new until next month. Running work goes on.
+project that spent its budget starts nothing new until next month. Running work goes on,
+and an elastic job keeps what it runs: replicas added to it would be new work too.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def over_budget(
 def block_over_budget(
     problem: Problem, desired: DesiredState, records: list[UsageRecord], now: datetime
 ) -> None:
-    """Mark the waiting work of projects that spent this month's budget; running work goes on."""
+    """Mark the waiting work of projects that spent this month's budget; running work goes
+    on, not grown (a running elastic job asks for no more than it holds)."""
     cost = {p.gpu_type: p.cost_per_gpu_hour for p in problem.pools.values()}
     used = usage_this_month(records, now, cost)
     for name, project in desired.projects.items():
@@ -95,5 +97,9 @@ def block_over_budget(
         if why is None:
             continue
         for job in problem.jobs.values():
-            if job.queue == f"project:{name}" and not job.running and job.blocked is None:
+            if job.queue != f"project:{name}":
+                continue
+            if job.running:
+                job.replicas = max(len(job.placed), job.min_replicas)
+            elif job.blocked is None:
                 job.blocked = why

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from adapters.simulator import nodes_from_spec
 from controlplane.reconcile import plan
 from solvers.policy import Policy
-from specs.snapshot import ClusterState, Snapshot, UsageRecord
+from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot, UsageRecord
 from tests.builders import NOW, cluster, desired, project, workload
 
 TWO_TYPES = [
@@ -136,6 +136,37 @@ def test_a_project_over_its_monthly_budget_starts_nothing_new() -> None:
     assert "120 of its 100 GPU-hours for November 2026" in blocked.pending[0].reason.message
     last_month = [UsageRecord(project="p", gpu_hours=120, ended_at=NOW - timedelta(days=30))]
     assert [a.workload for a in plan(d, empty(d, last_month), now=NOW).actions] == ["p/w"]
+
+
+def test_a_project_over_its_budget_does_not_grow_its_running_elastic_job() -> None:
+    """A resize that adds replicas starts new ones. With 8 GPUs freed, the elastic job of a
+    project that had spent its budget grew from 1 replica to 4, spending another 12.5
+    GPU-hours of a budget already gone (user trial). It keeps what it runs."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=16, budget={"gpuHoursPerMonth": 2}),
+            workload("wide", "p", gpus=4, replicas=3, minReplicas=1),
+        ]
+    )
+    snap = empty(d)
+    snap.clusters[0].jobs = [
+        Job(
+            id="1",
+            workload="p/wide",
+            state=JobState.RUNNING,
+            started_at=NOW - timedelta(hours=1),
+            replicas=[Replica(node="a100-01", gpus=4)],
+            pool="a100",
+            spec_digest=d.workloads["p/wide"].spec.digest,
+        )
+    ]
+    assert [a.op.value for a in plan(d, snap, now=NOW).actions] == ["resize"]  # budget left
+    snap.usage = [UsageRecord(project="p", gpu_hours=3, ended_at=NOW - timedelta(hours=1))]
+    held = plan(d, snap, now=NOW)
+    assert held.actions == [], [(a.op, a.reason.message) for a in held.actions]
+    assert held.projects["p"].allocated == 4
 
 
 def test_a_small_budget_is_not_rounded_away() -> None:
