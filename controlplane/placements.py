@@ -22,12 +22,17 @@ from specs.snapshot import Job, Replica
 
 def prunes(problem: Problem) -> list[Action]:
     """The cancels of our jobs no workload needs: of workloads gone from the specs, jobs
-    queued for an edited spec, and second jobs of one workload."""
+    queued for an edited spec, on nodes others took or in a pool the specs removed, and
+    second jobs of one workload."""
     out = [_cancel(c, job, reasons.pruned(job.workload or "")) for c, job in problem.orphans]
     out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
     out += [
         _cancel(c, job, reasons.queued_on_taken_nodes(job.id, stuck_on(c, job, problem.nodes)))
         for c, job in problem.stranded
+    ]
+    out += [
+        _cancel(c, job, reasons.queued_in_removed_pool(job.id, job.pool or ""))
+        for c, job in problem.pool_gone
     ]
     for cluster, job in problem.duplicates:
         winner = problem.jobs.get(job.workload or "")

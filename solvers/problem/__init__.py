@@ -93,6 +93,7 @@ def build_problem(
     duplicates: list[tuple[str, Job]] = []
     outdated: list[tuple[str, Job]] = []
     stranded: list[tuple[str, Job]] = []
+    pool_gone: list[tuple[str, Job]] = []
     queued: dict[str, Queued] = {}
     candidates: dict[str, list[tuple[str, Job]]] = {}
     fan_out: dict[str, JobRequest] = {}
@@ -116,6 +117,9 @@ def build_problem(
             # a little longer: the workload is its other job
             active = [(c, j) for c, j in active if not _ending(j)]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
+        if not running and (gone := [cj for cj in active if _pool_removed(*cj, pools)]):
+            pool_gone += gone  # not what the specs ask for any more
+            active = [cj for cj in active if not any(cj is g for g in gone)]
         if running:
             # several fan-out candidates may start at once: the earliest keeps running
             cluster, job = min(
@@ -182,6 +186,7 @@ def build_problem(
         segments,
         outdated,
         stranded=stranded,
+        pool_gone=pool_gone,
         queued=queued,
     )
 
@@ -263,6 +268,16 @@ def _pool_of(job: Job, cluster: str, nodes: dict[str, NodeInfo]) -> PoolKey | No
         if n and n.pool:
             return n.pool
     return None
+
+
+def _pool_removed(cluster: str, job: Job, pools: dict[PoolKey, PoolInfo]) -> bool:
+    """Queued in a pool of a cluster the specs still have, but not in that pool (a fan-out
+    candidate the cluster places, or a job it runs where the plan said)."""
+    return (
+        job.pool is not None
+        and (cluster, job.pool) not in pools
+        and any(c == cluster for c, _ in pools)
+    )
 
 
 def _utc(moment: datetime) -> datetime:

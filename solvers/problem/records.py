@@ -140,6 +140,9 @@ class Problem:
     # jobs waiting in a cluster's queue pinned to nodes that cannot hold them now (others
     # took them): cancelled, and the workload planned again
     stranded: list[tuple[str, Job]] = field(default_factory=list)
+    # jobs waiting in a cluster's queue in a pool the specs no longer have: cancelled (the
+    # workload waits for its other fan-out candidates, or is planned again)
+    pool_gone: list[tuple[str, Job]] = field(default_factory=list)
     # of ``submitted``, all but fan-out candidates: what each job asks, and where it waits
     queued: dict[str, Queued] = field(default_factory=dict)
     # in a plan's later round (a virtual world holding the plan's own starts): the

@@ -64,6 +64,18 @@ def queued_on_taken_nodes(job: str, nodes: list[str]) -> Reason:
     )
 
 
+def queued_in_removed_pool(job: str, pool: str) -> Reason:
+    """The cancel of a job that waits in a cluster's queue in a pool the specs removed."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"job {job} waited in the cluster's queue in pool {pool}, which the specs no "
+            "longer have: it is cancelled, and the workload waits for its other candidates "
+            "or is planned again in the pools it has"
+        ),
+    )
+
+
 def queued_for_old_version(job: str) -> Reason:
     """The cancel of a job that waits in a cluster's queue for an edited spec."""
     return Reason(

@@ -398,6 +398,39 @@ def test_nothing_new_while_candidates_wait_then_losers_are_cancelled() -> None:
     assert "job 11 of p/w runs; candidate sim.v100.1x4.direct" in p.actions[0].reason.message
 
 
+def test_a_candidate_queued_in_a_pool_the_specs_removed_is_cancelled() -> None:
+    """A candidate queued in pool v100, which a later commit removed, stayed "submitted"
+    for ever: never reaped, its workload never planned again (user trial, simulator).
+    The specs no longer have that pool: the candidate is cancelled, the others wait on,
+    and with none left the workload is planned again in the pools it has."""
+    gone = {**POOLS[0], "name": "a100"}
+    d = desired(
+        [
+            cluster(pools=[gone]),
+            project("p", gpus=16),
+            workload("w", "p", gpus=4, walltime="30m", strategy=FAN),
+        ]
+    )
+    both = world(
+        d,
+        job("11", candidate="sim.a100.1x4.direct"),
+        job("12", candidate="sim.v100.1x4.direct", pool="v100"),
+    )
+    p = plan(d, both, now=NOW)
+    assert [(a.op, a.job, a.reason.code.value) for a in p.actions] == [
+        (Op.CANCEL, "12", "spec-changed")
+    ]
+    assert "pool v100, which the specs no longer have" in p.actions[0].reason.message
+    assert [(x.workload, x.reason.code.value) for x in p.pending] == [("p/w", "submitted")]
+
+    alone = world(d, job("12", candidate="sim.v100.1x4.direct", pool="v100"))
+    p = plan(d, alone, now=NOW)
+    assert sorted((a.op, a.job or a.pool) for a in p.actions) == [
+        (Op.CANCEL, "12"),
+        (Op.SUBMIT, "a100"),
+    ]
+
+
 def test_several_started_at_once_keep_the_earliest_then_the_lowest_id() -> None:
     d = specs(workload("w", "p", gpus=4, walltime="30m", strategy=FAN))
     tie = world(
