@@ -154,6 +154,8 @@ class SimulatedCluster:
         self._close_run(job, now, JobState.RUNNING)
         if job.state.holds_gpus:
             self.open_since[job.id] = now
+            if action.op == Op.MOVE:  # a restart on other nodes (a new job on Slurm, new
+                job.started_at = now  # pods on Kubernetes): walltime and minRuntime anew
         ix.release(job)
         job.replicas = [Replica(node=r.node, gpus=r.gpus) for r in action.replicas or []]
         ix.hold(job)

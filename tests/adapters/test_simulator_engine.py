@@ -107,3 +107,52 @@ def test_a_job_moved_to_another_pool_runs_as_that_pool_s_type() -> None:
     assert (moved.pool, moved.gpu_type, moved.partition) == ("a100", "a100_80", "gpu-a100")
     runs = sim.runs(NOW, later + timedelta(hours=1))
     assert [(r.gpu_type, r.ended_at) for r in runs] == [("v100", later), ("a100_80", None)]
+
+
+def test_a_moved_job_restarts_and_a_resized_one_runs_on() -> None:
+    """A move restarts the job on its new nodes (a new Slurm job; new pods on Kubernetes):
+    its walltime and its minRuntime count from the move. The simulator kept its first start,
+    so a job moved 2 h into its 10 h completed 8 h after the move (user trial). A resize
+    grows or shrinks it in place: it runs on from its start."""
+    nodes = [Node(name=f"n{i}", pool="p", gpus=4) for i in range(2)]
+    started, later = NOW - timedelta(hours=2), NOW
+    jobs = [
+        Job(
+            id="1",
+            workload="p/moved",
+            pool="p",
+            started_at=started,
+            walltime=36000,
+            replicas=[Replica(node="n0", gpus=2)],
+        ),
+        Job(
+            id="2",
+            workload="p/grown",
+            pool="p",
+            started_at=started,
+            walltime=36000,
+            replicas=[Replica(node="n0", gpus=1)],
+        ),
+    ]
+    sim = SimulatedCluster(ClusterState(name="c", nodes=nodes, jobs=jobs))
+    move = Action(
+        op=Op.MOVE,
+        workload="p/moved",
+        cluster="c",
+        job="1",
+        replicas=[Replica(node="n1", gpus=2)],
+        reason=WHY,
+    )
+    grow = Action(
+        op=Op.RESIZE,
+        workload="p/grown",
+        cluster="c",
+        job="2",
+        replicas=[Replica(node="n0", gpus=1), Replica(node="n0", gpus=1)],
+        reason=WHY,
+    )
+    sim.execute_many([move, grow], plan_id="p", now=later)
+    moved, grown = sim.state.jobs
+    assert (moved.started_at, grown.started_at) == (later, started)
+    sim.refresh(later + timedelta(hours=9))  # the grown job's 10 h are up, the moved one's not
+    assert [j.state.value for j in sim.state.jobs] == ["RUNNING", "COMPLETED"]
