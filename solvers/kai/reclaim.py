@@ -300,6 +300,7 @@ class Reclaim(Disruption):
             alloc[theirs.id],
             s.allocatable_share(theirs),
             job.key,
+            ran=s.problem.ran_before(victim.key),
         )
 
 

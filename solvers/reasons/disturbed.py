@@ -48,9 +48,14 @@ def reclaimed(
     theirs_held: float,
     theirs_share: float,
     beneficiary: str,
+    *,
+    ran: bool = True,
 ) -> Reason:
     """Reclaim: ``mine`` (the beneficiary's side) is below its deserved (or fair) share;
-    ``theirs`` holds more than its allocatable share (``theirs_share``) or deserved."""
+    ``theirs`` holds more than its allocatable share (``theirs_share``) or deserved.
+    ``ran``: whether the victim ran before the plan; work the plan would have started
+    instead is not reclaimed from anyone: the beneficiary goes first, and ``theirs``
+    would hold that much with it."""
     if mine_within_deserved:
         gains = (
             f"{mine.kind} {mine.name} is below its deserved {gpus(mine.deserved)} "
@@ -61,17 +66,14 @@ def reclaimed(
             f"{mine.kind} {mine.name} is below its fair share {gpus(mine_share)} "
             f"(holds {gpus(mine_held)})"
         )
+    holds = f"holds {gpus(theirs_held)}" if ran else f"would hold {gpus(theirs_held)} with it"
     if theirs_held > theirs_share:
-        loses = (
-            f"{theirs.kind} {theirs.name} holds {gpus(theirs_held)}, "
-            f"{gpus(theirs_held - theirs_share)} over its fair share {gpus(theirs_share)}"
-        )
+        over = f"{gpus(theirs_held - theirs_share)} over its fair share {gpus(theirs_share)}"
     else:
-        loses = (
-            f"{theirs.kind} {theirs.name} holds {gpus(theirs_held)}, "
-            f"{gpus(theirs_held - theirs.deserved)} over its deserved {gpus(theirs.deserved)}"
-        )
-    return Reason(code=ReasonCode.RECLAIM, message=f"{gains}; {loses}; reclaimed for {beneficiary}")
+        over = f"{gpus(theirs_held - theirs.deserved)} over its deserved {gpus(theirs.deserved)}"
+    loses = f"{theirs.kind} {theirs.name} {holds}, {over}"
+    outcome = f"reclaimed for {beneficiary}" if ran else f"{beneficiary} goes first"
+    return Reason(code=ReasonCode.RECLAIM, message=f"{gains}; {loses}; {outcome}")
 
 
 def reclaimed_type(

@@ -17,12 +17,12 @@ if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
 
 def room_made(step: str, victims: Sequence[str], ahead: Sequence[str] = ()) -> str:
     """What a disruptive step did for a workload it placed: the running work it disturbed
-    (``victims``), and the work this plan placed first and took the room back from
-    (``ahead``: not disturbed, as it was not running; it starts elsewhere, smaller, or
-    not at all)."""
+    (``victims``), and the work it went ahead of (``ahead``: work this plan would start
+    otherwise, not disturbed, as it was not running; it starts elsewhere, smaller, or not
+    at all)."""
     parts = [f"{step} of {', '.join(sorted(victims))} makes room"] if victims else []
     if ahead:
-        parts.append(f"it takes room this plan first gave {', '.join(sorted(ahead))} ({step})")
+        parts.append(f"it goes ahead of {', '.join(sorted(ahead))} ({step})")
     return "; ".join(parts)
 
 

@@ -49,7 +49,7 @@ def test_a_fresh_plan_names_no_reclaim() -> None:
     why = {a.workload: a.reason.message for a in p.actions}
     assert not [t for t in why.values() if "reclaim of" in t or "reclaimed for" in t], why
     assert "starts with 3 of 4 replicas: the rest go to ops/serve" in why["nlp/elastic"]
-    assert "takes room this plan first gave nlp/elastic (reclaim)" in why["ops/serve"]
+    assert "it goes ahead of nlp/elastic (reclaim)" in why["ops/serve"]
 
 
 def test_a_later_round_names_no_reclaim_of_what_the_plan_started() -> None:
@@ -93,7 +93,7 @@ def test_a_later_round_names_no_reclaim_of_what_the_plan_started() -> None:
     world = Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=jobs)])
     for started, words in (
         (None, "reclaim of nlp/elastic"),
-        (frozenset(), "first gave nlp/elastic"),
+        (frozenset(), "goes ahead of nlp/elastic"),
     ):
         made = cycle(d, world, now=NOW, started=started).finish()
         [serve] = [a for a in made.actions if a.workload == "ops/serve"]
@@ -172,3 +172,31 @@ def test_a_lowered_limit_names_the_work_min_runtime_keeps() -> None:
         f"n/new1, n/new2 within minRuntime (until {until} at the earliest)"
         in preempt.reason.message
     )
+
+
+def test_work_the_plan_places_then_reclaims_whole_waits_with_the_numbers_it_would_have() -> None:
+    """On an empty cluster, allocate placed alpha/hog (3 x 4 GPUs), then reclaim took all of
+    it for delta/seg, below its deserved. The plan read: delta/seg "takes room this plan
+    first gave alpha/hog", and alpha/hog waited because "project alpha holds 12" (it holds
+    nothing: the 12 are what it would hold) "reclaimed for delta/seg" (user trial)."""
+    d = desired(
+        [
+            cluster(pools=[{"name": "a", "gpuType": "a100_80", "gpusPerNode": 4, "nodes": 4}]),
+            project("alpha", gpus=4),
+            project("gamma", gpus=4),
+            project("delta", gpus=6),
+            workload("hog", "alpha", gpus=4, replicas=3),
+            workload("elastic", "gamma", gpus=1, replicas=4, minReplicas=1),
+            workload("seg", "delta", gpus=2),
+        ]
+    )
+    nodes = [Node(name=f"a-0{i}", pool="a", gpu_type="a100_80", gpus=4) for i in (1, 2, 3, 4)]
+    p = plan(d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes)]), now=NOW)
+    why = {a.workload: a.reason.message for a in p.actions}
+    assert sorted(why) == ["delta/seg", "gamma/elastic"]
+    assert "it goes ahead of alpha/hog (reclaim)" in why["delta/seg"], why
+    [hog] = p.pending
+    assert hog.workload == "alpha/hog" and hog.reason.code.value == "reclaim"
+    assert "project alpha would hold 12 with it, 2 over its fair share 10" in hog.reason.message
+    assert hog.reason.message.endswith("delta/seg goes first"), hog.reason.message
+    assert "holds 12" not in hog.reason.message
