@@ -68,6 +68,24 @@ def segment(problem: Problem, action: Action) -> Action:
     return action.model_copy(update={"submit": submit, "reason": reason})
 
 
+def retried(problem: Problem, action: Action) -> Action:
+    """A submit that retries a failed job says so: which job, how it failed, the streak
+    (the plan's history is where the failures are read later)."""
+    job = problem.jobs.get(action.workload) or problem.fan_out.get(action.workload)
+    failure = job.retries if job is not None else None
+    if action.op != Op.SUBMIT or failure is None:
+        return action
+    why = reasons.retry(
+        action.reason,
+        failure.job,
+        failure.state,
+        failure.exit_code,
+        failure.ended_at,
+        failure.count,
+    )
+    return action.model_copy(update={"reason": why})
+
+
 def placements(
     desired: DesiredState,
     problem: Problem,

@@ -65,7 +65,7 @@ from datetime import datetime
 
 from controlplane import unreachable
 from controlplane.converge import Round, converge
-from controlplane.placements import placements, prunes, segment
+from controlplane.placements import placements, prunes, retried, segment
 from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
 from controlplane.sequence import sort_actions
 from solvers import reasons
@@ -323,7 +323,7 @@ def _cycle(
     fan = plan_fan_out(problem, session, specs, forecasts)
     actions += fan.actions
     # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do)
-    actions = [segment(problem, a) for a in actions]
+    actions = [retried(problem, segment(problem, a)) for a in actions]
     actions = sort_actions(actions, observed)  # a move may need the place another one leaves
     digest = digest if digest is not None else observed_digest(observed)
     made = plan_id(desired.digest, digest, actions, now)

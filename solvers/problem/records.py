@@ -8,7 +8,7 @@ from typing import Any
 
 from solvers.segments import Segments
 from specs.actions import Reason
-from specs.snapshot import Job
+from specs.snapshot import Failure, Job
 
 PoolKey = tuple[str, str]  # (cluster, pool): a pool's identity across clusters
 
@@ -96,6 +96,8 @@ class JobRequest:
     # the project's minRuntime (seconds): a preemptible job younger than this is no victim
     min_runtime: int | None = None
     blocked: Reason | None = None  # set when it can never be placed this round
+    # the failure a start would retry (its backoff over): named in the start's reason
+    retries: Failure | None = None
     fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
     ending: bool = False  # its job winds down (COMPLETING): never grown back, never moved
 

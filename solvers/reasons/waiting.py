@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from solvers.reasons.words import gpu_count, gpus, ordinal, pools, shape, stamp
 from specs.actions import Reason, ReasonCode
 from specs.durations import format_duration
+from specs.snapshot import JobState
 
 if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
     from solvers.problem import PoolKey, Queue
@@ -237,27 +238,47 @@ def over_budget_cost(project: str, spent: float, budget: float, month: str) -> R
 
 def failed(
     job: str,
-    timed_out: bool,
+    state: JobState | None,
     exit_code: str | None,
     ended_at: datetime,
     streak: int,
     retry_at: datetime,
     backoff: int,
 ) -> Reason:
-    """A workload whose latest job failed (``timed_out``: ran out of its walltime) waits
-    out its retry backoff."""
-    exit_info = f"exit {exit_code}" if exit_code else ""
-    if timed_out:
-        how = f"ran out of its walltime (TIMEOUT{', ' + exit_info if exit_info else ''})"
-    else:
-        how = f"failed ({exit_info})" if exit_info else "failed"
+    """A workload whose latest job failed (``state``: FAILED, NODE_FAIL, or TIMEOUT, when it
+    ran out of its walltime) waits out its retry backoff."""
     return Reason(
         code=ReasonCode.FAILED,
         message=(
-            f"job {job} {how} at {stamp(ended_at)}, the {ordinal(streak)} failure in a "
-            f"row; retried after {stamp(retry_at)} (backoff {format_duration(backoff)})"
+            f"{_failure(job, state, exit_code, ended_at, streak)}; retried after "
+            f"{stamp(retry_at)} (backoff {format_duration(backoff)})"
         ),
     )
+
+
+def retry(
+    start: Reason,
+    job: str,
+    state: JobState | None,
+    exit_code: str | None,
+    ended_at: datetime,
+    streak: int,
+) -> Reason:
+    """The reason of a start that retries a failed job (its backoff over, or none)."""
+    failure = _failure(job, state, exit_code, ended_at, streak)
+    return start.model_copy(update={"message": f"{start.message}; a retry: {failure}"})
+
+
+def _failure(
+    job: str, state: JobState | None, exit_code: str | None, ended_at: datetime, streak: int
+) -> str:
+    exit_info = f"exit {exit_code}" if exit_code else ""
+    if state == JobState.TIMEOUT:
+        how = f"ran out of its walltime (TIMEOUT{', ' + exit_info if exit_info else ''})"
+    else:
+        detail = ", ".join(x for x in ("NODE_FAIL" * (state == JobState.NODE_FAIL), exit_info) if x)
+        how = f"failed ({detail})" if detail else "failed"
+    return f"job {job} {how} at {stamp(ended_at)}, the {ordinal(streak)} failure in a row"
 
 
 def submitted(job: str, cluster_reason: str | None) -> Reason:

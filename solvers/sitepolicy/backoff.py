@@ -98,7 +98,7 @@ def why_waiting(failure: Failure, now: datetime) -> Reason | None:
         return None
     return reasons.failed(
         failure.job,
-        failure.state == JobState.TIMEOUT,
+        failure.state,
         failure.exit_code,
         failure.ended_at,
         failure.count,
@@ -127,3 +127,5 @@ def block_failed(
             continue
         if (why := why_waiting(failure, now)) is not None:
             job.blocked = why
+        else:
+            job.retries = failure  # a start now retries it

@@ -653,6 +653,27 @@ def test_a_node_failure_is_retried_at_once_and_a_second_in_a_row_waits() -> None
     assert [a.op for a in plan(d, world(d, before, lost), now=at(0.6)).actions] == [Op.SUBMIT]
 
 
+def test_a_retry_says_which_failure_it_retries() -> None:
+    """Two node failures in a row were nowhere in `cp history`: each retry read only
+    "within-deserved …", as a first start does (user trial). docs/reasons.md: `cp explain`
+    and `cp history` show the failures. A retry's reason names the job that failed, how,
+    and the streak; the history keeps every plan's reasons."""
+    d = specs(workload("w", "p", gpus=4, walltime="30m"), adapter="simulator")
+    lost = job("7", JobState.NODE_FAIL, started=at(-3), ended=at(-0.5))
+    [retry] = plan(d, world(d, lost), now=NOW).actions
+    assert retry.op is Op.SUBMIT and retry.reason.code is ReasonCode.WITHIN_DESERVED
+    assert retry.reason.message.endswith(
+        "; a retry: job 7 failed (NODE_FAIL) at 2026-11-22T09:59:30Z, the 1st failure in a row"
+    ), retry.reason.message
+    failed = job("8", JobState.FAILED, started=at(-3), ended=at(-0.5), exit_code="1:0")
+    [retry] = plan(d, world(d, failed), now=at(2)).actions
+    assert "; a retry: job 8 failed (exit 1:0) at 2026-11-22T09:59:30Z" in retry.reason.message
+    # preempted since (cancelled, not failed): a start, not a retry
+    stopped = job("9", JobState.CANCELLED, started=at(0), ended=at(1))
+    [start] = plan(d, world(d, failed, stopped), now=at(2)).actions
+    assert "retry" not in start.reason.message
+
+
 def test_the_streak_from_a_snapshot_and_its_end() -> None:
     jobs = [
         job("1", JobState.FAILED, ended=at(-10)),
