@@ -36,6 +36,12 @@ class QueueStatus(PlanModel):
         "may be running there)",
         exclude_if=lambda v: not v,  # left out when 0: plans sealed before it still verify
     )
+    above_limit: str | None = Field(
+        default=None,
+        description="why the queue still holds more than its `quota.limit` after the plan "
+        "(work inside minRuntime, until when; non-preemptible work)",
+        exclude_if=lambda v: v is None,  # left out when within: sealed plans still verify
+    )
 
 
 class PolicyChange(PlanModel):
@@ -129,6 +135,17 @@ class Plan(PlanModel):
     @property
     def empty(self) -> bool:
         return not self.actions
+
+    @property
+    def above_limits(self) -> list[tuple[str, QueueStatus]]:
+        """The queues the plan leaves above their limit (work minRuntime keeps for now,
+        non-preemptible work), departments first, as ("kind name", status)."""
+        return [
+            (f"{kind} {name}", q)
+            for kind, table in (("department", self.departments), ("project", self.projects))
+            for name, q in sorted(table.items())
+            if q.above_limit is not None
+        ]
 
     @property
     def edits_waiting(self) -> int:

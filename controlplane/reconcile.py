@@ -75,7 +75,7 @@ from solvers.fanout import Estimate, plan_fan_out
 from solvers.kai.allocate import Allocator, allocate
 from solvers.kai.consolidate import consolidate
 from solvers.kai.disruption import Ledger, restore_displaced
-from solvers.kai.limits import enforce_limits
+from solvers.kai.limits import above_limit, enforce_limits
 from solvers.kai.preempt import preempt
 from solvers.kai.protection import Protected, protected_work, protection_wait
 from solvers.kai.reclaim import reclaim
@@ -435,6 +435,7 @@ def _quota_tables(
             held=held.get(qid, 0),
             weight=q.weight,
             rank=q.priority,
+            above_limit=above_limit(session, q),
         )
         (projects if q.kind == "project" else departments)[q.name] = status
     return projects, departments

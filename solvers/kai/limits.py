@@ -57,6 +57,21 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
                 ledger.waiting[key] = reason
 
 
+def above_limit(session: Session, q: Queue) -> str | None:
+    """Why ``q`` still holds more than its limit once the plan is made (None: it does
+    not): the work minRuntime keeps for now, and non-preemptible work, never taken back."""
+    s = session
+    if q.limit is None or s.alloc[q.id] <= q.limit:
+        return None
+    inside = _projects_under(s, q)
+    fixed = sum(
+        len(nodes) * s.problem.jobs[key].gpus
+        for key, nodes in s.tasks.items()
+        if nodes and s.problem.jobs[key].queue in inside and not s.problem.jobs[key].preemptible
+    )
+    return reasons.above_limit(q, s.alloc[q.id], _kept_by_min_runtime(s, q), fixed)
+
+
 def _kept_by_min_runtime(s: Session, q: Queue) -> list[tuple[str, datetime]]:
     """The work under ``q`` that minRuntime keeps, with when its protection ends."""
     inside = _projects_under(s, q)

@@ -12,6 +12,7 @@ One module per kind of reason, all re-exported here (callers write
 """
 
 from solvers.reasons.disturbed import (
+    above_limit,
     down_to_limit,
     duplicate,
     fan_out_loser,
@@ -72,6 +73,7 @@ from solvers.reasons.words import (
 )
 
 __all__ = [
+    "above_limit",
     "beyond_deserved",
     "candidates_waiting",
     "change_does_not_fit",

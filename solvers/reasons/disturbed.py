@@ -123,6 +123,26 @@ def down_to_limit(
     )
 
 
+def above_limit(q: Queue, held: float, kept: Sequence[tuple[str, datetime]], fixed: float) -> str:
+    """Why a queue holds more than its limit after the plan: work inside minRuntime
+    (``kept``, with when each protection ends) and non-preemptible work (``fixed`` GPUs)."""
+    parts = []
+    if kept:
+        names = ", ".join(k for k, _ in kept)
+        until = stamp(min(t for _, t in kept))
+        parts.append(
+            f"minRuntime keeps {names} (until {until} at the earliest), and a plan after "
+            "that takes them back"
+        )
+    if fixed:
+        parts.append(
+            f"its non-preemptible work ({gpus(fixed)} GPUs) is never taken back, and stays "
+            "until it ends"
+        )
+    why = "; ".join(parts) or "nothing it runs may be taken back now"
+    return f"{q.kind} {q.name} holds {gpus(held)} GPUs, above its limit of {gpus(q.limit)}: {why}"
+
+
 def outranked(beneficiary: str, priority: int, victim_priority: int, project: str) -> Reason:
     return Reason(
         code=ReasonCode.PRIORITY,

@@ -174,6 +174,47 @@ def test_a_lowered_limit_names_the_work_min_runtime_keeps() -> None:
     )
 
 
+def test_a_queue_kept_above_its_lowered_limit_says_why_and_until_when() -> None:
+    """Limit lowered to 2 while all the project's work is inside minRuntime: the plan read
+    "No changes. The clusters match the specs.", nothing said why the project kept 8 GPUs
+    or when that ends, and 30 minutes later a plan preempted (user trial). Non-preemptible
+    work is never taken back: the queue stays above until it ends."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("n", gpus=2, limit=2, minRuntime="20m"),
+            workload("a", "n", gpus=4),
+            workload("b", "n", gpus=2),
+            workload("c", "n", gpus=2, preemptible=False),
+        ]
+    )
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    jobs = [
+        Job(id=i, workload=key, started_at=NOW - timedelta(minutes=age), pool="a100",
+            replicas=[Replica(node="a100-01", gpus=g)], spec_digest=d.workloads[key].spec.digest)
+        for i, key, g, age in (("1", "n/a", 4, 5), ("2", "n/b", 2, 8), ("3", "n/c", 2, 60))
+    ]  # fmt: skip
+    p = plan(
+        d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=[node], jobs=jobs)]), now=NOW
+    )
+    assert p.actions == []
+    until = (NOW + timedelta(minutes=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert p.projects["n"].above_limit == (
+        "project n holds 8 GPUs, above its limit of 2: minRuntime keeps n/a, n/b (until "
+        f"{until} at the earliest), and a plan after that takes them back; its "
+        "non-preemptible work (2 GPUs) is never taken back, and stays until it ends"
+    )
+    assert p.projects["n"].model_dump(by_alias=True)["aboveLimit"] == p.projects["n"].above_limit
+    jobs[0].started_at = jobs[1].started_at = NOW - timedelta(hours=1)
+    later = plan(
+        d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=[node], jobs=jobs)]), now=NOW
+    )
+    assert {a.workload for a in later.actions} == {"n/a", "n/b"}
+    assert later.projects["n"].above_limit is None  # at its limit with what is left (2)
+    assert "aboveLimit" not in later.projects["n"].model_dump(by_alias=True, exclude_none=True)
+
+
 def test_work_the_plan_places_then_reclaims_whole_waits_with_the_numbers_it_would_have() -> None:
     """On an empty cluster, allocate placed alpha/hog (3 x 4 GPUs), then reclaim took all of
     it for delta/seg, below its deserved. The plan read: delta/seg "takes room this plan

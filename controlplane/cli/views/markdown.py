@@ -29,11 +29,13 @@ def plan_top(plan: Plan, alerts: Sequence[str] = ()) -> str:
     """The summary line, then where the plan comes from, and ``alerts`` a reader must see
     (a base that does not load: no impact is shown)."""
     disrupted = sum(a.op.evicts or shrinks(a) for a in plan.actions)
-    edits = plan.edits_waiting
+    edits, over = plan.edits_waiting, len(plan.above_limits)
     lead = (
         f"**{summary(plan)}**"
         + (f" {counted(disrupted, 'running workload')} disturbed." if disrupted else "")
         + (f" {counted(edits, 'edited workload')} still on the old version." if edits else "")
+        + (f" {counted(over, 'queue')} above its limit." if over == 1 else "")
+        + (f" {counted(over, 'queue')} above their limit." if over > 1 else "")
         + (
             f" {counted(len(plan.finished), 'completed workload')} edited since: not run again."
             if plan.finished
@@ -93,6 +95,19 @@ def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Secti
     if plan.finished:
         title = f"Completed, edited since ({len(plan.finished):,})"
         sections.append(_workloads(title, plan.finished, "completed"))
+    if plan.above_limits:
+        sections.append(
+            Section(
+                title=f"Above their limit ({len(plan.above_limits):,})",
+                columns=["queue", "why, and until when"],
+                rows=[
+                    f"| `{cell(name.split(' ', 1)[1])}` | {cell(q.above_limit or '')} |"
+                    for name, q in plan.above_limits
+                ],
+                noun="queues",
+                open=True,  # what the specs ask and the clusters do not do yet
+            )
+        )
     if warnings:
         sections.append(
             Section(

@@ -90,6 +90,12 @@ def print_plan(console: Console, plan: Plan) -> None:
         print_entries(console, rows)
     elif plan.unreachable:  # nothing was checked there: no claim that they match
         console.print("[green]No changes[/] on the clusters that answered.")
+    elif over := len(plan.above_limits):
+        console.print(
+            f"[green]No changes now.[/] {counted(over, 'queue')} "
+            f"stay{'s' if over == 1 else ''} above {'its' if over == 1 else 'their'} limit "
+            "(below)."
+        )
     elif edits := plan.edits_waiting:
         console.print(
             f"[green]No changes now.[/] {counted(edits, 'edited workload')} still "
@@ -109,6 +115,16 @@ def print_plan(console: Console, plan: Plan) -> None:
         print_policy(console, plan.policy)
     _print_workloads(console, "Waiting", plan.pending, "~", "yellow")
     _print_workloads(console, "Completed, edited since", plan.finished, "=", "dim")
+    if plan.above_limits:
+        console.print()
+        console.print(Text("Above their limit", style="bold"))
+        print_entries(
+            console,
+            [
+                (Text("  !", style="yellow"), Text(name, style="bold"), Text(q.above_limit or ""))
+                for name, q in plan.above_limits
+            ],
+        )
     console.print()
     print_quota(console, plan.projects, plan.departments)
     console.print()
