@@ -56,6 +56,10 @@ class Ledger:
     helped: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     # the indexes the last step's search left, up to date: the next step may take them over
     indexes: Indexes | None = None
+    # victims taken from again after their first eviction: what they were told first (the
+    # figures before anything was taken), and whom they gave to after
+    first: dict[str, Reason] = field(default_factory=dict)
+    then: dict[str, list[str]] = field(default_factory=dict)
 
 
 class Disruption:
@@ -304,7 +308,7 @@ class Disruption:
             names.append(key)
             if Counter(after) <= Counter(before):
                 # evicted, or shrunk: what is left may still be taken by a later job
-                reason = self.why_evicted(job, jobs[key], count)
+                reason = self._evicted_again(key, job) or self.why_evicted(job, jobs[key], count)
                 lost = self.ledger.lost.setdefault(key, [])
                 lost += (Counter(before) - Counter(after)).elements()
                 if not after:
@@ -326,6 +330,16 @@ class Disruption:
         self.ledger.grants[job.key] = Grant(
             job.key, tuple(s.tasks[job.key]), s.pool[job.key], why_granted(s, job, self.name, names)
         )
+
+    def _evicted_again(self, key: str, job: JobRequest) -> Reason | None:
+        """A victim taken from again (an elastic job, replica by replica): what it was told
+        the first time, and the later beneficiaries; None the first time."""
+        ledger = self.ledger
+        if key not in ledger.lost or key not in ledger.disrupted:
+            return None
+        first = ledger.first.setdefault(key, ledger.disrupted[key])
+        ledger.then.setdefault(key, []).append(job.key)
+        return reasons.then_for(first, ledger.then[key])
 
     def _nodes(self, keys: list[str]) -> str:
         return ", ".join(sorted(self.s.problem.nodes[k].name for k in keys))
@@ -372,7 +386,13 @@ def restore_displaced(session: Session, ledger: Ledger) -> None:
         job = jobs[key]
         if job.running and return_home(s, Statement(s), job, job.placed):
             home.add(key)
-            for record in (ledger.disrupted, ledger.lost, ledger.waiting):
+            for record in (
+                ledger.disrupted,
+                ledger.lost,
+                ledger.waiting,
+                ledger.first,
+                ledger.then,
+            ):
                 record.pop(key, None)
     for key, (step, victims) in sorted(ledger.helped.items()):
         if home & set(victims) and key in ledger.grants:  # say only who is still disturbed

@@ -22,6 +22,7 @@ from solvers.reasons.disturbed import (
     pruned,
     reclaimed,
     reclaimed_type,
+    then_for,
 )
 from solvers.reasons.edits import (
     change_does_not_fit,
@@ -121,6 +122,7 @@ __all__ = [
     "started_short",
     "stays_preemptible",
     "submitted",
+    "then_for",
     "walltime_exceeds",
     "walltime_exceeds_cluster",
 ]

@@ -143,6 +143,13 @@ def above_limit(q: Queue, held: float, kept: Sequence[tuple[str, datetime]], fix
     return f"{q.kind} {q.name} holds {gpus(held)} GPUs, above its limit of {gpus(q.limit)}: {why}"
 
 
+def then_for(first: Reason, beneficiaries: Sequence[str]) -> Reason:
+    """A victim taken from again after ``first`` (what it was told then, with the figures
+    before anything was taken), for ``beneficiaries`` in turn."""
+    names = ", ".join(beneficiaries)
+    return first.model_copy(update={"message": f"{first.message}, then for {names}"})
+
+
 def outranked(beneficiary: str, priority: int, victim_priority: int, project: str) -> Reason:
     return Reason(
         code=ReasonCode.PRIORITY,

@@ -215,6 +215,31 @@ def test_a_queue_kept_above_its_lowered_limit_says_why_and_until_when() -> None:
     assert "aboveLimit" not in later.projects["n"].model_dump(by_alias=True, exclude_none=True)
 
 
+def test_a_victim_taken_from_several_times_is_told_it_held_and_whom_it_gave_to() -> None:
+    """An elastic job shrunk 4 -> 1 in one resize, one replica for each of three jobs of
+    another project, read "project q holds 2, 1 over its fair share 1; reclaimed for p/j3":
+    the figures and the beneficiary of the last of the three reclaims (user trial)."""
+    d = desired(
+        [
+            cluster(pools=[{"name": "a", "gpuType": "a100_80", "gpusPerNode": 4, "nodes": 1}]),
+            project("q", gpus=1),
+            project("p", gpus=3),
+            workload("el", "q", gpus=1, replicas=4, minReplicas=1),
+            *[workload(f"j{i}", "p", gpus=1) for i in (1, 2, 3)],
+        ]
+    )
+    node = Node(name="a-01", pool="a", gpu_type="a100_80", gpus=4)
+    el = Job(id="1", workload="q/el", started_at=NOW - timedelta(hours=1), pool="a",
+             replicas=[Replica(node="a-01", gpus=1)] * 4, spec_digest=d.workloads["q/el"].spec.digest)  # fmt: skip
+    p = plan(d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=[node], jobs=[el])]), now=NOW)  # fmt: skip
+    [shrink] = [a for a in p.actions if a.workload == "q/el"]
+    assert shrink.op == Op.RESIZE and len(shrink.replicas or []) == 1
+    assert shrink.reason.message == (
+        "project p is below its deserved 3 (holds 0); project q holds 4, 3 over its fair "
+        "share 1; reclaimed for p/j1, then for p/j2, p/j3"
+    ), shrink.reason.message
+
+
 def test_work_the_plan_places_then_reclaims_whole_waits_with_the_numbers_it_would_have() -> None:
     """On an empty cluster, allocate placed alpha/hog (3 x 4 GPUs), then reclaim took all of
     it for delta/seg, below its deserved. The plan read: delta/seg "takes room this plan
