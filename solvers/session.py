@@ -50,6 +50,7 @@ class Session:
     held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
     _shares: dict[str, float] = field(default_factory=dict, repr=False)  # fixed with ``fair``
+    bent: frozenset[str] = frozenset()  # queues whose past usage bends their fair share
 
     @classmethod
     def open(
@@ -64,6 +65,8 @@ class Session:
         s = cls.before(problem)
         s.fair = _fair_shares(problem, s, usage or {}, k, k_by_queue or {})
         s._shares = {}
+        bends = k_by_queue or {}
+        s.bent = frozenset(q for q, u in (usage or {}).items() if u > 0 and bends.get(q, k) > 0)
         return s
 
     @classmethod

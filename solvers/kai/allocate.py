@@ -279,10 +279,16 @@ class Allocator:
         )
 
     def _why_unplaced(self, job: JobRequest, pools: list[PoolKey], count: int) -> Reason:
+        s = self.s
         total = largest = 0
         for p in pools:
-            t, biggest = self.s.index.pool_free(p)
+            t, biggest = s.index.pool_free(p)
             total, largest = total + t, max(largest, biggest)
+        q, need, fair = s.problem.queues[job.queue], count * job.gpus, s.fair.get(job.queue, 0.0)
+        if total < need and q.id in s.bent and job.preemptible and s.alloc[q.id] + need > fair:
+            # other work holds the GPUs, and the project, its share bent down by its past
+            # usage, may take none back: reclaim is for projects within their fair share
+            return reasons.at_fair_share(count, job.gpus, pools, total, q, s.alloc[q.id], fair)
         return reasons.no_room(
             count,
             job.gpus,

@@ -45,6 +45,7 @@ from solvers.reasons.started import (
     started_short,
 )
 from solvers.reasons.waiting import (
+    at_fair_share,
     beyond_deserved,
     candidates_waiting,
     cluster_unreachable,
@@ -75,6 +76,7 @@ from solvers.reasons.words import (
 
 __all__ = [
     "above_limit",
+    "at_fair_share",
     "beyond_deserved",
     "candidates_waiting",
     "change_does_not_fit",

@@ -88,6 +88,36 @@ def test_recent_usage_lowers_the_over_quota_share_only() -> None:
     assert _split(recent, halfLife="7d", k=0) == {"heavy": 8, "light": 8}
 
 
+def test_work_held_back_by_its_fair_share_waits_for_fairshare_not_capacity() -> None:
+    """Past usage bent heavy's share below light's; heavy's work that waits was told
+    `no-capacity` ("wait; or allow more gpuTypes"), never `fairshare` (user trial). Work
+    of a project within its fair share that finds no room still waits for capacity."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+    docs = [
+        cluster(pools=pools),
+        project("heavy", gpus=2, fairshare={"halfLife": "7d"}),
+        project("light", gpus=2),
+        *[workload(f"h{i}", "heavy", gpus=4) for i in range(4)],
+        *[workload(f"l{i}", "light", gpus=4) for i in range(4)],
+    ]
+    d = desired(docs)
+    used = [UsageRecord(project="heavy", gpu_hours=16 * 24 * 3, ended_at=NOW - timedelta(hours=1))]
+    p = plan(d, empty(d, used), now=NOW)
+    codes = {w.workload: w.reason.code.value for w in p.pending}
+    heavy = [w.reason.message for w in p.pending if w.workload.startswith("heavy/")]
+    assert heavy and {c for k, c in codes.items() if k.startswith("heavy/")} == {"fairshare"}
+    held, fair = p.projects["heavy"].allocated, p.projects["heavy"].fair_share
+    assert fair < 8 and held >= fair
+    assert (
+        f"project heavy holds {held:g} GPUs, and its fair share is {fair:g}, bent down by its "
+        "past usage (fairshare)"
+    ) in heavy[0], heavy[0]
+    # no usage: an even split, and what is left over waits for capacity on both sides
+    crowded = desired([*docs, workload("l4", "light", gpus=4), workload("h4", "heavy", gpus=4)])
+    waiting = {w.reason.code.value for w in plan(crowded, empty(crowded), now=NOW).pending}
+    assert waiting == {"no-capacity"}
+
+
 def test_usage_weighed_by_gpu_type_when_fairshare_is_by_cost() -> None:
     """HPC2N-style billing: an A100 hour (cost 3) weighs three V100 hours (cost 1)."""
     pools = [
