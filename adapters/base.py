@@ -9,6 +9,7 @@ Exception tree (what the CLI catches and records per action)::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -69,3 +70,13 @@ class Adapter(Protocol):
     def observe(self) -> ClusterState: ...
 
     def execute(self, action: Action, *, plan_id: str) -> ActionResult: ...
+
+
+@runtime_checkable
+class Preflight(Protocol):
+    """An adapter that can tell, before anything is done, that it could not carry out some
+    of a plan's actions (Kubernetes: the rights each needs in its namespace). ``preflight``
+    raises an AdapterError naming what is missing; apply then does nothing on that cluster
+    rather than evict work for a submit that would be refused."""
+
+    def preflight(self, actions: Sequence[Action]) -> None: ...

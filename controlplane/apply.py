@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.base import Adapter, AdapterError
+from adapters.base import Adapter, AdapterError, Preflight
 from controlplane.activity import busy
 from controlplane.errors import LeaseHeldError, StalePlanError
 from controlplane.plan import Plan
@@ -213,6 +213,9 @@ def _run(
     if not resumed:  # made from the world they left: theirs is not to finish any more
         store.supersede(by=plan.id)
     report = ApplyReport(plan.id, resumed=resumed)
+    if _refused(plan, adapters, store, done, report, progress):
+        store.set_plan_status(plan.id, "failed")
+        return report
     for seq, action in enumerate(plan.execution_order()):
         if seq in done:
             report.outcomes.append(ActionOutcome(seq, action, "skipped", message="done earlier"))
@@ -260,6 +263,39 @@ def _run(
             break
     store.set_plan_status(plan.id, "applied" if report.ok else "failed")
     return report
+
+
+def _refused(
+    plan: Plan,
+    adapters: dict[str, Adapter],
+    store: Store,
+    done: set[int],
+    report: ApplyReport,
+    progress: OnOutcome | None,
+) -> bool:
+    """Ask each adapter that can (``Preflight``) whether it could carry out the actions
+    left for it; the first refusal is recorded on that cluster's first action left, and
+    nothing is done anywhere."""
+    todo: dict[str, list[tuple[int, Action]]] = {}
+    for seq, action in enumerate(plan.execution_order()):
+        if seq not in done:
+            todo.setdefault(action.cluster, []).append((seq, action))
+    for cluster, actions in todo.items():
+        adapter = adapters.get(cluster)
+        if not isinstance(adapter, Preflight):
+            continue
+        try:
+            adapter.preflight([a for _, a in actions])
+        except AdapterError as exc:
+            seq, action = actions[0]
+            message = f"{type(exc).__name__}: {exc}"
+            store.mark(plan.id, seq, "failed", message=message)
+            outcome = ActionOutcome(seq, action, "failed", message=message)
+            report.outcomes.append(outcome)
+            if progress:
+                progress(outcome)
+            return True
+    return False
 
 
 def _creates_job(action: Action, job: str) -> bool:

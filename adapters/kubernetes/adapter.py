@@ -32,7 +32,7 @@ without our identity, or with another workload's, is refused (PermanentError).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from adapters.base import ActionResult, PermanentError
@@ -96,6 +96,7 @@ class KubernetesAdapter:
         self.namespaces = dict(namespaces or {})
         self.room = Room(self.api, self.settings.gpu_resource, timeout=room_timeout)
         self._made: set[str] = set()  # namespaces known to exist
+        self._rights: dict[tuple[str, str, str], bool] = {}  # the API server's answers
 
     # ------------------------------------------------------------------- observe
 
@@ -122,6 +123,41 @@ class KubernetesAdapter:
             ),
             jobs=[*our_jobs(ours, k8s_jobs, resource), *sorted(foreign, key=lambda j: j.id)],
         )
+
+    # ------------------------------------------------------------------- preflight
+
+    def preflight(self, actions: Sequence[Action]) -> None:
+        """Before any of ``actions`` runs: the rights each needs, asked of the API server
+        (create and delete in its project's namespace). Any missing: a PermanentError
+        naming them all, so that an apply does not evict work for a submit that would then
+        be refused."""
+        needs: set[tuple[str, str, str]] = set()
+        for a in actions:
+            project = a.workload.partition("/")[0]
+            new = self.settings.namespace_for(project, self.namespaces.get(project))
+            old = (a.job or "").partition("/")[0] if a.job and "/" in a.job else new
+            verbs = {
+                Op.SUBMIT: [("create", new)],
+                Op.CANCEL: [("delete", old)],
+                Op.PREEMPT: [("delete", old)],
+            }.get(a.op, [("create", new), ("delete", old)])
+            needs |= {(v, r, ns) for v, ns in verbs for r in ("pods", "jobs.batch")}
+        missing = [
+            f"{v} {r} in namespace {ns}" for v, r, ns in sorted(needs) if not self._may(v, r, ns)
+        ]
+        if missing:
+            raise PermanentError(
+                f"these credentials may not {'; '.join(missing)}: nothing was done on "
+                f"cluster {self.cluster} (grant them as examples/kubernetes/rbac.yaml shows)"
+            )
+
+    def _may(self, verb: str, resource: str, namespace: str) -> bool:
+        known = self._rights.get((verb, resource, namespace))
+        if known is None:
+            known = self._rights[verb, resource, namespace] = self.api.may(
+                verb, resource, namespace
+            )
+        return known
 
     # ------------------------------------------------------------------- execute
 

@@ -247,3 +247,22 @@ class KubeAPI:
                 return False
             raise
         return True
+
+    def may(self, verb: str, resource: str, namespace: str | None = None) -> bool:
+        """Whether these credentials may ``verb`` the ``resource`` ("pods", "jobs.batch",
+        "namespaces") in ``namespace`` (None: cluster-wide), as the API server's authorizer
+        answers a SelfSubjectAccessReview."""
+        name, _, group = resource.partition(".")
+        attrs: Obj = {"verb": verb, "resource": name, "group": group}
+        if namespace is not None:
+            attrs["namespace"] = namespace
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        review = client.AuthorizationV1Api(self._api())
+        answer = self.raw(
+            f"may I {verb} {resource}", review.create_self_subject_access_review, body
+        )
+        return bool((answer.get("status") or {}).get("allowed"))

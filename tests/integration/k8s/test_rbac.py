@@ -18,8 +18,12 @@ from kubernetes import client, utils
 
 from adapters.kubernetes import KubernetesAdapter
 from adapters.kubernetes.localcluster import LocalKubernetes
+from controlplane.apply import apply_plan
+from controlplane.plan import Plan, SolverReport
+from controlplane.store import Store
 from specs.actions import Op
 from specs.models import Cluster
+from tests.builders import NOW
 
 pytestmark = pytest.mark.k8s
 Helper = Callable[..., Any]
@@ -27,15 +31,12 @@ RBAC = Path(__file__).resolve().parents[3] / "examples" / "kubernetes" / "rbac.y
 
 
 def service_account_kubeconfig(
-    kube: client.ApiClient, admin: Path, out: Path, wait_for: Helper
+    kube: client.ApiClient, admin: Path, out: Path, wait_for: Helper, name: str = "controlplane"
 ) -> Path:
     core = client.CoreV1Api(kube)
     sa = wait_for(
         lambda: (
-            (
-                s := core.read_namespaced_service_account("controlplane", "controlplane-system")
-            ).secrets
-            and s
+            (s := core.read_namespaced_service_account(name, "controlplane-system")).secrets and s
         )
     )
     secret = core.read_namespaced_secret(sa.secrets[0].name, "controlplane-system")
@@ -91,3 +92,98 @@ def test_the_example_role_lets_the_adapter_do_its_work(
     with pytest.raises(client.ApiException) as denied:
         sa.list_namespaced_secret("controlplane-system")
     assert denied.value.status == 403
+
+
+# examples/kubernetes/rbac.yaml's narrower way: reads everywhere, writes only in the
+# namespaces an admin made and bound (here cp-vision; cp-newteam exists without a Role)
+NARROW = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: controlplane-system}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: cp-newteam}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: cp-vision}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: narrow, namespace: controlplane-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: narrow-read}
+rules:
+  - {apiGroups: [""], resources: [nodes, pods, namespaces], verbs: [get, list, watch]}
+  - {apiGroups: [batch], resources: [jobs], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: narrow-read}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: narrow-read}
+subjects: [{kind: ServiceAccount, name: narrow, namespace: controlplane-system}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: narrow-write, namespace: cp-vision}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [create, delete]}
+  - {apiGroups: [batch], resources: [jobs], verbs: [create, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: narrow-write, namespace: cp-vision}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: narrow-write}
+subjects: [{kind: ServiceAccount, name: narrow, namespace: controlplane-system}]
+"""
+
+
+def test_an_apply_it_may_not_finish_evicts_nothing(
+    clean_k8s: LocalKubernetes,
+    kube: client.ApiClient,
+    make_cluster_doc: Helper,
+    make_action: Helper,
+    pods: Helper,
+    tmp_path: Path,
+    wait_for: Helper,
+) -> None:
+    """A project whose namespace has no Role yet (a pull request merged before the admin
+    made it): apply deleted the victim, then the beneficiary's submit failed 403, and every
+    later apply did the same (user trial). Now the rights every action needs are asked for
+    first (SelfSubjectAccessReview): nothing is done on the cluster, and the error names
+    what is missing."""
+    (tmp_path / "narrow.yaml").write_text(NARROW)
+    try:
+        utils.create_from_yaml(kube, str(tmp_path / "narrow.yaml"))
+    except utils.FailToCreateError as exc:  # a rerun in the same session: already there
+        assert all(e.status == 409 for e in exc.api_exceptions), exc
+    admin = KubernetesAdapter(Cluster.model_validate(make_cluster_doc()))
+    big = admin.execute(make_action(workload="vision/big", nodes=["a100-0"]), plan_id="p0")
+    wait_for(lambda: len(pods("controlplane.io/project=vision")) == 1)
+    kubeconfig = service_account_kubeconfig(
+        kube, clean_k8s.kubeconfig, tmp_path / "narrow.kubeconfig", wait_for, name="narrow"
+    )
+    narrow = KubernetesAdapter(Cluster.model_validate(make_cluster_doc(kubeconfig=str(kubeconfig))))
+    plan = Plan(
+        id="rbac-narrow",
+        created_at=NOW,
+        spec_digest="s",
+        observed_digest="o",
+        solver=SolverReport(engine="test", status="OK"),
+        actions=[
+            make_action(Op.PREEMPT, workload="vision/big", job=big.job, nodes=[]),
+            make_action(workload="newteam/train", nodes=["a100-0"]),
+        ],
+    )
+    with Store(f"sqlite:///{tmp_path / 'cp.db'}") as store:
+        report = apply_plan(plan, {"k8s": narrow}, store, observed_digest=None)
+    assert not report.ok
+    [failed] = [o for o in report.outcomes if o.status == "failed"]
+    assert "create" in failed.message and "cp-newteam" in failed.message, failed.message
+    assert "nothing was done on cluster k8s" in failed.message
+    assert [o.status for o in report.outcomes] == ["failed"]  # the preemption never ran
+    assert len(pods("controlplane.io/project=vision")) == 1
+    narrow.preflight([plan.actions[0]])  # the preemption alone it may do: no error
