@@ -121,7 +121,10 @@ class KubernetesAdapter:
                 resource=resource,
                 type_label=self.settings.gpu_type_label,
             ),
-            jobs=[*our_jobs(ours, k8s_jobs, resource), *sorted(foreign, key=lambda j: j.id)],
+            jobs=[
+                *our_jobs(ours, k8s_jobs, resource, {n["metadata"]["name"] for n in nodes}),
+                *sorted(foreign, key=lambda j: j.id),
+            ],
         )
 
     # ------------------------------------------------------------------- preflight

@@ -15,7 +15,7 @@ Pure functions, so the mapping is tested without a server.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -162,8 +162,11 @@ def foreign_job(pod: Obj, resource: str) -> Job | None:
     )
 
 
-def our_jobs(pods: Iterable[Obj], jobs: Iterable[Obj], resource: str) -> list[Job]:
-    """One snapshot job per submission of ours: its pods grouped, with its batch/v1 Job."""
+def our_jobs(
+    pods: Iterable[Obj], jobs: Iterable[Obj], resource: str, nodes: Collection[str] | None = None
+) -> list[Job]:
+    """One snapshot job per submission of ours: its pods grouped, with its batch/v1 Job.
+    ``nodes``: every node the cluster has; a submission bound to another waits."""
     groups: dict[tuple[str, str], tuple[Identity, list[Obj], Obj | None]] = {}
     for obj in jobs:
         ident = identity_of(obj.get("metadata") or {})
@@ -180,10 +183,26 @@ def our_jobs(pods: Iterable[Obj], jobs: Iterable[Obj], resource: str) -> list[Jo
             first = ident  # replica 0 was made by the submit (later ones maybe by a resize)
         groups[key] = (first, [*members, p], k8s_job)
     out = [
-        build_job(ns, ident, members, k8s_job, resource)
+        _where_gone(build_job(ns, ident, members, k8s_job, resource), nodes)
         for (ns, _), (ident, members, k8s_job) in groups.items()
     ]
     return sorted(out, key=lambda j: j.id)
+
+
+def _where_gone(job: Job, nodes: Collection[str] | None) -> Job:
+    """An active submission bound to a node the cluster no longer has (deleted under it:
+    its Job's next pod, made from the template, is bound there too, Pending for ever)
+    holds no GPUs anywhere: it waits, and the plan places the workload again."""
+    gone = sorted({r.node for r in job.replicas if r.node} - set(nodes or ())) if nodes else []
+    if not gone or not job.state.active or job.state is JobState.COMPLETING:
+        return job
+    return job.model_copy(
+        update={
+            "state": JobState.PENDING,
+            "started_at": None,
+            "reason": f"bound to {', '.join(gone)}, which the cluster no longer has",
+        }
+    )
 
 
 def build_job(

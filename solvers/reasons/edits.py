@@ -58,7 +58,7 @@ def queued_on_taken_nodes(job: str, nodes: list[str]) -> Reason:
         code=ReasonCode.NO_CAPACITY,
         message=(
             f"job {job} waited in the cluster's queue for {where}, which cannot hold it "
-            "now (other work holds the GPUs, or the node is drained): it is cancelled, and "
+            "now (other work holds the GPUs, or the node is drained or gone): it is cancelled, and "
             "the workload planned again where it fits"
         ),
     )

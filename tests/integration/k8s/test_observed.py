@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from adapters.kubernetes.localcluster import GPU_PRODUCT, add_gpu_node
 from tests.builders.cli import Result, cp, write_specs
+from tests.integration.k8s.conftest import A100
 
 pytestmark = pytest.mark.k8s
 Helper = Callable[..., Any]
@@ -107,3 +109,43 @@ def test_a_pod_labelled_managed_without_our_identity_is_somebody_elses(
     listed = ok(cp(capsys, "get", "nodes", specs, "-o", "json")).json()["items"]
     nodes = {n["name"]: n for n in listed}
     assert nodes["a100-2"]["used"] == 7
+
+
+def test_work_on_a_deleted_node_is_placed_again(
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    foreign_pod: Helper,
+    pods: Helper,
+    wait_for: Helper,
+    kube: client.ApiClient,
+) -> None:
+    """A node deleted under a one-replica Job (an autoscaler, an admin): the pod garbage
+    collector removes its pod, and the Job makes another from its template, bound to the
+    node that is gone, Pending for ever. It counted as running: every plan said "no
+    changes" with room elsewhere (user trial). A job bound to a node the cluster no longer
+    has waits, and the plan cancels it and places the workload again."""
+    add_gpu_node(kube, "spare-0", gpus=8, labels={GPU_PRODUCT: A100})
+    try:
+        for node in ("a100-0", "a100-1", "a100-2"):  # only spare-0 has room
+            foreign_pod(f"full-{node}", node, 8)
+        specs = tmp_path / "specs"
+        project = doc("Project", "vision", quota={"gpus": 16})
+        write_specs(specs, [cluster_doc, project, workload("big", 8, "a100_80")])
+        ok(cp(capsys, "apply", specs, "--auto-approve"))
+        wait_for(
+            lambda: [(p.spec.node_name, p.status.phase) for p in pods()] == [("spare-0", "Running")]
+        )
+    finally:
+        client.CoreV1Api(kube).delete_node("spare-0")
+    items = ok(cp(capsys, "get", "jobs", specs, "-o", "json")).json()["items"]
+    [job] = [j for j in items if j["workload"] == "vision/big"]
+    assert job["state"] == "PENDING" and "spare-0, which the cluster no longer has" in job["reason"]
+    client.CoreV1Api(kube).delete_namespaced_pod("full-a100-0", "default", grace_period_seconds=0)
+    plan = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert ops(plan) == [
+        ("cancel", "vision/big", "no-capacity"),
+        ("submit", "vision/big", "within-deserved"),
+    ]
+    [submit] = [a for a in plan["actions"] if a["op"] == "submit"]
+    assert [r["node"] for r in submit["replicas"]] == ["a100-0"]
