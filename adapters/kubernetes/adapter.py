@@ -15,8 +15,9 @@ How each action maps onto Kubernetes (and why):
     hook that sends the checkpoint signal, so deleting them *is* the signal; it resumes
     from its checkpoint when the reconciler submits it again (there is no requeue).
 ``resize``
-    A gang grows or shrinks in place: pods on nodes the plan no longer lists are deleted
-    (highest index first), pods for new places are created under new indices. Rerunning
+    A gang grows or shrinks in place, down to one replica too: pods on nodes the plan no
+    longer lists are deleted (where it has a choice, the highest index first: replica 0
+    stays), pods for new places are created under new indices. Rerunning
     recomputes that difference, so it converges whatever step a crash interrupted.
 ``move`` (and a resize of a one-replica Job)
     A pod cannot change nodes: the old submission is deleted, then (once its GPUs are
@@ -270,10 +271,12 @@ class KubernetesAdapter:
 
     def _resize(self, action: Action, plan_id: str) -> ActionResult:
         sub = self._owned(action)
-        if sub is None or sub.job is not None or len(action.replicas or []) < 2:
+        if sub is None or sub.job is not None or not action.replicas:
             return self._replace(action, plan_id, sub)
-        # a gang, in place: delete the replicas the plan drops, create the ones it adds
-        live = sorted(sub.live_pods, key=lambda p: -(replica_index(p["metadata"]) or 0))
+        # a gang, in place (down to one replica too): delete the replicas the plan drops,
+        # the highest first where it has a choice (replica 0 is what frameworks coordinate
+        # from), and create the ones it adds
+        live = sorted(sub.live_pods, key=lambda p: replica_index(p["metadata"]) or 0)
         wanted = Counter(r.node for r in action.replicas or [])
         keep: Counter[str | None] = Counter()
         doomed = []

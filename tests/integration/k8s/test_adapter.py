@@ -223,19 +223,17 @@ def test_resize_in_place_and_move_by_replacement(
             == ["a100-0", "a100-1", "a100-2"]
         )
     )
+    [survivor] = [p for p in pods() if p.spec.node_name == "a100-2"]
     shrunk = adapter.execute(
         make_action(
             Op.RESIZE, workload="ml/elastic", gpus=4, job=gang.job, nodes=["a100-2"], details=False
         ),
         plan_id="p3",
     )
-    assert shrunk.job != gang.job, "one replica left: a Job replaces the gang"
-    wait_for(
-        lambda: (
-            [(p.spec.node_name, p.metadata.labels["controlplane.io/submission"]) for p in pods()]
-            == [("a100-2", shrunk.job.split("/")[1])]
-        )
-    )
+    # to one replica too, in place: the pod the plan keeps runs on (a Job replacing the
+    # gang restarted it, and its progress was lost: user trial)
+    assert shrunk.job == gang.job, "same submission"
+    wait_for(lambda: [p.metadata.uid for p in pods()] == [survivor.metadata.uid])
     moved = adapter.execute(
         make_action(
             Op.MOVE, workload="ml/elastic", gpus=4, job=shrunk.job, nodes=["a100-0"], details=False
@@ -331,3 +329,22 @@ def test_a_pod_the_kubelet_rejects_is_a_failed_start(
     job = wait_for(ended)
     assert job.state == JobState.FAILED and job.started_at is None
     assert "OutOfnvidia.com/gpu" in (job.reason or "")
+
+
+def test_a_shrink_keeps_the_lowest_replicas_where_it_has_a_choice(
+    adapter: KubernetesAdapter, make_action: Helper, pods: Helper, wait_for: Helper
+) -> None:
+    """Two replicas on one node, one to go: replica 1 goes and replica 0 (the rank most
+    frameworks coordinate from) stays; it deleted replica 0 (user trial)."""
+    gang = adapter.execute(
+        make_action(workload="ml/pair", gpus=2, nodes=["a100-1", "a100-1"]), plan_id="p1"
+    )
+    wait_for(lambda: sorted(p.status.phase for p in pods()) == ["Running", "Running"])
+    adapter.execute(
+        make_action(
+            Op.RESIZE, workload="ml/pair", gpus=2, job=gang.job, nodes=["a100-1"], details=False
+        ),
+        plan_id="p2",
+    )
+    name = gang.job.split("/")[1]
+    wait_for(lambda: [p.metadata.name for p in pods()] == [f"{name}-0"])
