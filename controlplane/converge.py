@@ -34,7 +34,7 @@ from adapters.simulator.engine import SimulatedCluster
 from controlplane.plan import DISPLAY_RANK, Plan, execution_order, shrinks
 from solvers.policy import Deadline
 from specs.actions import Action, Op
-from specs.snapshot import Job, Replica, Snapshot
+from specs.snapshot import Job, JobState, Replica, Snapshot
 
 MAX_ROUNDS = 4
 VIRTUAL = "virtual-"  # id prefix of jobs that exist only in the virtual world
@@ -49,6 +49,9 @@ class Round:
     finish: Callable[[], Plan]
     # waiting candidates the round held GPUs for: (cluster, job id) -> (node, GPUs)
     held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
+    # jobs the round cancels that save a checkpoint first: (cluster, job id); the next
+    # round sees them winding down, as the clusters will show them
+    saving: set[tuple[str, str]] = field(default_factory=set)
 
 
 @dataclass
@@ -103,6 +106,9 @@ def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
     sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL, schedule=False) for c in world.clusters}
     by_cluster: dict[str, list[Action]] = {}
     for action in execution_order(step.actions):  # clusters are independent: each in order
+        if action.op == Op.CANCEL and (action.cluster, action.job or "") in step.saving:
+            _winding_down(world, action)
+            continue
         by_cluster.setdefault(action.cluster, []).append(action)
     try:
         for cluster, actions in by_cluster.items():
@@ -110,6 +116,14 @@ def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
     except (AdapterError, KeyError):
         return False
     return True
+
+
+def _winding_down(world: Snapshot, cancel: Action) -> None:
+    """The cancelled job saves its checkpoint in its grace: it winds down, GPUs held."""
+    for state in world.clusters:
+        for job in state.jobs:
+            if state.name == cancel.cluster and job.id == cancel.job:
+                job.state = JobState.COMPLETING
 
 
 def _start_where_held(world: Snapshot, held: dict[tuple[str, str], list[tuple[str, int]]]) -> None:

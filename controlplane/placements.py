@@ -163,7 +163,7 @@ def _replacement(
     and the cancel of the old job."""
     old = drift.replaced[job.key]
     out = []
-    if replicas:
+    if replicas and not old.saves_first:  # a job saving its checkpoint ends first
         out.append(_submit(desired, problem, session, job, replicas, old.submit))
     cancel = old.cancel if replicas else ledger.disrupted.get(job.key, old.cancel)
     out.append(

@@ -358,7 +358,8 @@ def _cycle(
             ),
         )
 
-    return Round(actions, made, finish, held=session.held)
+    saving = {(r.cluster, r.job_id) for r in drift.replaced.values() if r.saves_first}
+    return Round(actions, made, finish, held=session.held, saving=saving)
 
 
 def _pending(

@@ -58,6 +58,9 @@ class Replacement:
     cluster: str
     submit: Reason
     cancel: Reason
+    # it checkpoints: cancelled now, with its grace to save; the new version starts in a
+    # later plan, once it has ended (not beside it, before the checkpoint is written)
+    saves_first: bool = False
 
 
 @dataclass
@@ -83,6 +86,7 @@ class Trial:
     # tried in an earlier run of this cycle and not placed, and why (if known)
     kept: Mapping[str, Reason | None]
     since: Mapping[str, datetime]  # when each edit was first seen: its place in the queue
+    saving: frozenset[str] = frozenset()  # workloads whose running job checkpoints
 
 
 def reconcile_drift(
@@ -100,6 +104,7 @@ def reconcile_drift(
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
+    saving: set[str] = set()  # of those, workloads whose running job checkpoints
     flips: list[tuple[JobRequest, float, str]] = []  # made non-preemptible in place
     # only running work can have drifted: waiting work is built from the specs as they are
     for key in sorted(k for k, r in problem.jobs.items() if r.job_id is not None):
@@ -113,8 +118,16 @@ def reconcile_drift(
         )
         found = changes(old, new) if old is not None else []
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
+        if req.ending and job.spec_digest not in (None, new.digest):
+            # its job winds down (a replacement's old job saving its checkpoint): the new
+            # version starts once it has ended
+            drift.waiting[key] = reasons.old_job_ends_first(job.id)
+            drift.needs[key] = new.gpus * new.effective_min_replicas
+            continue
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields):
             replace.append((req, job, old, _described(found, old, new)))
+            if (old or new).checkpoint is not None:
+                saving.add(key)
             continue
         if old is not None and old.is_preemptible and not new.is_preemptible:
             flips.append((req, sum(r.gpus for r in job.replicas), _described(found, old, new)))
@@ -128,7 +141,8 @@ def reconcile_drift(
             req.placed = req.placed[: req.replicas]
     held = (held[0], _made_non_preemptible(problem, flips, held[1], drift))
     if replace:
-        _replace(problem, replace, now, drift, held, Trial(kept or {}, observed.spec_since))
+        trial = Trial(kept or {}, observed.spec_since, frozenset(saving))
+        _replace(problem, replace, now, drift, held, trial)
     return drift
 
 
@@ -256,6 +270,16 @@ def _replace(
             continue
         if req.key in trial.kept:  # a cycle that tried it as a new job did not place it
             _keep_old(drift, req, job, old, reasons.change_not_placed(text, trial.kept[req.key]))
+            continue
+        if req.key in trial.saving:  # cancelled now; its GPUs stay taken while it saves
+            _keep_old(drift, req, job, old, reasons.saves_first(text, job.id))
+            drift.replaced[req.key] = Replacement(
+                job_id=job.id,
+                cluster=cluster,
+                submit=reasons.replacing(text, job.id),
+                cancel=reasons.replaced(text),
+                saves_first=True,
+            )
             continue
         drift.replaced[req.key] = Replacement(
             job_id=job.id,

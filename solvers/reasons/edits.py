@@ -18,6 +18,29 @@ def replacing(changes: str, old_job: str) -> Reason:
     )
 
 
+def saves_first(changes: str, old_job: str) -> Reason:
+    """An edited checkpointing workload: its old job is cancelled now, and the new version
+    waits until it has saved its checkpoint and ended."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed ({changes}): job {old_job} saves its checkpoint first (its "
+            "grace); the new version starts once it has ended"
+        ),
+    )
+
+
+def old_job_ends_first(old_job: str) -> Reason:
+    """An edited workload whose old job winds down (saving its checkpoint, being killed)."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"job {old_job} saves its checkpoint first (it is winding down); the new version "
+            "starts once it has ended"
+        ),
+    )
+
+
 def replaced(changes: str) -> Reason:
     """The cancel of the job an edited workload's new version replaces."""
     return Reason(

@@ -190,3 +190,35 @@ def test_on_slurm_an_elastic_job_is_not_grown_within_min_runtime() -> None:
             adapter,
             p.actions,
         )
+
+
+def test_a_checkpointing_job_is_replaced_only_once_it_has_saved_and_ended() -> None:
+    """An edit to a running checkpointable workload cancelled the old job and submitted the
+    new version at once: on Kubernetes and Slurm the old job runs on through its checkpoint
+    grace, so the new copy started on other nodes before the checkpoint it should resume
+    from was written, both running (user trial). The plan now cancels the old job, and the
+    new version starts in the plan after that job has ended."""
+    ckpt = {"signal": "USR1", "grace": "5m"}
+    before = desired(
+        [cluster(pools=POOLS), project("p", gpus=16), workload("ft", "p", gpus=4, checkpoint=ckpt)]
+    )
+    after = desired(
+        [cluster(pools=POOLS), project("p", gpus=16), workload("ft", "p", gpus=2, checkpoint=ckpt)]
+    )
+    old = before.workloads["p/ft"].spec
+
+    def world(state: JobState) -> Snapshot:
+        snap = _world(before, ("1", "p/ft", state, ["a100-01"]))
+        snap.versions = {old.digest: old}
+        return snap
+
+    running = plan(after, world(JobState.RUNNING), now=NOW)
+    assert [(a.op.value, a.job) for a in running.actions] == [("cancel", "1")]
+    [waits] = running.pending
+    assert waits.workload == "p/ft" and waits.reason.code.value == "spec-changed"
+    assert "job 1 saves its checkpoint first" in waits.reason.message, waits.reason.message
+    saving = plan(after, world(JobState.COMPLETING), now=NOW)
+    assert saving.actions == [] and [w.workload for w in saving.pending] == ["p/ft"]
+    assert "job 1 saves its checkpoint first" in saving.pending[0].reason.message
+    ended = plan(after, world(JobState.CANCELLED), now=NOW)
+    assert [(a.op.value, a.workload) for a in ended.actions] == [("submit", "p/ft")]
