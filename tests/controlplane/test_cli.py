@@ -514,3 +514,24 @@ def test_a_folder_without_clusters_is_not_no_changes(
     assert "no clusters in the specs" in res.err and "No changes" not in res.out
     doc = cp(capsys, command[0], tmp_path, *command[1:], "--json").json()
     assert doc["ok"] is False and "no clusters in the specs" in doc["error"]["message"]
+
+
+def test_apply_refuses_a_made_up_clock_on_a_real_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp apply --now <5 h ahead>` on Kubernetes preempted a job inside its minRuntime at
+    once, and the hash-chained history recorded it 5 hours in the future (user trial).
+    --now sets simulated clusters' clocks; a real one acts, and is recorded, at the real
+    time. Nothing is opened: the refusal comes before any cluster is reached."""
+    kube = cluster(
+        "k8s",
+        adapter="kubernetes",
+        pools=[{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}],
+        kubernetes={"kubeconfig": str(tmp_path / "nowhere.kubeconfig")},
+    )
+    specs = write_specs(tmp_path / "s", [cluster(), kube, project("p", gpus=8)])
+    res = cp(capsys, "apply", specs, "--auto-approve", "--now", "2030-01-01T00:00:00Z")
+    assert res.code == 1, res.out + res.err
+    assert "--now sets the clock of simulated clusters only" in res.err
+    assert "k8s (kubernetes)" in res.err and "nowhere.kubeconfig" not in res.err
+    assert not (specs / ".cp").exists() or not list((specs / ".cp").glob("*.db*"))
