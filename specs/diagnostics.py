@@ -22,6 +22,8 @@ from typing import Annotated, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
+from specs.models import DNS_LABEL
+
 Severity = Literal["error", "warning"]
 Loc = tuple[str | int, ...]
 
@@ -114,6 +116,9 @@ _NAME_RULE = (
     "use 1-63 lowercase letters, digits, '-', '_' or '.', "
     "starting and ending with a letter or digit"
 )
+_NAMESPACE_RULE = (
+    "use 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+)
 _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}  # booleans in YAML 1.1, text in 1.2
 _SHAPES = {
     "model_type": "a mapping",
@@ -205,8 +210,13 @@ def _issue(err: ErrorDetails, loc: Loc, at_key: bool, raw: object, model: type[B
             loc = _deepest_written(raw, loc, _parse_loc(target))
         return Issue(loc, message)
     if kind == "string_pattern_mismatch":
-        what = "name" if "a-z0-9" in str(ctx.get("pattern", "")) else "value"
-        rule = _NAME_RULE if what == "name" else f"it must match {ctx.get('pattern')}"
+        pattern = str(ctx.get("pattern", ""))
+        if pattern == DNS_LABEL:  # a Kubernetes namespace: no '_' or '.'
+            what, rule = "namespace", _NAMESPACE_RULE
+        elif "a-z0-9" in pattern:
+            what, rule = "name", _NAME_RULE
+        else:
+            what, rule = "value", f"it must match {pattern}"
         return Issue(loc, f"{_show(value)} is not a valid {what}: {rule}", at_key=at_key)
     if kind == "literal_error":
         options = [

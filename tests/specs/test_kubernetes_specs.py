@@ -77,6 +77,12 @@ def test_derived_namespaces_must_be_valid_names(tmp_path: Path) -> None:
     assert load(tmp_path, k8s(namespace="gpu-jobs"), project("chem_lab")) == [], "shared namespace"
     [bad] = load(tmp_path, k8s(), project("chem", namespace="Chem"))
     assert bad.field == "spec.namespace"
+    # the rule it gives is a namespace's: it listed '_' and '.', then refused them (trial)
+    [dotted] = load(tmp_path, k8s(), project("chem", namespace="team.ns"))
+    assert dotted.message == (
+        "'team.ns' is not a valid namespace: use 1-63 lowercase letters, digits or '-', "
+        "starting and ending with a letter or digit"
+    ), dotted.message
 
 
 def test_a_workload_that_may_run_on_kubernetes_needs_an_image(tmp_path: Path) -> None:
