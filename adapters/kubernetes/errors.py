@@ -6,7 +6,9 @@ body whose ``reason`` names the case. What the adapter makes of them:
 ===========================================  =========================================
 failure                                      becomes
 ===========================================  =========================================
-cannot connect, TLS failure, timeout         TemporaryError (the cluster is unreachable)
+cannot connect, timeout, TLS failure         TemporaryError (the cluster is unreachable)
+a certificate the kubeconfig's CA does not   PermanentError: the server answered, with
+trust (CERTIFICATE_VERIFY_FAILED)            a certificate no retry makes trusted
 429 TooManyRequests                          TemporaryError, delay from Retry-After
 500, 502, 503, 504 (also 504 "Too large      TemporaryError
 resource version")
@@ -98,6 +100,11 @@ def classify(exc: BaseException, where: str) -> AdapterError:
         if exc.status == 403 and _settling(exc):
             return TemporaryError(text, delay=2.0)
         return PermanentError(text)
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # it answered: with a certificate not ours
+        return PermanentError(
+            f"{where}: the API server's certificate is not trusted by the kubeconfig's "
+            f"certificate-authority (a wrong CA, or another server): {exc}"
+        )
     if isinstance(exc, (HTTPError, OSError)):
         return TemporaryError(f"{where}: cannot reach the API server: {exc}", delay=10.0)
     return PermanentError(f"{where}: {type(exc).__name__}: {exc}")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import MaxRetryError, NewConnectionError
+from urllib3.exceptions import MaxRetryError, NewConnectionError, SSLError
 
 from adapters.base import PermanentError, TemporaryError
 from adapters.kubernetes.api import KubeAPI
@@ -81,6 +81,24 @@ def test_a_refused_connection_is_temporary(api: KubeAPI) -> None:
     )  # type: ignore[arg-type]
     with pytest.raises(TemporaryError, match="cannot reach the API server"):
         api.raw("list nodes", scripted(*[refused] * 4))
+
+
+def test_a_certificate_the_kubeconfig_does_not_trust_is_permanent(
+    api: KubeAPI, sleeps: list[float]
+) -> None:
+    """The server answered, with a certificate signed by another CA than the kubeconfig's:
+    no retry mends that (user trial: reported as "cannot reach", temporary, and retried)."""
+    untrusted = MaxRetryError(
+        None,  # type: ignore[arg-type]
+        "/api/v1/nodes",
+        SSLError(
+            "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self signed "
+            "certificate in certificate chain (_ssl.c:1006)"
+        ),
+    )
+    with pytest.raises(PermanentError, match="certificate-authority") as caught:
+        api.raw("list nodes", scripted(untrusted))
+    assert "not trusted" in str(caught.value) and sleeps == []
 
 
 def test_rejections_are_permanent_at_once(api: KubeAPI, sleeps: list[float]) -> None:
