@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from controlplane.plan import Plan, QueueStatus
+from solvers.order import last_completed
 from solvers.reasons import gpus as n
 from solvers.segments import progress_from_jobs, segments_of
 from specs.actions import ReasonCode
@@ -100,11 +101,19 @@ def exposure(desired: DesiredState, snapshot: Snapshot, plan: Plan, key: str) ->
         min_runtime_ends=ends,
         protected=ends is not None and ends > now,
         threats=(
-            _threats(desired, plan, key, sum(len(j.replicas) for _, j in held))
+            _threats(desired, plan, key, sum(len(j.replicas) for _, j in held), _done(snapshot))
             if spec.is_preemptible
             else [_never()]
         ),
     )
+
+
+def _done(snapshot: Snapshot) -> set[str]:
+    """Workloads whose last job completed and that run nothing now: they preempt nobody
+    (they do not run again unless their spec is edited)."""
+    jobs = [j for c in snapshot.clusters for j in c.jobs]
+    active = {j.workload for j in jobs if j.state.active}
+    return {k for k in last_completed(jobs) if k not in active}
 
 
 # waiting reasons that taking GPUs from others could end (reclaim's business)
@@ -128,9 +137,11 @@ def _never() -> Threat:
     )
 
 
-def _threats(desired: DesiredState, plan: Plan, key: str, running: int) -> list[Threat]:
+def _threats(
+    desired: DesiredState, plan: Plan, key: str, running: int, done: set[str]
+) -> list[Threat]:
     """Who could take GPUs from workload ``key`` (``running`` replicas now), as the plan
-    leaves the quotas."""
+    leaves the quotas (``done``: completed workloads, which run no more)."""
     spec = desired.workloads[key].spec
     waiting_workloads = {p.workload for p in plan.pending}
     for_room = {
@@ -189,7 +200,10 @@ def _threats(desired: DesiredState, plan: Plan, key: str, running: int) -> list[
     higher = sorted(
         k
         for k, w in desired.workloads.items()
-        if w.spec.project == spec.project and k != key and w.spec.effective_priority > mine
+        if w.spec.project == spec.project
+        and k != key
+        and k not in done
+        and w.spec.effective_priority > mine
     )
     if higher:
         waiting = [k for k in higher if k in waiting_workloads]

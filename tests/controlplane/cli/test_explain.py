@@ -38,7 +38,9 @@ def world(tmp_path: Path) -> tuple[Path, Path]:
                 walltime="8h",
                 checkpoint={"signal": "USR1", "grace": "10m", "total": "24h"},
             ),
-            workload("done", "chem", gpus=1, walltime="1h"),
+            # completed, and of a higher priority than chem/train: it preempts nobody (it
+            # was listed as work that could preempt: user trial)
+            workload("done", "chem", gpus=1, walltime="1h", priority=90),
         ],
     )
     snapshot = write_snapshot(
