@@ -104,7 +104,9 @@ def observe(
     snap = reap_placeholders(snap, store, record=record)
     snap = recall_completions(snap, store, workloads, record=record)
     active = {j.workload for c in snap.clusters for j in c.jobs if j.workload and j.state.active}
-    since = store.queue_times(workloads - active, now, record=record)
+    since = store.queue_times(
+        workloads - active, now, record=record, entered=_lost_to_node_failure(snap)
+    )
     snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
     if record:
         record_endings(snap, store, desired)
@@ -119,6 +121,30 @@ def observe(
     snap.versions = store.versions(edited(snap, desired))
     snap.spec_since = _spec_since(snap, desired, store)
     return snap
+
+
+def _lost_to_node_failure(snap: Snapshot) -> dict[str, datetime]:
+    """Workloads whose latest job ended NODE_FAIL, and when that job entered the queue: a
+    node failure is not the workload's fault, and it keeps its place (work that had waited
+    less took the room first when it re-entered at the failure)."""
+    latest: dict[str, Job] = {}
+    for c in snap.clusters:
+        for j in c.jobs:
+            if (
+                j.workload
+                and j.ended_at
+                and (
+                    j.workload not in latest
+                    or j.ended_at > (latest[j.workload].ended_at or j.ended_at)
+                )
+            ):
+                latest[j.workload] = j
+    return {
+        k: when
+        for k, j in latest.items()
+        if j.state is JobState.NODE_FAIL
+        and (when := j.submitted_at or j.started_at or j.ended_at) is not None
+    }
 
 
 def _spec_since(snap: Snapshot, desired: DesiredState, store: Store) -> dict[str, datetime]:

@@ -10,7 +10,7 @@ only reads (a plan is a what-if, at any ``--now``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
@@ -35,8 +35,16 @@ class SchedulingState:
     db: Database
     clock: Callable[[], datetime]  # when things happen (Store: the wall clock, or --now)
 
-    def queue_times(self, waiting: set[str], now: datetime, *, record: bool) -> dict[str, datetime]:
-        """First-seen times of the waiting workloads; one not seen before entered at ``now``.
+    def queue_times(
+        self,
+        waiting: set[str],
+        now: datetime,
+        *,
+        record: bool,
+        entered: Mapping[str, datetime] | None = None,
+    ) -> dict[str, datetime]:
+        """First-seen times of the waiting workloads; one not seen before entered at ``now``
+        (or, in ``entered``, when its lost job did: it keeps its place).
         With ``record``, new ones are remembered and workloads no longer waiting leave the
         queue; without, nothing is written (a plan of a branch must not queue its
         unmerged workloads)."""
@@ -46,13 +54,13 @@ class SchedulingState:
                 for key in rows.keys() - waiting:
                     db.delete(db.get(QueueRow, key))
                 for key in waiting - rows.keys():
-                    db.add(QueueRow(workload=key, since=now))
+                    db.add(QueueRow(workload=key, since=(entered or {}).get(key, now)))
                 try:
                     db.commit()
                 except IntegrityError:  # another reconciler queued one first: take its times
                     db.rollback()
                     rows = {r.workload: _aware(r.since) for r in db.exec(select(QueueRow))}
-        return {k: rows.get(k, now) for k in waiting}
+        return {k: rows.get(k, (entered or {}).get(k, now)) for k in waiting}
 
     def add_placeholder(self, workload: str, cluster: str, job: str, plan_id: str) -> None:
         with self.db.session() as db:

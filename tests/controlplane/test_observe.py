@@ -11,13 +11,15 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from controlplane.observe import observe
 from controlplane.reconcile import plan
 from controlplane.store import Store
 from specs.actions import ReasonCode
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica
 from tests.builders import NOW, cluster, desired, project, workload
-from tests.builders.cli import CP, write_specs
+from tests.builders.cli import CP, cp, write_specs
 
 DESIRED = desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=1)])
 
@@ -180,3 +182,34 @@ def test_jobs_another_store_made_are_not_pruned_or_charged(tmp_path: Path) -> No
     )
     [theirs] = json.loads(jobs.stdout)["items"]
     assert theirs["workload"] is None and "another control plane" in (theirs["owner"] or "")
+
+
+def test_work_that_lost_its_node_keeps_its_place_in_the_queue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node failure is not the workload's fault: it re-entered the queue at the failure,
+    and work that had waited less took the room first when it came back (user trial). It
+    keeps the place its lost job had: when that job was submitted."""
+    pools = [
+        {"name": "x", "gpuType": "a100_80", "gpusPerNode": 4, "nodes": 1},
+        {"name": "y", "gpuType": "a100_80", "gpusPerNode": 4, "nodes": 1},
+    ]
+    docs = [
+        cluster(pools=pools),
+        project("p", gpus=8),
+        workload("old", "p", gpus=4, walltime="10h"),
+        workload("blocker", "p", gpus=4, priority=90, walltime="3h"),
+    ]
+    specs = write_specs(tmp_path / "s", docs)
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-30T00:00:00Z").code == 0
+    jobs = cp(capsys, "get", "jobs", specs, "-o", "json").json()["items"]
+    [lost] = [j["pool"] for j in jobs if j["workload"] == "p/old"]
+    later = [*docs, workload("new", "p", gpus=4, walltime="10h")]
+    write_specs(specs, later)
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-30T01:00:00Z").code == 0
+    gone = [{**p, "nodes": 0} if p["name"] == lost else p for p in pools]
+    write_specs(specs, [cluster(pools=gone), *later[1:]])  # the node under p/old goes away
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-30T02:00:00Z").code == 0
+    write_specs(specs, later)  # and comes back
+    res = cp(capsys, "plan", specs, "--json", "--now", "2026-11-30T02:00:01Z")
+    assert [(a["op"], a["workload"]) for a in res.json()["actions"]] == [("submit", "p/old")]
