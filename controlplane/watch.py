@@ -128,11 +128,22 @@ class Watcher:
                 return
 
     def settle(self) -> None:
-        """Wait until no spec file changed for ``quiet`` seconds."""
+        """Wait until no spec file changed for ``quiet`` seconds; held off for more than
+        ten times that (an editor's autosave, a sync tool), say so, once: a stalled loop
+        must not look like a quiet one."""
+        started, told = time.monotonic(), False
         while not self.stopping.is_set():
             age = time_since_last_change(self.spec_dir)
             if age >= self.options.quiet:
                 return
+            held = time.monotonic() - started
+            if not told and held > 10 * self.options.quiet:
+                told = True
+                self.log(
+                    f"{_stamp()} cycle held off: the spec files keep changing (for "
+                    f"{held:.0f}s); it runs once they have been quiet for "
+                    f"{self.options.quiet:g}s (--quiet)"
+                )
             self.stopping.wait(self.options.quiet - age)
 
     # ------------------------------------------------------------------ one cycle

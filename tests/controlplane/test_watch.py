@@ -228,6 +228,32 @@ def test_a_cycle_waits_until_the_spec_files_are_quiet(tmp_path: Path) -> None:
     assert time.monotonic() - started < 0.5
 
 
+def test_a_cycle_held_off_by_writes_says_so(tmp_path: Path) -> None:
+    """A spec file rewritten more often than --quiet (an editor's autosave, a sync tool)
+    held the loop off with nothing in the log: a stalled loop looked like a quiet one
+    (user trial). Held off for more than ten times --quiet, it says so, once."""
+    spec = tmp_path / "a.yaml"
+    spec.write_text("x: 1\n")
+    said: list[str] = []
+    watcher = Watcher(tmp_path, WatchOptions(quiet=0.1), said.append)
+    done = threading.Event()
+
+    def keep_writing() -> None:
+        while not done.wait(0.03):
+            spec.write_text("x: 1\n")
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        threading.Timer(1.6, done.set).start()
+        watcher.settle()
+    finally:
+        done.set()
+        writer.join()
+    [line] = said
+    assert "held off: the spec files keep changing" in line and "a.yaml" not in line
+
+
 def test_watch_once_exits_nonzero_when_its_cycle_fails(tmp_path: Path) -> None:
     """For cron and CI: one cycle, and its failure is the exit code."""
     specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
