@@ -253,6 +253,8 @@ def _run(
         )
         if result.ok and result.job and _creates_job(action, result.job):
             store.add_placeholder(action.workload, action.cluster, result.job, plan.id)
+        elif result.ok and action.op in (Op.CANCEL, Op.PREEMPT) and action.job:  # gone for good
+            store.drop_placeholder(action.workload, action.cluster, job=action.job)
         outcome = ActionOutcome(
             seq, action, "done" if result.ok else "failed", result.job, result.message
         )

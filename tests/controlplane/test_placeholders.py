@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from controlplane.placeholders import Fate, inject, judge
 from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
-from tests.builders import NOW
+from tests.builders import NOW, cluster, project, workload
+from tests.builders.cli import cp, write_specs
 
 
 @dataclass
@@ -76,3 +78,24 @@ def test_no_injection_when_the_workload_already_has_an_active_job() -> None:
     before = snap(job(JobState.COMPLETING, id="6", started=True))
     after = inject(before, judge([Ph(job="7")], before))
     assert [j.id for j in after.clusters[0].jobs] == ["6"]
+
+
+def test_a_cancelled_placeholder_is_not_cancelled_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A never-started job (a fan-out candidate waiting in the cluster's queue) cancelled
+    because its workload left the specs: its placeholder stayed, was injected as waiting
+    again, and for two minutes every plan and apply cancelled it again (user trial)."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    base = [cluster(pools=pools), project("p", gpus=8), workload("hog", "p", gpus=8)]
+    fan = workload("fan", "p", gpus=8, walltime="1h", strategy={"fanOut": True})
+    specs = write_specs(tmp_path / "s", [*base, fan])
+    now = ["--now", "2026-11-30T00:00:00Z"]
+    assert cp(capsys, "apply", specs, "--auto-approve", *now).code == 0
+    jobs = cp(capsys, "get", "jobs", specs, "-o", "json").json()["items"]
+    assert [j["state"] for j in jobs if j["workload"] == "p/fan"] == ["PENDING"]
+    write_specs(specs, base)
+    applied = cp(capsys, "apply", specs, "--auto-approve", "--json", *now).json()
+    assert [(a["op"], a["workload"]) for a in applied["actions"]] == [("cancel", "p/fan")]
+    again = cp(capsys, "plan", specs, "--json", "--detailed-exitcode", *now)
+    assert again.code == 0 and again.json()["actions"] == [], again.out
