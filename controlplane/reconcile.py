@@ -282,7 +282,8 @@ def _cycle(
     #    running work whose spec was edited: in place, fewer replicas, or replaced now
     held = held_now(problem, observed)  # what runs now, before an edit reshapes it
     specs = {k: w.spec for k, w in desired.workloads.items()}
-    drift = reconcile_drift(problem, observed, specs, now, held, kept)
+    images = {n: c.spec.kubernetes.image for n, c in desired.clusters.items() if c.spec.kubernetes}
+    drift = reconcile_drift(problem, observed, specs, now, held, kept, images)
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
     deadline.at("allocating")

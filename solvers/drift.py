@@ -96,11 +96,13 @@ def reconcile_drift(
     now: datetime,
     held: tuple[Mapping[str, float], Mapping[str, float]],
     kept: Mapping[str, Reason | None] | None = None,
+    images: Mapping[str, str | None] | None = None,
 ) -> Drift:
     """Sort every edit to a running workload into in place, shrink or replacement (module
     docstring), changing ``problem`` to match. ``held``: what each queue holds now, all
     work and non-preemptible (:func:`~solvers.problem.held_now`). ``kept``: replacements
-    an earlier run of this cycle tried as new jobs and could not place."""
+    an earlier run of this cycle tried as new jobs and could not place. ``images``: each
+    cluster's default container image (Kubernetes), what a job without one runs."""
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
@@ -117,6 +119,7 @@ def reconcile_drift(
             observed.versions.get(job.spec_digest or "") if job.spec_digest != new.digest else None
         )
         found = changes(old, new) if old is not None else []
+        found = _running_image(found, (images or {}).get(req.cluster or ""))
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
         if req.ending and job.spec_digest not in (None, new.digest):
             # its job winds down (a replacement's old job saving its checkpoint): the new
@@ -219,6 +222,23 @@ def _described(found: list[Change], old: WorkloadSpec | None, new: WorkloadSpec)
             b = b if b is not None else f"default ({show(_DEFAULTS[f](new))})"
         spelled.append((f, a, b))
     return describe(spelled)
+
+
+def _running_image(found: list[Change], default: str | None) -> list[Change]:
+    """An image change as the container sees it: none stands for the cluster's default, so
+    writing the default down changes nothing (it restarted the job), and a change from it
+    says what it was."""
+    if default is None:
+        return found
+    out: list[Change] = []
+    for f, a, b in found:
+        if f == "image" and (a or default) == (b or default):
+            continue
+        if f == "image":
+            a = a if a is not None else f"default ({default})"
+            b = b if b is not None else f"default ({default})"
+        out.append((f, a, b))
+    return out
 
 
 def _needs_new_job(req: JobRequest, fields: set[str]) -> bool:

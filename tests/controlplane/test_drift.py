@@ -9,12 +9,15 @@ when, and once applied the next plan is empty.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.builders import cluster, project, workload
+from controlplane.reconcile import plan as make_plan
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
+from tests.builders import NOW, cluster, desired, project, workload
 from tests.builders.cli import Result, cp, write_specs
 
 Capsys = pytest.CaptureFixture[str]
@@ -464,3 +467,32 @@ def test_a_replacement_held_back_by_min_runtime_says_so(tmp_path: Path, capsys: 
     assert "was not placed (min-runtime:" in waits["reason"]["message"], waits
     later = plan(capsys, root, "2026-11-22T11:30:00+00:00")
     assert sorted(a["op"] for a in later["actions"]) == ["cancel", "preempt", "submit"]
+
+
+def test_an_image_the_cluster_already_runs_by_default_changes_nothing() -> None:
+    """Writing the Kubernetes cluster's default image into a workload restarted its running
+    job ("image: none -> busybox:1.36") though the container runs that image already (user
+    trial). What counts is the image the job runs: the same, nothing to do; another, a
+    replacement."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1,
+         "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+    ]  # fmt: skip
+    k8s = cluster("k8s", adapter="kubernetes", pools=pools, kubernetes={"image": "busybox:1.36"})
+
+    def org(**spec: Any) -> Any:
+        return desired([k8s, project("p", gpus=8), workload("w", "p", gpus=2, **spec)])
+
+    before = org()
+    old = before.workloads["p/w"].spec
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    job = Job(id="cp-p/w-1", workload="p/w", state=JobState.RUNNING, pool="a100",
+              started_at=NOW - timedelta(hours=1), replicas=[Replica(node="a100-01", gpus=2)],
+              spec_digest=old.digest)  # fmt: skip
+    world = Snapshot(now=NOW, clusters=[ClusterState(name="k8s", nodes=[node], jobs=[job])])
+    world.versions = {old.digest: old}
+    same = make_plan(org(image="busybox:1.36"), world, now=NOW)
+    assert same.actions == [], [(a.op, a.reason.message) for a in same.actions]
+    other = make_plan(org(image="busybox:1.37"), world, now=NOW)
+    assert sorted(a.op.value for a in other.actions) == ["cancel", "submit"]
+    assert "image: default (busybox:1.36) -> busybox:1.37" in other.actions[0].reason.message
