@@ -51,7 +51,7 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
             soft_wrap=True,
         )
         return
-    head = "[green]Apply complete[/]" if report.ok else "[red]Apply stopped[/]"
+    head = "[green]Apply complete[/]" if report.ok else "[red]Apply failed[/]"
     console.print(
         f"{head}: {done} done, {len(report.failed)} failed"
         + (" (resumed an interrupted apply)" if report.resumed else "")
@@ -85,6 +85,7 @@ def apply_json(
             "resumed": False,
             "alreadyApplied": False,
             "ok": not declined and not silent,
+            "stopped": False,
             "actions": [],
             "unreachable": down,
             "message": "apply cancelled: nothing was done" if declined else nothing,

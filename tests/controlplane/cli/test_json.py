@@ -4,12 +4,17 @@ and column), so scripts never have to scrape human output or guess from silence.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from controlplane.apply import ActionOutcome, ApplyReport
+from controlplane.cli.views.apply import apply_json, verdict
+from specs.actions import Action, Op, Reason, ReasonCode
 from tests.builders.cli import cp
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -193,3 +198,23 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_planning(
     again = tmp_path / "p.json"  # a plan file is replaced by a newer plan, as before
     assert cp(capsys, "plan", q, "--out", again).code == 0
     assert cp(capsys, "plan", q, "--out", again).code == 0
+
+
+def test_an_apply_document_has_the_same_keys_whatever_happened() -> None:
+    """With no cluster answering, `cp apply --json` had no `stopped` (README lists it);
+    and after a refused action the text said "Apply stopped" while the JSON said
+    `stopped: false` (user trial). `stopped` is a stop on request; a failure is a failure."""
+    nothing = apply_json("p", None, unreachable={"k8s": "down"}, silent="no cluster answered")
+    done = apply_json("p", ApplyReport("p"))
+    assert set(nothing) - {"message"} == set(done) and nothing["stopped"] is False
+    failed = ApplyReport("p")
+    failed.outcomes.append(_refused())
+    out = io.StringIO()
+    verdict(Console(file=out, width=120), failed)
+    assert "Apply failed: 0 done, 1 failed" in out.getvalue() and "stopped" not in out.getvalue()
+
+
+def _refused() -> ActionOutcome:
+    why = Reason(code=ReasonCode.WITHIN_DESERVED, message="x")
+    action = Action(op=Op.SUBMIT, workload="p/w", cluster="k8s", reason=why)
+    return ActionOutcome(0, action, "failed", message="PermanentError: 403 Forbidden")
