@@ -79,7 +79,8 @@ def _check_selectors(at: At, name: str, cluster: Cluster) -> Iterator[Diagnostic
                 f"spec.nodePools.{index}",
                 f"node pool '{pool.name}' has no labels; on Kubernetes a pool selects its "
                 "nodes by labels, and with several pools each needs its own (for example "
-                "labels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB})",
+                f"labels: {{nvidia.com/gpu.product: <the product its {pool.gpu_type} nodes "
+                "report>})",
             )
         for key, value in sorted(pool.labels.items()):
             if not re.match(QUALIFIED_NAME, key) or not _LABEL_VALUE.match(value):

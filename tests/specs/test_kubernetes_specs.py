@@ -62,6 +62,7 @@ def test_several_pools_each_need_their_own_selector(tmp_path: Path) -> None:
     )
     assert found.field == "spec.nodePools.1"
     assert "node pool 'v100' has no labels" in found.message
+    assert "<the product its v100 nodes report>" in found.message  # not an A100 (trial)
     [same] = load(tmp_path, k8s([pool(labels=A100), pool("b", labels=A100)]), project("chem"))
     assert "selects the same nodes as pool 'a100'" in same.message
     [bad] = load(tmp_path, k8s([pool(labels={"gpu": "A100 80GB"})]), project("chem"))
