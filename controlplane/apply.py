@@ -241,12 +241,9 @@ def _run(
                 if getattr(exc, "retryable", False)
                 else ""
             )
-            message = f"{type(exc).__name__}: {exc}{retry}"
-            store.mark(plan.id, seq, "failed", message=message)
-            outcome = ActionOutcome(seq, action, "failed", message=message)
-            report.outcomes.append(outcome)
-            if progress:
-                progress(outcome)
+            _failed(
+                store, plan, seq, action, f"{type(exc).__name__}: {exc}{retry}", report, progress
+            )
             break
         store.mark(
             plan.id, seq, "done" if result.ok else "failed", job=result.job, message=result.message
@@ -290,14 +287,26 @@ def _refused(
             adapter.preflight([a for _, a in actions])
         except AdapterError as exc:
             seq, action = actions[0]
-            message = f"{type(exc).__name__}: {exc}"
-            store.mark(plan.id, seq, "failed", message=message)
-            outcome = ActionOutcome(seq, action, "failed", message=message)
-            report.outcomes.append(outcome)
-            if progress:
-                progress(outcome)
+            _failed(store, plan, seq, action, f"{type(exc).__name__}: {exc}", report, progress)
             return True
     return False
+
+
+def _failed(
+    store: Store,
+    plan: Plan,
+    seq: int,
+    action: Action,
+    message: str,
+    report: ApplyReport,
+    progress: OnOutcome | None,
+) -> None:
+    """Record that action ``seq`` failed, in the store and the report, and tell it."""
+    store.mark(plan.id, seq, "failed", message=message)
+    outcome = ActionOutcome(seq, action, "failed", message=message)
+    report.outcomes.append(outcome)
+    if progress:
+        progress(outcome)
 
 
 def _creates_job(action: Action, job: str) -> bool:

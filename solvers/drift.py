@@ -124,7 +124,7 @@ def reconcile_drift(
         if req.ending and job.spec_digest not in (None, new.digest):
             # its job winds down (a replacement's old job saving its checkpoint): the new
             # version starts once it has ended
-            drift.waiting[key] = reasons.old_job_ends_first(job.id)
+            drift.waiting[key] = reasons.saves_first(job.id)
             drift.needs[key] = new.gpus * new.effective_min_replicas
             continue
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields):
@@ -292,7 +292,7 @@ def _replace(
             _keep_old(drift, req, job, old, reasons.change_not_placed(text, trial.kept[req.key]))
             continue
         if req.key in trial.saving:  # cancelled now; its GPUs stay taken while it saves
-            _keep_old(drift, req, job, old, reasons.saves_first(text, job.id))
+            _keep_old(drift, req, job, old, reasons.saves_first(job.id, text))
             drift.replaced[req.key] = Replacement(
                 job_id=job.id,
                 cluster=cluster,

@@ -18,25 +18,16 @@ def replacing(changes: str, old_job: str) -> Reason:
     )
 
 
-def saves_first(changes: str, old_job: str) -> Reason:
-    """An edited checkpointing workload: its old job is cancelled now, and the new version
-    waits until it has saved its checkpoint and ended."""
+def saves_first(old_job: str, changes: str | None = None) -> Reason:
+    """An edited workload whose old job saves its checkpoint first: cancelled by this plan
+    (``changes``: the fields), or winding down already. The new version starts once it
+    has ended."""
+    lead = f"the spec changed ({changes}): " if changes is not None else ""
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
         message=(
-            f"the spec changed ({changes}): job {old_job} saves its checkpoint first (its "
-            "grace); the new version starts once it has ended"
-        ),
-    )
-
-
-def old_job_ends_first(old_job: str) -> Reason:
-    """An edited workload whose old job winds down (saving its checkpoint, being killed)."""
-    return Reason(
-        code=ReasonCode.SPEC_CHANGED,
-        message=(
-            f"job {old_job} saves its checkpoint first (it is winding down); the new version "
-            "starts once it has ended"
+            f"{lead}job {old_job} saves its checkpoint first (it winds down in its grace); "
+            "the new version starts once it has ended"
         ),
     )
 

@@ -30,6 +30,13 @@ Helper = Callable[..., Any]
 RBAC = Path(__file__).resolve().parents[3] / "examples" / "kubernetes" / "rbac.yaml"
 
 
+def create_from_yaml(kube: client.ApiClient, path: Path) -> None:
+    try:
+        utils.create_from_yaml(kube, str(path))
+    except utils.FailToCreateError as exc:  # a rerun in the same session: already there
+        assert all(e.status == 409 for e in exc.api_exceptions), exc
+
+
 def service_account_kubeconfig(
     kube: client.ApiClient, admin: Path, out: Path, wait_for: Helper, name: str = "controlplane"
 ) -> Path:
@@ -58,10 +65,7 @@ def test_the_example_role_lets_the_adapter_do_its_work(
     tmp_path: Path,
     wait_for: Helper,
 ) -> None:
-    try:
-        utils.create_from_yaml(kube, str(RBAC))
-    except utils.FailToCreateError as exc:  # a rerun in the same session: already there
-        assert all(e.status == 409 for e in exc.api_exceptions), exc
+    create_from_yaml(kube, RBAC)
     kubeconfig = service_account_kubeconfig(
         kube, clean_k8s.kubeconfig, tmp_path / "sa.kubeconfig", wait_for
     )
@@ -156,10 +160,7 @@ def test_an_apply_it_may_not_finish_evicts_nothing(
     first (SelfSubjectAccessReview): nothing is done on the cluster, and the error names
     what is missing."""
     (tmp_path / "narrow.yaml").write_text(NARROW)
-    try:
-        utils.create_from_yaml(kube, str(tmp_path / "narrow.yaml"))
-    except utils.FailToCreateError as exc:  # a rerun in the same session: already there
-        assert all(e.status == 409 for e in exc.api_exceptions), exc
+    create_from_yaml(kube, tmp_path / "narrow.yaml")
     admin = KubernetesAdapter(Cluster.model_validate(make_cluster_doc()))
     big = admin.execute(make_action(workload="vision/big", nodes=["a100-0"]), plan_id="p0")
     wait_for(lambda: len(pods("controlplane.io/project=vision")) == 1)
