@@ -71,6 +71,7 @@ class JobRow:
     plan: str | None
     reason: str | None
     owner: str | None = None  # who a job that is not ours belongs to, when known
+    ended_at: datetime | None = None  # an ended job's end
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ def jobs(snapshot: Snapshot) -> list[JobRow]:
             plan=j.plan_id,
             reason=j.reason,
             owner=j.owner,
+            ended_at=j.ended_at,
         )
         for c in sorted(snapshot.clusters, key=lambda c: c.name)
         for j in c.jobs

@@ -125,6 +125,8 @@ def test_filters(world: tuple[Path, Path], capsys: Capsys) -> None:
 def test_jobs_nodes_and_queues(world: tuple[Path, Path], capsys: Capsys) -> None:
     jobs = {j["id"]: j for j in items(capsys, world, "jobs")}
     assert jobs["14"]["workload"] is None and jobs["14"]["gpus"] == 8
+    # when an ended job ended (user trial: only its start was there)
+    assert jobs["13"]["endedAt"] == "2026-11-22T09:30:00+00:00" and jobs["11"]["endedAt"] is None
     nodes = {n["name"]: n for n in items(capsys, world, "nodes")}
     assert (nodes["a100-01"]["used"], nodes["a100-01"]["jobs"]) == (4, ["11"])
     assert (nodes["a100-02"]["used"], nodes["a100-02"]["jobs"]) == (8, ["14"])
