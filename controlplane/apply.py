@@ -29,14 +29,16 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, AdapterError, Preflight
 from controlplane.activity import busy
-from controlplane.errors import LeaseHeldError, StalePlanError
+from controlplane.errors import ApplyError, LeaseHeldError, StalePlanError
 from controlplane.plan import Plan
 from specs.actions import Action, Op
+from specs.desired import DesiredState
 from specs.fields import visible
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
@@ -156,6 +158,23 @@ def apply_plan(
     with holding_lease(store) as lease:
         return run_plan(
             plan, adapters, store, observed_digest=observed_digest, progress=progress, lease=lease
+        )
+
+
+def real_clock_only(desired: DesiredState, now: datetime | None) -> None:
+    """``--now`` sets the clock of simulated clusters only: an apply acts on a real one,
+    and the history records it, at the real time (a made-up clock would evict work inside
+    its minRuntime and write the future into the history)."""
+    real = sorted(
+        f"{name} ({c.spec.adapter})"
+        for name, c in desired.clusters.items()
+        if c.spec.adapter != "simulator"
+    )
+    if now is not None and real:
+        raise ApplyError(
+            f"--now sets the clock of simulated clusters only; {', '.join(real)} "
+            f"act{'s' if len(real) == 1 else ''}, and {'is' if len(real) == 1 else 'are'} "
+            "recorded, at the real time: apply without --now"
         )
 
 

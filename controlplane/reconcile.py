@@ -72,7 +72,7 @@ from solvers import reasons
 from solvers.allocation import Allocation, allocate_best
 from solvers.drift import Drift, finished_edits, reconcile_drift
 from solvers.fanout import Estimate, plan_fan_out
-from solvers.kai.allocate import Allocator, allocate
+from solvers.kai.allocate import Allocator, allocate, usage_wait
 from solvers.kai.consolidate import consolidate
 from solvers.kai.disruption import Ledger, restore_displaced
 from solvers.kai.limits import above_limit, enforce_limits
@@ -397,11 +397,14 @@ def _pending(
 def _protected_wait(
     session: Session, job: JobRequest, reason: Reason, protected_by: Protected
 ) -> Reason:
-    """A wait for room, or under a limit, that only minRuntime causes says so."""
+    """A wait for room, or under a limit, that only minRuntime (or for room, the project's
+    past usage) causes says so."""
     if reason.code is ReasonCode.OVER_LIMIT:
         return protection_wait(session, job, protected_by, at_limit=True) or reason
     if reason.code not in (ReasonCode.NO_CAPACITY, ReasonCode.GANG_UNPLACEABLE):
         return reason
+    if (bent := usage_wait(session, job, reason)) is not reason:
+        return bent
     return protection_wait(session, job, protected_by) or reason
 
 

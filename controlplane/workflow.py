@@ -31,17 +31,13 @@ import yaml
 from pydantic import ValidationError
 
 from adapters.base import Adapter
+from controlplane import apply as applying
 from controlplane import collector
 from controlplane.activity import busy, note
 from controlplane.apply import REPLAN, ApplyReport, OnOutcome, actor, holding_lease, run_plan
 from controlplane.basehardware import base_world
 from controlplane.basespecs import BaseSpecs
-from controlplane.errors import (
-    ApplyError,
-    ControlPlaneError,
-    PlanNotFoundError,
-    StateFileError,
-)
+from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
 from controlplane.forecast import gather
 from controlplane.gitcommit import git_commit
 from controlplane.impact import applied_diff, base_diff
@@ -339,23 +335,6 @@ def _plan(
 # ------------------------------------------------------------------ apply
 
 
-def real_clock_only(desired: DesiredState, now: datetime | None) -> None:
-    """``--now`` sets the clock of simulated clusters only: an apply acts on a real one,
-    and the history records it, at the real time (a made-up clock would evict work inside
-    its minRuntime and write the future into the history)."""
-    real = sorted(
-        f"{name} ({c.spec.adapter})"
-        for name, c in desired.clusters.items()
-        if c.spec.adapter != "simulator"
-    )
-    if now is not None and real:
-        raise ApplyError(
-            f"--now sets the clock of simulated clusters only; {', '.join(real)} "
-            f"act{'s' if len(real) == 1 else ''}, and {'is' if len(real) == 1 else 'are'} "
-            "recorded, at the real time: apply without --now"
-        )
-
-
 def apply_specs(
     spec_dir: Path,
     loaded: LoadResult,
@@ -371,7 +350,7 @@ def apply_specs(
     (recording), plan, ask ``approve`` (it sees the plan and what it was made against;
     default: go ahead), act (``stop`` is asked before each action). Returns the plan and,
     if anything was done, the report."""
-    real_clock_only(loaded.desired, now)
+    applying.real_clock_only(loaded.desired, now)
     store = open_store(spec_dir, db, now=now)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
     when = resolve_now(now)
@@ -444,7 +423,7 @@ def apply_saved(
     """Carry out a saved plan under the apply lease, refused if the clusters moved on
     since it was made (unless it resumes an interrupted apply of the same plan), saying
     ``replan``; ``stop`` is asked before each action."""
-    real_clock_only(loaded.desired, now)
+    applying.real_clock_only(loaded.desired, now)
     store = open_store(spec_dir, db, now=now)
     stored = store.get_plan(plan.id)
     if stored is not None and stored.digest is not None and not stored.same_plan(plan):

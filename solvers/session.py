@@ -10,6 +10,7 @@ applies evictions and placements with an undo log so a simulation can be rolled 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -50,7 +51,9 @@ class Session:
     held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
     _shares: dict[str, float] = field(default_factory=dict, repr=False)  # fixed with ``fair``
-    bent: frozenset[str] = frozenset()  # queues whose past usage bends their fair share
+    # the fair shares past usage did not bend (worked out when first asked for)
+    _unbent: Callable[[], dict[str, float]] | None = field(default=None, repr=False)
+    _unbent_shares: dict[str, float] | None = field(default=None, repr=False)
 
     @classmethod
     def open(
@@ -65,9 +68,18 @@ class Session:
         s = cls.before(problem)
         s.fair = _fair_shares(problem, s, usage or {}, k, k_by_queue or {})
         s._shares = {}
-        bends = k_by_queue or {}
-        s.bent = frozenset(q for q, u in (usage or {}).items() if u > 0 and bends.get(q, k) > 0)
+        if any(u > 0 for u in (usage or {}).values()):  # the shares usage did not bend
+            s._unbent = lambda: _fair_shares(problem, s, {}, k, k_by_queue or {})
         return s
+
+    def unbent_fair(self, qid: str) -> float:
+        """The queue's fair share had past usage not bent the over-quota split (its fair
+        share, where there is no usage)."""
+        if self._unbent is None:
+            return self.fair.get(qid, 0.0)
+        if self._unbent_shares is None:
+            self._unbent_shares = self._unbent()
+        return self._unbent_shares.get(qid, 0.0)
 
     @classmethod
     def before(cls, problem: Problem) -> Session:

@@ -19,7 +19,7 @@ from solvers import reasons
 from solvers.order import JobKey, QueueKey, job_order, queue_order
 from solvers.problem import JobRequest, PoolKey, Queue
 from solvers.session import Grant, Session, place
-from specs.actions import Reason
+from specs.actions import Reason, ReasonCode
 
 
 def next_chunk(job: JobRequest, placed: int) -> int:
@@ -279,16 +279,10 @@ class Allocator:
         )
 
     def _why_unplaced(self, job: JobRequest, pools: list[PoolKey], count: int) -> Reason:
-        s = self.s
         total = largest = 0
         for p in pools:
-            t, biggest = s.index.pool_free(p)
+            t, biggest = self.s.index.pool_free(p)
             total, largest = total + t, max(largest, biggest)
-        q, need, fair = s.problem.queues[job.queue], count * job.gpus, s.fair.get(job.queue, 0.0)
-        if total < need and q.id in s.bent and job.preemptible and s.alloc[q.id] + need > fair:
-            # other work holds the GPUs, and the project, its share bent down by its past
-            # usage, may take none back: reclaim is for projects within their fair share
-            return reasons.at_fair_share(count, job.gpus, pools, total, q, s.alloc[q.id], fair)
         return reasons.no_room(
             count,
             job.gpus,
@@ -374,3 +368,16 @@ def pool_room(session: Session, pools: set[tuple[str, str]]) -> tuple[int, int]:
         t, big = session.index.pool_free(p)
         total, largest = total + t, max(largest, big)
     return total, largest
+
+
+def usage_wait(s: Session, job: JobRequest, reason: Reason) -> Reason:
+    """A wait for room (either engine's) that the project's past usage causes: other work
+    holds the GPUs, the project may take none back (reclaim is for projects within their
+    fair share), and with its fair share as it would be without that usage it could."""
+    if reason.code is not ReasonCode.NO_CAPACITY or not job.preemptible:
+        return reason
+    q = s.problem.queues[job.queue]
+    held, need, fair = s.alloc[q.id], job.min_replicas * job.gpus, s.fair.get(q.id, 0.0)
+    if fair < held + need <= s.unbent_fair(q.id):
+        return reasons.at_fair_share(reason, q, held, fair)
+    return reason

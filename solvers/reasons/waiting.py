@@ -124,25 +124,16 @@ def _no_room(
     )
 
 
-def at_fair_share(
-    count: int,
-    per_replica: int,
-    pool_keys: Sequence[PoolKey],
-    free: int,
-    q: Queue,
-    held: float,
-    fair: float,
-) -> Reason:
-    """Other work holds the GPUs, and the project, its fair share bent down by its past
-    usage and beyond it with the job, may take none back (reclaim is for projects within
+def at_fair_share(no_room: Reason, q: Queue, held: float, fair: float) -> Reason:
+    """A wait for room (``no_room``) that the project's past usage causes: its fair share,
+    bent down by that usage, leaves it nothing to take back (reclaim is for projects within
     theirs)."""
     return Reason(
         code=ReasonCode.FAIRSHARE,
         message=(
-            f"needs {shape(count, per_replica)}; eligible pools {pools(pool_keys)} have {free} "
-            f"free; {q.kind} {q.name} holds {gpu_count(held)}, and its fair share is "
-            f"{gpus(fair)}, bent down by its past usage (fairshare): it takes no GPUs back "
-            "while other projects are further below their fair share"
+            f"{no_room.message}; {q.kind} {q.name} holds {gpu_count(held)}, and its fair "
+            f"share is {gpus(fair)}, bent down by its past usage (fairshare): it takes no GPUs "
+            "back while other projects are further below their fair share"
         ),
     )
 

@@ -101,13 +101,13 @@ def test_work_held_back_by_its_fair_share_waits_for_fairshare_not_capacity() -> 
         *[workload(f"l{i}", "light", gpus=4) for i in range(4)],
     ]
     d = desired(docs)
-    used = [UsageRecord(project="heavy", gpu_hours=16 * 24 * 3, ended_at=NOW - timedelta(hours=1))]
+    used = [UsageRecord(project="heavy", gpu_hours=16 * 24 * 30, ended_at=NOW - timedelta(hours=1))]
     p = plan(d, empty(d, used), now=NOW)
     codes = {w.workload: w.reason.code.value for w in p.pending}
     heavy = [w.reason.message for w in p.pending if w.workload.startswith("heavy/")]
     assert heavy and {c for k, c in codes.items() if k.startswith("heavy/")} == {"fairshare"}
     held, fair = p.projects["heavy"].allocated, p.projects["heavy"].fair_share
-    assert fair < 8 and held >= fair
+    assert held + 4 <= 8 < held + 4 + fair, (held, fair)  # even, its next job would start
     assert (
         f"project heavy holds {held:g} GPUs, and its fair share is {fair:g}, bent down by its "
         "past usage (fairshare)"
