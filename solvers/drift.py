@@ -291,22 +291,17 @@ def _replace(
         if req.key in trial.kept:  # a cycle that tried it as a new job did not place it
             _keep_old(drift, req, job, old, reasons.change_not_placed(text, trial.kept[req.key]))
             continue
-        if req.key in trial.saving:  # cancelled now; its GPUs stay taken while it saves
-            _keep_old(drift, req, job, old, reasons.saves_first(job.id, text))
-            drift.replaced[req.key] = Replacement(
-                job_id=job.id,
-                cluster=cluster,
-                submit=reasons.replacing(text, job.id),
-                cancel=reasons.replaced(text),
-                saves_first=True,
-            )
-            continue
+        saves_first = req.key in trial.saving
         drift.replaced[req.key] = Replacement(
             job_id=job.id,
             cluster=cluster,
             submit=reasons.replacing(text, job.id),
             cancel=reasons.replaced(text),
+            saves_first=saves_first,
         )
+        if saves_first:  # placed as any replacement is, but only cancelled in this plan
+            drift.waiting[req.key] = reasons.saves_first(job.id, text)
+            drift.needs[req.key] = req.min_replicas * req.gpus
         for n, g in leaves:
             if n in index.free:
                 index.give(n, g)

@@ -222,3 +222,32 @@ def test_a_checkpointing_job_is_replaced_only_once_it_has_saved_and_ended() -> N
     assert "job 1 saves its checkpoint first" in saving.pending[0].reason.message
     ended = plan(after, world(JobState.CANCELLED), now=NOW)
     assert [(a.op.value, a.workload) for a in ended.actions] == [("submit", "p/ft")]
+
+
+def test_a_checkpointing_job_is_not_cancelled_for_a_version_that_cannot_start() -> None:
+    """Cancelled first, it must still be for a new version the plan could place: one that
+    fits nowhere, even with the old job's GPUs, leaves the old version running."""
+    ckpt = {"signal": "USR1", "grace": "5m"}
+    before = desired(
+        [cluster(pools=POOLS), project("p", gpus=16), workload("ft", "p", gpus=4, checkpoint=ckpt)]
+    )
+    after = desired(
+        [cluster(pools=POOLS), project("p", gpus=16), workload("ft", "p", gpus=8, checkpoint=ckpt)]
+    )
+    old = before.workloads["p/ft"].spec
+    snap = _world(before, ("1", "p/ft", JobState.RUNNING, ["a100-01"]))
+    others = [("x", ["a100-01"], 4), ("y", ["a100-02"], 8)]  # somebody else's, on both nodes
+    snap.clusters[0].jobs += [
+        Job(
+            id=i,
+            workload=None,
+            state=JobState.RUNNING,
+            replicas=[Replica(node=n, gpus=g) for n in on],
+        )
+        for i, on, g in others
+    ]
+    snap.versions = {old.digest: old}
+    p = plan(after, snap, now=NOW)
+    assert p.actions == [], [(a.op, a.reason.message) for a in p.actions]
+    [waits] = p.pending
+    assert waits.workload == "p/ft" and "saves its checkpoint" not in waits.reason.message
