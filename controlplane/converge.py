@@ -121,9 +121,10 @@ def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
 def _winding_down(world: Snapshot, cancel: Action) -> None:
     """The cancelled job saves its checkpoint in its grace: it winds down, GPUs held."""
     for state in world.clusters:
-        for job in state.jobs:
-            if state.name == cancel.cluster and job.id == cancel.job:
-                job.state = JobState.COMPLETING
+        if state.name == cancel.cluster:
+            for job in state.jobs:
+                if job.id == cancel.job:
+                    job.state = JobState.COMPLETING
 
 
 def _start_where_held(world: Snapshot, held: dict[tuple[str, str], list[tuple[str, int]]]) -> None:

@@ -28,7 +28,7 @@ from adapters import make_adapter
 from adapters.base import Accounting, Adapter, AdapterError, LocalStateError
 from controlplane import placeholders
 from controlplane.activity import busy
-from solvers.order import last_completed
+from solvers.order import job_id_order, last_completed
 from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
 from specs.actions import Op
@@ -127,18 +127,11 @@ def _lost_to_node_failure(snap: Snapshot) -> dict[str, datetime]:
     """Workloads whose latest job ended NODE_FAIL, and when that job entered the queue: a
     node failure is not the workload's fault, and it keeps its place (work that had waited
     less took the room first when it re-entered at the failure)."""
-    latest: dict[str, Job] = {}
-    for c in snap.clusters:
-        for j in c.jobs:
-            if (
-                j.workload
-                and j.ended_at
-                and (
-                    j.workload not in latest
-                    or j.ended_at > (latest[j.workload].ended_at or j.ended_at)
-                )
-            ):
-                latest[j.workload] = j
+    ended = sorted(
+        ((j.workload, j) for c in snap.clusters for j in c.jobs if j.workload and j.ended_at),
+        key=lambda kj: (kj[1].ended_at, job_id_order(kj[1].id)),
+    )
+    latest = dict(ended)  # the newest of each workload wins
     return {
         k: when
         for k, j in latest.items()

@@ -137,11 +137,11 @@ class Plan(PlanModel):
         return not self.actions
 
     @property
-    def above_limits(self) -> list[tuple[str, QueueStatus]]:
+    def above_limits(self) -> list[tuple[str, str, QueueStatus]]:
         """The queues the plan leaves above their limit (work minRuntime keeps for now,
-        non-preemptible work), departments first, as ("kind name", status)."""
+        non-preemptible work), departments first, as (kind, name, status)."""
         return [
-            (f"{kind} {name}", q)
+            (kind, name, q)
             for kind, table in (("department", self.departments), ("project", self.projects))
             for name, q in sorted(table.items())
             if q.above_limit is not None

@@ -193,8 +193,10 @@ def _where_gone(job: Job, nodes: Collection[str] | None) -> Job:
     """An active submission bound to a node the cluster no longer has (deleted under it:
     its Job's next pod, made from the template, is bound there too, Pending for ever)
     holds no GPUs anywhere: it waits, and the plan places the workload again."""
-    gone = sorted({r.node for r in job.replicas if r.node} - set(nodes or ())) if nodes else []
-    if not gone or not job.state.active or job.state is JobState.COMPLETING:
+    if nodes is None or not job.state.active or job.state is JobState.COMPLETING:
+        return job
+    gone = sorted({r.node for r in job.replicas if r.node and r.node not in nodes})
+    if not gone:
         return job
     return job.model_copy(
         update={

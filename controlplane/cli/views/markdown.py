@@ -101,8 +101,8 @@ def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Secti
                 title=f"Above their limit ({len(plan.above_limits):,})",
                 columns=["queue", "why, and until when"],
                 rows=[
-                    f"| `{cell(name.split(' ', 1)[1])}` | {cell(q.above_limit or '')} |"
-                    for name, q in plan.above_limits
+                    f"| `{cell(name)}` | {cell(q.above_limit or '')} |"
+                    for _, name, q in plan.above_limits
                 ],
                 noun="queues",
                 open=True,  # what the specs ask and the clusters do not do yet

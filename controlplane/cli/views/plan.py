@@ -121,8 +121,12 @@ def print_plan(console: Console, plan: Plan) -> None:
         print_entries(
             console,
             [
-                (Text("  !", style="yellow"), Text(name, style="bold"), Text(q.above_limit or ""))
-                for name, q in plan.above_limits
+                (
+                    Text("  !", style="yellow"),
+                    Text(f"{kind} {name}", style="bold"),
+                    Text(q.above_limit or ""),
+                )
+                for kind, name, q in plan.above_limits
             ],
         )
     console.print()
