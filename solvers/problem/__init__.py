@@ -138,7 +138,7 @@ def build_problem(
                 req.ending = True
             req.started_at = _utc(job.started_at) if job.started_at else None
             if _restarts_within_min_runtime(req, pools, now):  # growing would restart it
-                req.replicas = max(len(req.placed), req.min_replicas)
+                req.not_grown()
             req.created = _utc(job.submitted_at or job.started_at or req.created)
             duplicates += [(c, j) for c, j in active if j is not job and not _ending(j)]
             jobs[key] = req

@@ -101,6 +101,11 @@ class JobRequest:
     fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
     ending: bool = False  # its job winds down (COMPLETING): never grown back, never moved
 
+    def not_grown(self) -> None:
+        """Ask for no more replicas than it runs (at least its minimum): growing it would
+        start new work, or restart it where a resize is a new job."""
+        self.replicas = max(len(self.placed), self.min_replicas)
+
     @property
     def running(self) -> bool:
         return self.job_id is not None

@@ -100,6 +100,6 @@ def block_over_budget(
             if job.queue != f"project:{name}":
                 continue
             if job.running:
-                job.replicas = max(len(job.placed), job.min_replicas)
+                job.not_grown()
             elif job.blocked is None:
                 job.blocked = why
