@@ -154,6 +154,26 @@ class ClusterSpec(SpecModel):
     gpu_types: dict[Name, GpuType] = Field(min_length=1)
     node_pools: list[NodePool] = Field(min_length=1)
 
+    @model_validator(mode="after")
+    def _settings_read(self) -> ClusterSpec:
+        """Settings nothing would read are a mistake, not a default to ignore."""
+        found = [
+            at(block, f"the adapter is {self.adapter}: a {block} block is never read; remove it")
+            for block in ("slurm", "kubernetes")
+            if getattr(self, block) is not None and self.adapter != block
+        ]
+        kube = self.kubernetes
+        if kube is not None and kube.namespace and "namespace_prefix" in kube.model_fields_set:
+            found.append(
+                at(
+                    "kubernetes.namespacePrefix",
+                    f"namespace '{kube.namespace}' holds every project, so namespacePrefix is "
+                    "never used; remove one of them",
+                )
+            )
+        raise_all(found, "ClusterSpec")
+        return self
+
 
 # ------------------------------------------------------------------------ Quota / tree
 

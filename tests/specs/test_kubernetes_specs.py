@@ -107,3 +107,19 @@ def test_a_workload_that_may_run_on_kubernetes_needs_an_image(tmp_path: Path) ->
 def test_settings_are_checked(tmp_path: Path, settings: dict[str, str], field: str) -> None:
     [found] = load(tmp_path, k8s(**settings), project("chem"))
     assert found.field is not None and found.field.endswith(field)
+
+
+def test_settings_that_would_never_be_read_are_refused(tmp_path: Path) -> None:
+    """A user trial wrote a ``slurm:`` block on a Kubernetes cluster, and both a shared
+    namespace and a prefix; validate took both, and one of each was silently ignored."""
+    slurm = {**k8s(), "spec": {**k8s()["spec"], "slurm": {"account": "chem"}}}
+    [found] = load(tmp_path, slurm, project("chem"))
+    assert found.field == "spec.slurm"
+    assert "adapter is kubernetes" in found.message and "never read" in found.message
+    kube = cluster("hpc", adapter="slurm", kubernetes={"context": "prod"})
+    [found] = load(tmp_path, kube, project("chem"))
+    assert found.field == "spec.kubernetes" and "adapter is slurm" in found.message
+    [both] = load(tmp_path, k8s(namespace="gpu-jobs", namespacePrefix="team-"), project("chem"))
+    assert both.field == "spec.kubernetes.namespacePrefix"
+    assert "namespace 'gpu-jobs' holds every project" in both.message
+    assert load(tmp_path, k8s(namespacePrefix="team-"), project("chem")) == []
