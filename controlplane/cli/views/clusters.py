@@ -16,10 +16,10 @@ from specs.snapshot import Job, Snapshot
 
 
 def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
-    """Per cluster: the nodes of the declared pools and their GPUs that take work, GPUs
-    held there by our jobs and by others' (on drained nodes too), the GPUs free on the
-    nodes that take work; and how many nodes no pool declares (never planned on, and not
-    counted)."""
+    """Per cluster: the nodes of the declared pools, their GPUs that take work and those
+    that do not (drained, down), GPUs held there by our jobs and by others' (on drained
+    nodes too: ours + others' + free = GPUs + drained), the GPUs free on the nodes that
+    take work; and how many nodes no pool declares (never planned on, and not counted)."""
     rows = []
     for c in sorted(snap.clusters, key=lambda c: c.name):
         pooled = {node.name for node in c.nodes if node.pool is not None}
@@ -35,6 +35,7 @@ def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
             if r.node in taking:
                 taking[r.node] -= r.gpus
         gpus = sum(node.gpus for node in c.nodes if node.schedulable and node.name in pooled)
+        drained = sum(node.gpus for node in c.nodes if node.name in pooled) - gpus
         rows.append(
             {
                 "cluster": c.name,
@@ -42,6 +43,7 @@ def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "error": c.error,
                 "nodes": len(pooled),
                 "gpus": gpus,
+                "drainedGpus": drained,
                 "ours": ours,
                 "others": others,
                 "free": sum(max(0, free) for free in taking.values()),
@@ -67,14 +69,14 @@ def print_clusters(console: Console, snap: Snapshot) -> None:
     rows: list[list[Cell]] = []
     for r in cluster_rows(snap):
         if not r["reachable"]:
-            rows.append([r["cluster"], *["-"] * 5, Text(f"unreachable: {r['error']}", style="red")])
+            rows.append([r["cluster"], *["-"] * 6, Text(f"unreachable: {r['error']}", style="red")])
             continue
-        counts = [n(r[k]) for k in ("nodes", "gpus", "ours", "others", "free")]
+        counts = [n(r[k]) for k in ("nodes", "gpus", "drainedGpus", "ours", "others", "free")]
         rows.append([r["cluster"], *counts, ""])
     columns = [
         Column("cluster"),
-        *(Column(h, "number", drop=d) for h, d in (("nodes", 1), ("GPUs", 4), ("ours", 3))),
-        *(Column(h, "number", drop=d) for h, d in (("others'", 2), ("free", 5))),
+        *(Column(h, "number", drop=d) for h, d in (("nodes", 1), ("GPUs", 5), ("drained", 2))),
+        *(Column(h, "number", drop=d) for h, d in (("ours", 4), ("others'", 3), ("free", 6))),
         Column("", "text"),
     ]
     print_table(console, columns, rows, title="Clusters (GPUs, now)")

@@ -77,3 +77,32 @@ def test_the_clusters_table_counts_free_gpus_on_the_nodes_that_take_work() -> No
         Snapshot(now=NOW, clusters=[ClusterState(name="c", nodes=nodes, jobs=jobs)])
     )
     assert (row["nodes"], row["gpus"], row["ours"], row["others"], row["free"]) == (3, 8, 4, 1, 7)
+
+
+def test_gpus_of_drained_nodes_are_counted_apart(tmp_path: Path, capsys: Capsys) -> None:
+    """`ours` counted a job on a cordoned node that `GPUs` left out: "GPUs 8, ours 12"
+    (user trial on Kubernetes). The drained nodes' GPUs are a column of their own, so
+    ours + others' + free adds up to GPUs + drained."""
+    from controlplane.cli.views.clusters import cluster_rows, print_clusters
+    from specs.snapshot import ClusterState, Job, Node, Replica, Snapshot
+    from tests.builders import NOW
+
+    nodes = [
+        Node(name="h0", pool="h100", gpus=8, state="drain"),
+        Node(name="h1", pool="h100", gpus=4),
+        Node(name="x", pool=None, gpus=4, state="down"),  # no pool: not counted at all
+    ]
+    jobs = [Job(id="1", workload="p/w", replicas=[Replica(node="h0", gpus=8)])]
+    snap = Snapshot(now=NOW, clusters=[ClusterState(name="c", nodes=nodes, jobs=jobs)])
+    [row] = cluster_rows(snap)
+    counts = ("gpus", "drainedGpus", "ours", "others", "free")
+    assert tuple(row[k] for k in counts) == (4, 8, 8, 0, 4)
+    assert row["ours"] + row["others"] + row["free"] == row["gpus"] + row["drainedGpus"]
+    from rich.console import Console
+
+    console = Console(record=True, width=120)
+    print_clusters(console, snap)
+    text = console.export_text()
+    assert "drained" in text
+    [line] = [x.split() for x in text.splitlines() if x.split()[:1] == ["c"]]
+    assert line[1:7] == ["2", "4", "8", "8", "0", "4"], text  # nodes, GPUs, drained, ours, ...
