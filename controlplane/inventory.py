@@ -4,6 +4,8 @@ departments, read off the specs, an observation and the plan made for it (``cp g
 A workload's state answers "is it running, and if not, will it?":
 
 - ``running``: a job of it holds GPUs;
+- ``ending``: its job winds down and none runs (``COMPLETING``: a replica failed, it was
+  cancelled, it saves a checkpoint); it holds GPUs until it ends;
 - ``submitted``: its job waits in the cluster's own queue (Slurm ``PENDING``);
 - ``pending``: no job yet; it waits for GPUs (no capacity, gang shape, fair share), or the
   plan starts it (``next`` says ``submit``);
@@ -24,9 +26,9 @@ from controlplane.plan import Plan, QueueStatus
 from specs.actions import Action, Pending, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.models import total_quota
-from specs.snapshot import Job, Snapshot
+from specs.snapshot import Job, JobState, Snapshot
 
-STATES = ("running", "submitted", "pending", "blocked", "failed", "completed")
+STATES = ("running", "ending", "submitted", "pending", "blocked", "failed", "completed")
 
 # waiting reasons that more free GPUs would not cure
 _BLOCKING = {
@@ -114,7 +116,9 @@ def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[Wor
         cluster: str | None = None
         job: Job | None = None
         if holding:
-            state, (cluster, job) = "running", min(holding, key=lambda cj: cj[1].id)
+            running = [(c, j) for c, j in holding if j.state != JobState.COMPLETING]
+            state = "running" if running else "ending"
+            cluster, job = min(running or holding, key=lambda cj: cj[1].id)
         elif waiting:
             state, (cluster, job) = "submitted", min(waiting, key=lambda cj: cj[1].id)
         elif why is not None and why.reason.code == ReasonCode.FAILED:

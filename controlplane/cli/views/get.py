@@ -24,6 +24,7 @@ from specs.durations import format_duration
 
 _STATE_STYLE = {
     "running": "green",
+    "ending": "magenta",
     "submitted": "cyan",
     "pending": "yellow",
     "blocked": "red",

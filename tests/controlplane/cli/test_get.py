@@ -1,4 +1,4 @@
-"""``cp get``: kubectl-like listings, every workload state (running, submitted, pending,
+"""``cp get``: kubectl-like listings, every workload state (running, ending, submitted, pending,
 blocked, failed, completed) read off a snapshot, filters, and the output formats."""
 
 from __future__ import annotations
@@ -180,3 +180,25 @@ def test_mistakes_are_usage_errors(world: tuple[Path, Path], capsys: Capsys) -> 
     assert "applies to workloads" in get(capsys, world, "projects", "--state", "x", code=2).err
     assert "no project 'chemm'" in get(capsys, world, "wl", "--project", "chemm", code=2).err
     assert "use wide, json, yaml" in get(capsys, world, "wl", "-o", "xml", code=2).err
+
+
+def test_a_workload_whose_job_winds_down_is_ending(tmp_path: Path, capsys: Capsys) -> None:
+    """A gang with a failed replica read `running` in `get workloads` and `explain` while
+    `get jobs` showed its job COMPLETING (user trial on Kubernetes). Its job holds GPUs
+    until it ends, but it no longer runs: the state says so."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [cluster(), project("chem", gpus=8), workload("gang", "chem", gpus=2, replicas=2)],
+    )
+    snapshot = write_snapshot(
+        tmp_path / "snap.json",
+        [job("21", "chem/gang", ("a100-01", 2), ("a100-02", 2), state="COMPLETING")],
+    )
+    world = (specs, snapshot)
+    [row] = items(capsys, world, "workloads")
+    assert (row["state"], row["job"], row["gpus"]) == ("ending", "21", 4)
+    assert [w["name"] for w in items(capsys, world, "wl", "--state", "ending")] == ["chem/gang"]
+    res = cp(capsys, "explain", "chem/gang", "--dir", specs, "--observed", snapshot)
+    assert res.code == 0, res.err
+    assert "chem/gang: ending" in res.out
+    assert "its job is ending" in res.out and "running as it is" not in res.out
