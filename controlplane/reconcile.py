@@ -87,6 +87,7 @@ from solvers.sitepolicy.preamble import planning_problem
 from solvers.sitepolicy.usage import fairshare_inputs
 from specs.actions import Pending, Reason, ReasonCode
 from specs.desired import DesiredState
+from specs.kubernetes import what_runs
 from specs.snapshot import Snapshot, observed_digest
 
 VIRTUAL_DIGEST = "virtual"  # the observed digest of a round planned on the virtual world
@@ -282,8 +283,7 @@ def _cycle(
     #    running work whose spec was edited: in place, fewer replicas, or replaced now
     held = held_now(problem, observed)  # what runs now, before an edit reshapes it
     specs = {k: w.spec for k, w in desired.workloads.items()}
-    images = {n: c.spec.kubernetes.image for n, c in desired.clusters.items() if c.spec.kubernetes}
-    drift = reconcile_drift(problem, observed, specs, now, held, kept, images)
+    drift = reconcile_drift(problem, observed, specs, now, held, kept, what_runs(desired))
     # 2-3. sessions over it (fair shares bent by usage), allocate with both engines
     fs = fairshare_inputs(problem, desired, observed.usage, now)
     deadline.at("allocating")

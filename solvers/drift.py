@@ -10,7 +10,9 @@ a plan's changes:
   new replicas through the allocator as usual, and one whose ``replicas`` went below what
   runs gives the extra replicas back here (a ``resize``);
 - must be replaced: a change the job cannot follow (``gpus``, ``command``, ``image``,
-  ``walltime``, ``checkpoint``; a placement constraint its pool no longer meets; a gang
+  ``walltime``, ``checkpoint``; on Kubernetes also an image or namespace the job runs
+  with that the specs no longer give it, through the cluster's default image or the
+  project's namespace; a placement constraint its pool no longer meets; a gang
   that needs more replicas than run, or a fixed gang given fewer: none of its replicas
   may stop while the others run) cancels the job and submits the new version. The
   new version is placed before anything else in the cycle, on the GPUs the old job
@@ -41,11 +43,12 @@ from solvers.placement import FreeIndex
 from solvers.problem import JobRequest, Problem, node_key
 from specs.actions import Reason
 from specs.diff import Change, Scalar, changes, describe, show
+from specs.kubernetes import Runs
 from specs.models import WorkloadSpec
 from specs.snapshot import Job, Snapshot
 
 # fields a running job cannot follow: a new job is needed
-REPLACE = frozenset({"gpus", "command", "image", "walltime", "checkpoint"})
+REPLACE = frozenset({"gpus", "command", "image", "walltime", "checkpoint", "namespace"})
 # fields that constrain where it runs: a new job only if its pool no longer qualifies
 PLACEMENT = frozenset({"gpuTypes", "minGpuMemoryGiB", "clusters", "nodePools"})
 
@@ -96,13 +99,13 @@ def reconcile_drift(
     now: datetime,
     held: tuple[Mapping[str, float], Mapping[str, float]],
     kept: Mapping[str, Reason | None] | None = None,
-    images: Mapping[str, str | None] | None = None,
+    kube: Mapping[str, Runs] | None = None,
 ) -> Drift:
     """Sort every edit to a running workload into in place, shrink or replacement (module
     docstring), changing ``problem`` to match. ``held``: what each queue holds now, all
     work and non-preemptible (:func:`~solvers.problem.held_now`). ``kept``: replacements
-    an earlier run of this cycle tried as new jobs and could not place. ``images``: each
-    cluster's default container image (Kubernetes), what a job without one runs."""
+    an earlier run of this cycle tried as new jobs and could not place. ``kube``: per
+    Kubernetes cluster, its default image and each project's namespace there."""
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
@@ -119,7 +122,9 @@ def reconcile_drift(
             observed.versions.get(job.spec_digest or "") if job.spec_digest != new.digest else None
         )
         found = changes(old, new) if old is not None else []
-        found = _running_image(found, (images or {}).get(req.cluster or ""))
+        runs = (kube or {}).get(req.cluster or "")
+        found = _running_image(found, runs.image if runs is not None else None)
+        found += _observed(job, new, runs, found)
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
         if req.ending and job.spec_digest not in (None, new.digest):
             # its job winds down (a replacement's old job saving its checkpoint): the new
@@ -238,6 +243,27 @@ def _running_image(found: list[Change], default: str | None) -> list[Change]:
             a = a if a is not None else f"default ({default})"
             b = b if b is not None else f"default ({default})"
         out.append((f, a, b))
+    return out
+
+
+def _observed(job: Job, new: WorkloadSpec, runs: Runs | None, found: list[Change]) -> list[Change]:
+    """Where and what the job runs (as observed) against what the specs now give it, for
+    what the workload's spec does not hold: its project's namespace, the cluster's default
+    image. Jobs observed without them (not on Kubernetes) have none."""
+    if runs is None:
+        return []
+    out: list[Change] = []
+    namespace = runs.namespaces.get(new.project)
+    if job.namespace is not None and namespace is not None and job.namespace != namespace:
+        out.append(("namespace", job.namespace, namespace))
+    image = new.image or runs.image
+    if (
+        job.image is not None
+        and image is not None
+        and job.image != image
+        and all(f != "image" for f, _, _ in found)  # the spec's own edit says it already
+    ):
+        out.append(("image", job.image, new.image or f"default ({image})"))
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from specs.desired import DesiredState
 from specs.diagnostics import Diagnostic
@@ -26,6 +27,30 @@ def _kubernetes(cluster: Cluster) -> KubernetesSettings | None:
     if cluster.spec.adapter != "kubernetes":
         return None
     return cluster.spec.kubernetes or KubernetesSettings()
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Where and what a job on a Kubernetes cluster runs, as the specs now say: neither is
+    in the workload's own spec, so an edit of them is seen against the observed job."""
+
+    image: str | None  # the cluster's default, for workloads without an image of their own
+    namespaces: dict[str, str]  # project -> the namespace its objects live in
+
+
+def what_runs(desired: DesiredState) -> dict[str, Runs]:
+    """Per Kubernetes cluster: its default image and each project's namespace there."""
+    return {
+        name: Runs(
+            settings.image,
+            {
+                p: settings.namespace_for(p, doc.spec.namespace)
+                for p, doc in desired.projects.items()
+            },
+        )
+        for name, cluster in desired.clusters.items()
+        if (settings := _kubernetes(cluster)) is not None
+    }
 
 
 def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:

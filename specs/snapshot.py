@@ -107,6 +107,16 @@ class Job(SnapshotModel):
         description="who made it, for jobs not ours (e.g. Kubernetes ReplicaSet/web-7d9f)",
         exclude_if=lambda v: v is None,
     )
+    namespace: str | None = Field(
+        default=None,
+        description="Kubernetes: the namespace it runs in",
+        exclude_if=lambda v: v is None,
+    )
+    image: str | None = Field(
+        default=None,
+        description="Kubernetes: the container image it runs",
+        exclude_if=lambda v: v is None,
+    )
 
     @property
     def gpus(self) -> int:

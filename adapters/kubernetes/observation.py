@@ -226,6 +226,7 @@ def build_job(
         timestamp(o["metadata"].get("creationTimestamp")) for o in [*pods, *filter(None, [k8s_job])]
     ]
     spec = ((k8s_job or (pods[0] if pods else {})).get("spec")) or {}
+    pod_spec = (pods[0] if pods else (spec.get("template") or {})).get("spec") or {}
     request = ident.request or {}
     return Job(
         id=f"{namespace}/{ident.submission}",
@@ -244,6 +245,8 @@ def build_job(
         candidate=ident.candidate,
         # the workload spec it runs (the identity's digest is of the submit details)
         spec_digest=request.get("specDigest"),
+        namespace=namespace,
+        image=next((c.get("image") for c in pod_spec.get("containers") or []), None),
     )
 
 

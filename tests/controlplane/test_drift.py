@@ -496,3 +496,36 @@ def test_an_image_the_cluster_already_runs_by_default_changes_nothing() -> None:
     other = make_plan(org(image="busybox:1.37"), world, now=NOW)
     assert sorted(a.op.value for a in other.actions) == ["cancel", "submit"]
     assert "image: default (busybox:1.36) -> busybox:1.37" in other.actions[0].reason.message
+
+
+def test_a_job_in_another_namespace_or_image_than_the_specs_now_ask_is_replaced() -> None:
+    """A project's new spec.namespace, or the cluster's new default image, left running jobs
+    where and as they were, and the plan said nothing (user trial on Kubernetes): neither
+    is in the workload's spec. The observed job says where it runs and what: a difference
+    is a replacement, named."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1,
+         "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+    ]  # fmt: skip
+
+    def org(image: str = "busybox:1.36", **project_spec: Any) -> Any:
+        k8s = cluster("k8s", adapter="kubernetes", pools=pools, kubernetes={"image": image})
+        return desired([k8s, project("p", gpus=8, **project_spec), workload("w", "p", gpus=2)])
+
+    spec = org().workloads["p/w"].spec
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    job = Job(id="cp-p/w-1", workload="p/w", state=JobState.RUNNING, pool="a100",
+              started_at=NOW - timedelta(hours=1), replicas=[Replica(node="a100-01", gpus=2)],
+              spec_digest=spec.digest, namespace="cp-p", image="busybox:1.36")  # fmt: skip
+    world = Snapshot(now=NOW, clusters=[ClusterState(name="k8s", nodes=[node], jobs=[job])])
+    assert make_plan(org(), world, now=NOW).actions == []
+    moved = make_plan(org(namespace="lab-p"), world, now=NOW)
+    assert sorted(a.op.value for a in moved.actions) == ["cancel", "submit"]
+    assert "namespace: cp-p -> lab-p" in moved.actions[0].reason.message
+    newer = make_plan(org(image="busybox:1.37"), world, now=NOW)
+    assert sorted(a.op.value for a in newer.actions) == ["cancel", "submit"]
+    assert "image: busybox:1.36 -> default (busybox:1.37)" in newer.actions[0].reason.message
+    # a job observed without them (Slurm, the simulator, an older snapshot): as before
+    bare = job.model_copy(update={"namespace": None, "image": None})
+    world.clusters[0].jobs = [bare]
+    assert make_plan(org(namespace="lab-p", image="busybox:1.37"), world, now=NOW).actions == []

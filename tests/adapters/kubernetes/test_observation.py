@@ -137,6 +137,8 @@ def test_a_gang_is_one_job_with_a_replica_per_pod() -> None:
     assert job.id.startswith("cp-chem/chem-train-") and job.plan_id == "plan-1"
     assert [(r.node, r.gpus) for r in job.replicas] == [("a-1", 2), ("a-2", 2)]
     assert (job.pool, job.gpu_type, job.walltime) == ("a100", "a100_80", 60)
+    # where it runs and what: drift compares them with what the specs now ask
+    assert (job.namespace, job.image) == ("cp-chem", "x")
 
 
 def test_a_job_whose_pod_is_not_made_yet_is_placed_by_its_template() -> None:
@@ -145,6 +147,7 @@ def test_a_job_whose_pod_is_not_made_yet_is_placed_by_its_template() -> None:
     assert job.state == JobState.RUNNING and [(r.node, r.gpus) for r in job.replicas] == [
         ("a-1", 2)
     ]
+    assert (job.namespace, job.image) == ("cp-chem", "x")
     [unbound] = ours([None])
     [waiting] = our_jobs([], [unbound], GPU)
     assert waiting.state == JobState.PENDING
