@@ -174,3 +174,48 @@ def test_reclaim_and_preemption_in_one_apply(
     again = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
     assert again["actions"] == []
     assert {p["workload"] for p in again["pending"]} == set(gone)
+
+
+def test_a_new_namespace_or_default_image_replaces_running_jobs(
+    make_cluster_doc: Helper, tmp_path: Path, capsys: Capsys, pods: Helper, wait_for: Helper
+) -> None:
+    """Neither a project's namespace nor the cluster's default image is in the workload's
+    spec: changing them left running pods where and as they were, and the plan said
+    nothing (user trial). Each now replaces the job, named in the reason."""
+    specs = tmp_path / "specs"
+    train = workload("train", "chem", 1, "a100_80")
+
+    def specs_with(project: dict[str, Any], image: str = "busybox:1.36") -> None:
+        write_specs(specs, [make_cluster_doc(image=image), project, train])
+
+    def live() -> list[tuple[str, str]]:
+        found = pods("controlplane.io/workload=train")
+        return [
+            (p.metadata.namespace, p.spec.containers[0].image)
+            for p in found
+            if not p.metadata.deletion_timestamp
+        ]
+
+    specs_with(doc("Project", "chem", quota={"gpus": 8}))
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    assert live() == [("cp-chem", "busybox:1.36")]
+    wait_for(lambda: running(pods))
+
+    specs_with(doc("Project", "chem", quota={"gpus": 8}, namespace="chem-lab"))
+    moved = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert sorted(a["op"] for a in moved["actions"]) == ["cancel", "submit"]
+    assert all("namespace: cp-chem -> chem-lab" in a["reason"]["message"] for a in moved["actions"])
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    assert live() == [("chem-lab", "busybox:1.36")]
+    wait_for(lambda: running(pods))
+
+    specs_with(doc("Project", "chem", quota={"gpus": 8}, namespace="chem-lab"), "busybox:1.37")
+    newer = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert sorted(a["op"] for a in newer["actions"]) == ["cancel", "submit"]
+    assert (
+        "image: busybox:1.36 -> default (busybox:1.37)" in newer["actions"][0]["reason"]["message"]
+    )
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    assert live() == [("chem-lab", "busybox:1.37")]
+    wait_for(lambda: running(pods))
+    assert ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()["actions"] == []
