@@ -39,7 +39,7 @@ def prunes(problem: Problem) -> list[Action]:
         reason = (
             reasons.fan_out_loser(job.workload or "", winner.job_id, job.candidate or job.id)
             if winner is not None and winner.fan_out
-            else reasons.duplicate(job.workload or "")
+            else reasons.duplicate(job.workload or "", winner.job_id if winner else None)
         )
         out.append(_cancel(cluster, job, reason))
     return out

@@ -121,10 +121,7 @@ def build_problem(
             pool_gone += gone  # not what the specs ask for any more
             active = [cj for cj in active if not any(cj is g for g in gone)]
         if running:
-            # several fan-out candidates may start at once: the earliest keeps running
-            cluster, job = min(
-                running, key=lambda cj: (cj[1].started_at or now, job_id_order(cj[1].id))
-            )
+            cluster, job = _kept(running, req.fan_out, wl.spec.digest, now)
             req.job_id, req.cluster = job.id, cluster
             req.placed = [
                 node_key(cluster, r.node)
@@ -248,6 +245,25 @@ def _nodes(observed: Snapshot, pools: dict[PoolKey, PoolInfo]) -> dict[str, Node
                     if j.state is JobState.COMPLETING:
                         node.leaving += r.gpus
     return nodes
+
+
+def _kept(
+    running: list[tuple[str, Job]], fan_out: bool, digest: str, now: datetime
+) -> tuple[str, Job]:
+    """The job a workload with several running keeps. Fan-out candidates may start at
+    once: the earliest started. Any other workload runs two only when an apply stopped
+    between a replacement's submit and its cancel (a resize or a move on Slurm, an
+    edit): the replacement, the one of the current spec and else the newer."""
+    if fan_out:
+        return min(running, key=lambda cj: (cj[1].started_at or now, job_id_order(cj[1].id)))
+    return max(
+        running,
+        key=lambda cj: (
+            cj[1].spec_digest == digest,
+            cj[1].submitted_at or cj[1].started_at or now,
+            job_id_order(cj[1].id),
+        ),
+    )
 
 
 def _release(nodes: dict[str, NodeInfo], cancelled: list[tuple[str, Job]]) -> None:

@@ -173,8 +173,11 @@ def fan_out_loser(workload: str, winner_job: str | None, candidate: str) -> Reas
     )
 
 
-def duplicate(workload: str) -> Reason:
+def duplicate(workload: str, kept: str | None) -> Reason:
+    """A second job of a workload that is not fan-out: left by an apply that stopped
+    between a replacement's submit and its cancel."""
+    other = f"job {kept} of {workload}" if kept else f"another job of {workload}"
     return Reason(
         code=ReasonCode.FAN_OUT_LOSER,
-        message=(f"another job of {workload} already holds its place; one job per workload"),
+        message=f"{other} already holds its place; one job per workload",
     )
