@@ -94,6 +94,15 @@ class Lease:
             )
         self.renewed = time.monotonic()
 
+    def regained(self) -> bool:
+        """Whether the lease was held all along: a wait (an approval prompt) may outlast
+        it, and another reconciler take it, act and give it back meanwhile. On return it
+        is held again, renewed (or LeaseHeldError names who has it now)."""
+        held = self.store.lease_held(self.holder)
+        self.renewed = -self.ttl  # renew now, whatever the time since the last renewal
+        self.keep()
+        return held
+
 
 def actor() -> str:
     """Who applies, as the history records it: ``CP_ACTOR`` when set (a service, another

@@ -375,10 +375,11 @@ def apply_specs(
             store.supersede(by=plan.id)
         if not approved or plan.empty:
             return plan, None
-        lease.keep()
-        # planned a moment ago under this lease: nobody else can have changed the clusters
+        digest = None  # planned under this lease: nobody else can have changed the clusters
+        if not lease.regained():  # unless it lapsed meanwhile (a long approval): look again
+            digest = observed_digest(observe(loaded.desired, adapters, resolve_now(now), store))
         report = run_plan(
-            plan, adapters, store, observed_digest=None, progress=progress, lease=lease, stop=stop
+            plan, adapters, store, observed_digest=digest, progress=progress, lease=lease, stop=stop
         )
     return plan, report
 

@@ -80,6 +80,16 @@ class Leases:
             row = db.get(LeaseRow, name)
             return row.holder if row else None
 
+    def lease_held(self, holder: str, name: str = "apply", now: datetime | None = None) -> bool:
+        """Whether ``holder`` holds the lease now (its row, not expired)."""
+        with self.db.session() as db:
+            row = db.get(LeaseRow, name)
+            return (
+                row is not None
+                and row.holder == holder
+                and _aware(row.expires_at) > (now or _utcnow())
+            )
+
     def release_lease(self, holder: str, name: str = "apply") -> None:
         table = _LEASES
         with self.db.errors(), self.db.engine.begin() as conn:

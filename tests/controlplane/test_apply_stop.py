@@ -97,3 +97,29 @@ def test_an_action_cut_off_mid_way_is_not_left_started_for_ever(world: World) ->
     assert row.status == "interrupted"
     assert f"plan {newer.id} took over" in row.message
     assert store.verify().ok
+
+
+def test_an_approval_that_outlasts_the_lease_checks_the_plan_again(world: World) -> None:
+    """An interactive `cp apply`'s prompt left open longer than the lease (user trial:
+    300 s) applied its plan on "y" as if it had been made a moment before: another
+    reconciler had meanwhile taken the lease, applied, and released it, and the old plan
+    was carried out on top. A lease not held all along means the plan is checked against
+    the clusters as they are now, as a saved plan is."""
+    applied_meanwhile = []
+
+    def approve_late(plan: Plan, snap: object) -> bool:
+        # while the prompt waits, another reconciler applies these specs (and releases
+        # the lease this apply held)
+        _, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s: True)
+        applied_meanwhile.append(report)
+        return True
+
+    with pytest.raises(StalePlanError, match="was made against another state of the clusters"):
+        workflow.apply_specs(world.specs, world.loaded, approve=approve_late)
+    [other] = applied_meanwhile
+    assert other is not None and other.ok and other.outcomes
+    now = workflow.survey(world.specs, world.loaded).snapshot
+    jobs = [j for c in now.clusters for j in c.jobs]
+    per_workload = [j.workload for j in jobs if j.state.active]
+    assert len(per_workload) == len(set(per_workload)), "a workload was submitted twice"
+    assert world.store.verify().ok
