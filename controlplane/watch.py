@@ -132,8 +132,14 @@ class Watcher:
         ten times that (an editor's autosave, a sync tool), say so, once: a stalled loop
         must not look like a quiet one."""
         started, told = time.monotonic(), False
+        seen, same_since = None, started  # the files' dates, unchanged since when
         while not self.stopping.is_set():
-            age = time_since_last_change(self.spec_dir)
+            dates = spec_dates(self.spec_dir)
+            if dates != seen:
+                seen, same_since = dates, time.monotonic()
+            age = time.time() - max(dates.values(), default=0.0)
+            if age < 0:  # dated ahead of this clock (skew on NFS, a tarball, touch -d): the
+                age = time.monotonic() - same_since  # date says nothing; watch for changes
             if age >= self.options.quiet:
                 return
             held = time.monotonic() - started
@@ -242,10 +248,10 @@ def spec_change(path: str, spec_dir: Path) -> bool:
     return is_spec_path(os.path.relpath(path, spec_dir))
 
 
-def time_since_last_change(spec_dir: Path) -> float:
-    """Seconds since any spec file or folder under ``spec_dir`` last changed (a deleted
-    file changes its folder)."""
-    latest = 0.0
+def spec_dates(spec_dir: Path) -> dict[str, float]:
+    """When each spec file and folder under ``spec_dir`` last changed (a deleted file
+    changes its folder)."""
+    dates = {}
     for folder, subfolders, names in os.walk(spec_dir):
         subfolders[:] = [d for d in subfolders if not d.startswith(".")]
         for path in [
@@ -253,10 +259,10 @@ def time_since_last_change(spec_dir: Path) -> float:
             *(os.path.join(folder, n) for n in names if is_spec_path(n)),
         ]:
             try:
-                latest = max(latest, os.stat(path).st_mtime)
+                dates[path] = os.stat(path).st_mtime
             except OSError:
-                continue  # gone while we looked: it changed
-    return datetime.now(UTC).timestamp() - latest
+                continue  # gone while we looked: its folder changed
+    return dates
 
 
 def _summary(plan: Plan) -> str:

@@ -228,6 +228,26 @@ def test_a_cycle_waits_until_the_spec_files_are_quiet(tmp_path: Path) -> None:
     assert time.monotonic() - started < 0.5
 
 
+def test_a_spec_file_dated_in_the_future_does_not_stall_the_loop(tmp_path: Path) -> None:
+    """A spec file an hour ahead of this clock (clock skew on NFS, a tarball, rsync -t
+    from a host ahead, touch -d) read as written "-3600 s ago": the loop waited an hour
+    for it to be quiet, and said nothing (user trial). A date ahead says nothing about
+    when it was written: quiet is then no change for --quiet seconds."""
+    spec = tmp_path / "a.yaml"
+    spec.write_text("x: 1\n")
+    ahead = time.time() + 3600
+    os.utime(spec, (ahead, ahead))
+    watcher = Watcher(tmp_path, WatchOptions(quiet=0.2), print)
+    settled = threading.Thread(target=watcher.settle, daemon=True)
+    started = time.monotonic()
+    settled.start()
+    settled.join(timeout=30)  # a guard against the old hour-long wait, not a speed target
+    stalled = settled.is_alive()
+    watcher.stop()
+    assert not stalled, "settle still waits for a file dated an hour ahead"
+    assert time.monotonic() - started >= 0.2  # it did wait for the files to be quiet
+
+
 def test_a_cycle_held_off_by_writes_says_so(tmp_path: Path) -> None:
     """A spec file rewritten more often than --quiet (an editor's autosave, a sync tool)
     held the loop off with nothing in the log: a stalled loop looked like a quiet one
