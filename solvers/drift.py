@@ -121,6 +121,9 @@ def reconcile_drift(
         old = (
             observed.versions.get(job.spec_digest or "") if job.spec_digest != new.digest else None
         )
+        if old is None and job.spec_digest not in (None, new.digest):
+            drift.waiting[key] = reasons.unknown_version(job.id)  # and left as it runs
+            continue
         found = changes(old, new) if old is not None else []
         runs = (kube or {}).get(req.cluster or "")
         found = _running_image(found, runs.image if runs is not None else None)

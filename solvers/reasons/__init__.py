@@ -37,6 +37,7 @@ from solvers.reasons.edits import (
     replacing,
     saves_first,
     stays_preemptible,
+    unknown_version,
 )
 from solvers.reasons.started import (
     fan_out_candidate,
@@ -127,6 +128,7 @@ __all__ = [
     "stays_preemptible",
     "submitted",
     "then_for",
+    "unknown_version",
     "walltime_exceeds",
     "walltime_exceeds_cluster",
 ]

@@ -101,6 +101,19 @@ def queued_for_old_version(job: str) -> Reason:
     )
 
 
+def unknown_version(job: str) -> Reason:
+    """A running job whose spec digest is not the spec's, of a version the store never
+    recorded: what changed cannot be told, nor whether this store made it."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"job {job} runs a version of this spec that the store does not hold (another "
+            "store made it, or this one lost its history): what changed cannot be told, so "
+            "it is left running; cancel it on the cluster to run the spec as it is now"
+        ),
+    )
+
+
 def fewer_replicas(running: int, wanted: int) -> Reason:
     """An elastic job running more replicas than its edited spec asks for (what the spec
     said before is not told: the job may have grown or shrunk since it was submitted)."""

@@ -529,3 +529,27 @@ def test_a_job_in_another_namespace_or_image_than_the_specs_now_ask_is_replaced(
     bare = job.model_copy(update={"namespace": None, "image": None})
     world.clusters[0].jobs = [bare]
     assert make_plan(org(namespace="lab-p", image="busybox:1.37"), world, now=NOW).actions == []
+
+
+def test_a_job_of_a_version_the_store_does_not_hold_is_told_not_ignored() -> None:
+    """After a move to a new store (`cp store init --db`, as the README says), a lost
+    `.cp/`, or a job another spec repo made under the same name, the version a job runs
+    is unknown: an edit to it was silently ignored ("No changes. The clusters match the
+    specs.") while the old command ran on (user trial). What changed cannot be told, and
+    the job may not be this store's to cancel: it is left running, and the plan says so."""
+    d = desired([cluster(pools=POOLS), project("p", gpus=16), workload("w", "p", gpus=2)])
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    job = Job(id="12", workload="p/w", pool="a100", started_at=NOW - timedelta(hours=1),
+              replicas=[Replica(node="a100-01", gpus=2)], spec_digest="0123456789abcdef")  # fmt: skip
+    world = Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=[node], jobs=[job])])
+    made = make_plan(d, world, now=NOW)
+    assert made.actions == []
+    [told] = [p for p in made.pending if p.workload == "p/w"]
+    assert told.reason.code.value == "spec-changed"
+    assert "job 12 runs a version of this spec that the store does not hold" in (
+        told.reason.message
+    )
+    # the job of the current version, or one that carries no digest: nothing to say
+    for digest in (d.workloads["p/w"].spec.digest, None):
+        world.clusters[0].jobs = [job.model_copy(update={"spec_digest": digest})]
+        assert make_plan(d, world, now=NOW).pending == []
