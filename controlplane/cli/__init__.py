@@ -7,7 +7,7 @@ the plan has changes.
 
 Layout: :mod:`~controlplane.cli.passthrough` (hand plain ``cp a b`` to coreutils, decided
 before anything heavy is imported: keep this module's imports to the standard library's
-``sys``, ``os``, ``atexit`` and ``contextlib``, and that one), :mod:`~controlplane.cli.app` (the typer app,
+``sys``, ``os``, ``atexit``, ``contextlib`` and ``signal``, and that one), :mod:`~controlplane.cli.app` (the typer app,
 shared options, error handling), :mod:`~controlplane.cli.commands` (thin command bodies
 over controlplane/workflow.py), :mod:`~controlplane.cli.views` (human and JSON output).
 """
@@ -17,7 +17,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
+from types import FrameType
 
 from controlplane.cli.passthrough import hand_off, is_ours, typo
 
@@ -27,12 +29,21 @@ _finished: list[int] = []  # the exit code of a command that returned
 def main() -> None:
     # registered first, so it runs after every exit function registered later
     atexit.register(_end_without_teardown)
+    # SIGTERM (a CI job cancelled as it starts) ends the start as Ctrl-C does: Python's
+    # default would end the process at once, with no word and no --json document
+    before = signal.signal(signal.SIGTERM, _terminated)
     try:
         code = run(sys.argv[1:], sys.argv[0])
-    except KeyboardInterrupt:  # Ctrl-C before the command's own handling is in place
+    except KeyboardInterrupt:  # a signal before the command's own handling is in place
         code = _interrupted_early(sys.argv[1:])
+    finally:
+        signal.signal(signal.SIGTERM, before)
     _finished.append(code)
     sys.exit(code)
+
+
+def _terminated(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _interrupted_early(args: list[str]) -> int:

@@ -111,6 +111,34 @@ def test_ctrl_c_while_the_program_starts_is_no_traceback(
     assert "Traceback" not in err and "Interrupted" in err
 
 
+def test_sigterm_while_the_program_starts_prints_a_document(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM in the first half second (a CI job cancelled as it starts) ended the process
+    at once, Python's default, with nothing on stdout under --json (user trial). From the
+    command's first line it ends as Ctrl-C does, and what it went to before is restored."""
+    import json
+    import sys
+
+    import controlplane.cli as cli
+
+    def starting(*_args: Any) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)  # while its modules load
+        raise AssertionError("the signal ends the command")
+
+    monkeypatch.setattr(cli, "run", starting)
+    monkeypatch.setattr(sys, "argv", ["cp", "apply", ".", "--json"])
+    monkeypatch.setattr(cli, "_finished", [])
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 130
+    out, err = capsys.readouterr()
+    assert json.loads(out)["error"]["kind"] == "interrupted"
+    assert "Traceback" not in err and "Interrupted" in err
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 HOOK = """
 import os, signal, sys, importlib.abc
 armed = []
