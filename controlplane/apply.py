@@ -104,6 +104,18 @@ class Lease:
         return held
 
 
+def not_overtaken(store: Store, plan: Plan, seen: Plan | None) -> None:
+    """A plan whose lease lapsed before it acted (a long approval) no longer holds if
+    another plan was applied meanwhile: the specs may have changed (a revert merged)
+    though the clusters look the same. ``seen``: the last applied plan when it was made."""
+    last = store.last_applied_plan()
+    if last is not None and last.id != (seen.id if seen is not None else None):
+        raise StalePlanError(
+            f"plan {last.id} was applied while it waited for approval, longer than the "
+            f"apply lease; nothing was done: {REPLAN}"
+        )
+
+
 def actor() -> str:
     """Who applies, as the history records it: ``CP_ACTOR`` when set (a service, another
     CI), the user and run of GitHub Actions or GitLab CI, else ``user@host``."""

@@ -377,6 +377,7 @@ def apply_specs(
             return plan, None
         digest = None  # planned under this lease: nobody else can have changed the clusters
         if not lease.regained():  # unless it lapsed meanwhile (a long approval): look again
+            applying.not_overtaken(store, plan, last)
             digest = observed_digest(observe(loaded.desired, adapters, resolve_now(now), store))
         report = run_plan(
             plan, adapters, store, observed_digest=digest, progress=progress, lease=lease, stop=stop

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,7 @@ def test_an_approval_that_outlasts_the_lease_checks_the_plan_again(world: World)
         applied_meanwhile.append(report)
         return True
 
-    with pytest.raises(StalePlanError, match="was made against another state of the clusters"):
+    with pytest.raises(StalePlanError, match="was applied while it waited for approval"):
         workflow.apply_specs(world.specs, world.loaded, approve=approve_late)
     [other] = applied_meanwhile
     assert other is not None and other.ok and other.outcomes
@@ -122,4 +123,39 @@ def test_an_approval_that_outlasts_the_lease_checks_the_plan_again(world: World)
     jobs = [j for c in now.clusters for j in c.jobs]
     per_workload = [j.workload for j in jobs if j.state.active]
     assert len(per_workload) == len(set(per_workload)), "a workload was submitted twice"
+    assert world.store.verify().ok
+
+
+def test_an_approval_that_outlasts_the_lease_is_refused_once_another_plan_applied(
+    world: World,
+) -> None:
+    """The same, where the other reconciler changed nothing on the clusters: the specs
+    were reverted meanwhile (the workload this plan starts was removed), so its plan was
+    empty, and the clusters looked as before. The old plan still no longer holds: a plan
+    applied after it was made refuses it."""
+    t0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
+    later = t0 + timedelta(hours=1)  # past the quick start's minRuntime
+    ok = workflow.apply_specs(world.specs, world.loaded, now=t0, approve=lambda p, s: True)[1]
+    assert ok is not None and ok.ok
+    extra = world.specs / "workloads" / "extra.yaml"
+    extra.write_text(
+        "apiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: extra}\n"
+        "spec: {project: nlp, gpus: 2, priority: 90, walltime: 1h, command: [sleep, '1']}\n"
+    )
+    added = workflow.load(world.specs)
+
+    def approve_late(plan: Plan, snap: object) -> bool:
+        assert "nlp/extra" in [a.workload for a in plan.actions]  # and what it preempts
+        extra.unlink()  # reverted while the prompt waits, and applied by another reconciler
+        reverted = workflow.load(world.specs)
+        other, report = workflow.apply_specs(
+            world.specs, reverted, now=later, approve=lambda p, s: True
+        )
+        assert other.actions == [] and report is None
+        return True
+
+    with pytest.raises(StalePlanError, match="was applied while it waited for approval"):
+        workflow.apply_specs(world.specs, added, now=later, approve=approve_late)
+    now = workflow.survey(world.specs, workflow.load(world.specs), now=later).snapshot
+    assert not [j for c in now.clusters for j in c.jobs if j.workload == "nlp/extra"]
     assert world.store.verify().ok
