@@ -77,7 +77,7 @@ from solvers.kai.consolidate import consolidate
 from solvers.kai.disruption import Ledger, restore_displaced
 from solvers.kai.limits import above_limit, enforce_limits
 from solvers.kai.preempt import preempt
-from solvers.kai.protection import Protected, protected_work, protection_wait
+from solvers.kai.protection import Protected, leaving_wait, protected_work, protection_wait
 from solvers.kai.reclaim import reclaim
 from solvers.kai.swap import swap_homes
 from solvers.policy import DEFAULT_POLICY, Deadline, Policy
@@ -405,7 +405,9 @@ def _protected_wait(
         return reason
     if (bent := usage_wait(session, job, reason)) is not reason:
         return bent
-    return protection_wait(session, job, protected_by) or reason
+    return protection_wait(session, job, protected_by) or leaving_wait(
+        session, job, reason, protected_by
+    )
 
 
 def _quota_tables(

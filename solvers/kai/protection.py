@@ -1,4 +1,4 @@
-"""Why a job waits when only ``minRuntime`` stands in its way.
+"""Why a job waits when only ``minRuntime``, or work winding down, stands in its way.
 
 Reclaim and preemption never take work that started less than its project's
 ``minRuntime`` ago. A job that finds no room for that reason alone should say so, name
@@ -6,6 +6,9 @@ the projects whose protection it waits for and when the first protection ends, i
 of reporting "no capacity". The test is GPUs, not placements: the free GPUs of its pools
 plus those held there by protected work it could otherwise take (reclaim's or
 preemption's rules) must cover what it asks for.
+
+Work on its way out (evicted and saving its checkpoint, cancelled in its grace) holds its
+GPUs until it ends: a job that would fit once it has ended says so, naming it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Protected:
 
     groups: dict[PoolKey, list[Group]]
     answers: dict[tuple[object, ...], Reason | None] = field(default_factory=dict)
+    # work winding down: node -> (job key, GPUs it holds there)
+    leaving: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
 
 def protected_work(session: Session) -> Protected:
@@ -48,8 +53,12 @@ def protected_work(session: Session) -> Protected:
     looks at a few groups instead of every running job."""
     s = session
     groups: dict[tuple[PoolKey, str, int], Group] = {}
+    leaving: dict[str, list[tuple[str, int]]] = {}
     for key, nodes in s.tasks.items():
         victim = s.problem.jobs[key]
+        if victim.ending:
+            for n in nodes:
+                leaving.setdefault(n, []).append((key, victim.gpus))
         if not nodes or not victim.preemptible or victim.ending or not protected(s, victim):
             continue  # (work winding down is leaving, not kept)
         assert victim.started_at is not None and victim.min_runtime is not None
@@ -64,7 +73,38 @@ def protected_work(session: Session) -> Protected:
     out: dict[PoolKey, list[Group]] = {}
     for (pool, _, _), group in sorted(groups.items(), key=lambda g: g[0]):
         out.setdefault(pool, []).append(group)
-    return Protected(out)
+    return Protected(out, leaving=leaving)
+
+
+def leaving_wait(session: Session, job: JobRequest, reason: Reason, known: Protected) -> Reason:
+    """``reason`` (no room), saying which work winding down holds the GPUs ``job`` would
+    start on once it has ended; as it is where that work is not why."""
+    if not known.leaving:
+        return reason
+    s, pools = session, tuple(session.pools_for(job))
+    count = next_chunk(job, len(s.tasks.get(job.key, [])))
+    shape = ("leaving", pools, job.gpus, count, reason)  # one look per shape, not per job
+    if shape not in known.answers:
+        known.answers[shape] = _leaving(s, job, count, set(pools), reason, known)
+    return known.answers[shape] or reason
+
+
+def _leaving(
+    s: Session, job: JobRequest, count: int, pools: set[PoolKey], reason: Reason, known: Protected
+) -> Reason | None:
+    fits, held, who = 0, 0, {}
+    for node, free in s.index.free.items():
+        if s.index.pool_of.get(node) not in pools:
+            continue
+        gone = sum(g for _, g in known.leaving.get(node, []))
+        fits += (free + gone) // job.gpus if job.gpus else count
+        if gone:
+            held += gone
+            who.update(dict.fromkeys(k for k, _ in known.leaving[node]))
+    if not held or fits < count:
+        return None
+    jobs = s.problem.jobs
+    return reasons.leaving_wait(reason, held, [(jobs[k].job_id, k) for k in who])
 
 
 def protection_wait(

@@ -124,6 +124,19 @@ def _no_room(
     )
 
 
+def leaving_wait(no_room: Reason, held: int, leaving: list[tuple[str | None, str]]) -> Reason:
+    """A wait for room that work on its way out causes: ``leaving`` (job id, workload)
+    holds ``held`` GPUs the job would start on once it has ended."""
+    names = ", ".join(f"job {j} of {w}" if j else w for j, w in leaving)
+    return Reason(
+        code=no_room.code,
+        message=(
+            f"{no_room.message}; {gpu_count(held)} there are held by work winding down "
+            f"({names}), free once it has ended"
+        ),
+    )
+
+
 def at_fair_share(no_room: Reason, q: Queue, held: float, fair: float) -> Reason:
     """A wait for room (``no_room``) that the project's past usage causes: its fair share,
     bent down by that usage, leaves it nothing to take back (reclaim is for projects within

@@ -251,3 +251,25 @@ def test_a_checkpointing_job_is_not_cancelled_for_a_version_that_cannot_start() 
     assert p.actions == [], [(a.op, a.reason.message) for a in p.actions]
     [waits] = p.pending
     assert waits.workload == "p/ft" and "saves its checkpoint" not in waits.reason.message
+
+
+def test_work_waiting_for_gpus_that_work_winding_down_holds_says_so() -> None:
+    """After an apply stopped between a checkpoint preemption and the submit it made room
+    for, the waiting workload read "no-capacity: ... 0 free" (user trial on Slurm): nothing
+    said the GPUs were held by the job being preempted for it, free within its grace."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=16),
+            workload("low", "p", gpus=4, replicas=2, priority=10),
+            workload("high", "p", gpus=8, priority=90),
+        ]
+    )
+    snap = _world(d, ("1", "p/low", JobState.COMPLETING, ["a100-01", "a100-02"]))
+    made = plan(d, snap, now=NOW)
+    assert made.actions == []
+    [waits] = [p for p in made.pending if p.workload == "p/high"]
+    assert waits.reason.code.value == "no-capacity"
+    assert "8 GPUs there are held by work winding down (job 1 of p/low)" in (
+        waits.reason.message
+    ), waits.reason.message
