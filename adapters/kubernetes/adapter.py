@@ -32,8 +32,9 @@ without our identity, or with another workload's, is refused (PermanentError).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from adapters.base import ActionResult, PermanentError
@@ -292,9 +293,8 @@ class KubernetesAdapter:
             req = self.request(action, plan_id, stored=sub.identity.request, name=sub.name)
             self._namespace(req.namespace)
             self.room.reserve(req)
-            first = 1 + max((replica_index(p["metadata"]) or 0 for p in sub.pods), default=-1)
-            for offset, node in enumerate(missing):
-                self.api.create(manifests.pod(req, first + offset, node))
+            for index, node in zip(_free_indices(sub, len(req.nodes)), missing, strict=False):
+                self.api.create(manifests.pod(req, index, node))
         return ActionResult(
             ok=True,
             job=sub.id,
@@ -328,3 +328,12 @@ class KubernetesAdapter:
             job=result.job,
             message=f"{action.op.value}: {result.job} replaces {action.job}",
         )
+
+
+def _free_indices(sub: Submission, size: int) -> Iterator[int]:
+    """Replica indices for the pods a resize adds: first those of a gang of ``size`` that
+    no pod holds (a replica lost: rank 0 too), then above every index in use. A pod still
+    terminating keeps its index (and its name) until it is gone."""
+    taken = {replica_index(p["metadata"]) or 0 for p in sub.pods}
+    yield from (i for i in range(size) if i not in taken)
+    yield from itertools.count(1 + max(taken, default=-1))

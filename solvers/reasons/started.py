@@ -35,27 +35,37 @@ def granted(
     room: str | None = None,
     held_np: float | None = None,
     cpu_only: bool = False,
+    whole: bool = False,
 ) -> Reason:
     """Why a workload starts (or grows, ``grows`` = (replicas after, replicas wanted)):
     its project ``q`` holds ``held`` GPUs with it. ``room``: what was disturbed for it.
     ``held_np``: for non-preemptible work, what the project's non-preemptible work holds
     with it. Such work only ever starts within deserved and is never reclaimed or
     preempted, whatever the project's preemptible work holds beyond. ``cpu_only``: the
-    workload asks for no GPUs, so the project's quota standing is not its business."""
+    workload asks for no GPUs, so the project's quota standing is not its business.
+    ``whole``: a gang that may not run with fewer replicas, grown back to all of them (a
+    replica was lost): it completes its gang, it is not elastic."""
+    grew = (
+        f"completes its gang again: {grows[0]} of {grows[1]} replicas (it may not run with fewer)"
+        if grows is not None and whole
+        else f"grows to {grows[0]} of {grows[1]} replicas"
+        if grows is not None
+        else ""
+    )
     if cpu_only:
         why = f"CPU only: asks for no GPUs, so nothing counts against project {q.name}'s GPU quota"
         why += f"; {room}" if room else ""
         if grows is not None:
             return Reason(
                 code=ReasonCode.ELASTIC_EXPAND,
-                message=f"grows to {grows[0]} of {grows[1]} replicas; {why}",
+                message=f"{grew}; {why}",
             )
         return Reason(code=ReasonCode.WITHIN_DESERVED, message=why)
     if grows is not None:
         where = f"; {room}" if room else f" on idle GPUs; project {q.name} holds {gpus(held)} GPUs"
         return Reason(
             code=ReasonCode.ELASTIC_EXPAND,
-            message=f"grows to {grows[0]} of {grows[1]} replicas{where}",
+            message=f"{grew}{where}",
         )
     if held_np is not None:
         return Reason(

@@ -253,6 +253,42 @@ def test_resize_in_place_and_move_by_replacement(
     assert again.job == moved.job and len(pods()) == 1
 
 
+def test_a_replica_grown_back_takes_the_index_the_gang_lacks(
+    adapter: KubernetesAdapter,
+    make_action: Helper,
+    pods: Helper,
+    wait_for: Helper,
+    kube: client.ApiClient,
+) -> None:
+    """Replica 0 of a gang deleted by hand, then grown back: the new pod was replica 2 of
+    2 (one above the highest), so the gang had no rank 0 and a rank out of range (user
+    trial). The indices the gang lacks are filled first."""
+    nodes = ["a100-0", "a100-1"]
+    gang = adapter.execute(make_action(workload="ml/elastic", gpus=4, nodes=nodes), plan_id="p1")
+    wait_for(lambda: [p.status.phase for p in pods()] == ["Running", "Running"])
+
+    def ranks() -> list[tuple[str, str]]:
+        return sorted(
+            (e["CP_REPLICA"], e["CP_REPLICAS"])
+            for p in pods()
+            if not p.metadata.deletion_timestamp
+            for e in [{v.name: v.value for v in p.spec.containers[0].env or []}]
+        )
+
+    [zero] = [p for p in pods() if p.metadata.name.endswith("-0")]
+    client.CoreV1Api(kube).delete_namespaced_pod(
+        zero.metadata.name, zero.metadata.namespace, grace_period_seconds=0
+    )
+    wait_for(lambda: ranks() == [("1", "2")])
+    grown = adapter.execute(
+        make_action(Op.RESIZE, workload="ml/elastic", gpus=4, job=gang.job, nodes=nodes,
+                    details=False),
+        plan_id="p2",
+    )  # fmt: skip
+    assert grown.job == gang.job
+    assert ranks() == [("0", "2"), ("1", "2")]
+
+
 def test_a_submit_waits_for_evicted_pods_and_refuses_gpus_someone_else_took(
     clean_k8s: Any,
     cluster_doc: dict[str, Any],
