@@ -126,6 +126,8 @@ def reconcile_drift(
             continue
         found = changes(old, new) if old is not None else []
         runs = (kube or {}).get(req.cluster or "")
+        if job.image is not None:  # what it runs is known: that, not the spec's past, counts
+            found = [c for c in found if c[0] != "image"]
         found = _running_image(found, runs.image if runs is not None else None)
         found += _observed(job, new, runs, found)
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}

@@ -525,6 +525,16 @@ def test_a_job_in_another_namespace_or_image_than_the_specs_now_ask_is_replaced(
     newer = make_plan(org(image="busybox:1.37"), world, now=NOW)
     assert sorted(a.op.value for a in newer.actions) == ["cancel", "submit"]
     assert "image: busybox:1.36 -> default (busybox:1.37)" in newer.actions[0].reason.message
+    # pinned to what it runs, then the default changes: it runs what its spec says, so it
+    # stays (the spec's edit, default -> busybox:1.36, was read against the new default)
+    pinned = desired([
+        cluster("k8s", adapter="kubernetes", pools=pools, kubernetes={"image": "busybox:1.37"}),
+        project("p", gpus=8), workload("w", "p", gpus=2, image="busybox:1.36"),
+    ])  # fmt: skip
+    world.versions = {spec.digest: spec}
+    kept = make_plan(pinned, world, now=NOW)
+    assert kept.actions == [], [(a.op, a.reason.message) for a in kept.actions]
+    world.versions = {}
     # a job observed without them (Slurm, the simulator, an older snapshot): as before
     bare = job.model_copy(update={"namespace": None, "image": None})
     world.clusters[0].jobs = [bare]
