@@ -34,6 +34,9 @@ def prunes(problem: Problem) -> list[Action]:
         _cancel(c, job, reasons.queued_in_removed_pool(job.id, job.pool or ""))
         for c, job in problem.pool_gone
     ]
+    out += [
+        _cancel(c, job, reasons.member_failed(job.id, job.reason)) for c, job in problem.failing
+    ]
     for cluster, job in problem.duplicates:
         winner = problem.jobs.get(job.workload or "")
         reason = (

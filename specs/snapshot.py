@@ -117,6 +117,11 @@ class Job(SnapshotModel):
         description="Kubernetes: the container image it runs",
         exclude_if=lambda v: v is None,
     )
+    failed_replicas: int | None = Field(
+        default=None,
+        description="Kubernetes: replicas of a gang that failed while the others still run",
+        exclude_if=lambda v: v is None,
+    )
 
     @property
     def gpus(self) -> int:

@@ -247,7 +247,17 @@ def build_job(
         spec_digest=request.get("specDigest"),
         namespace=namespace,
         image=next((c.get("image") for c in pod_spec.get("containers") or []), None),
+        failed_replicas=_failed_beside_live(pods) if state is JobState.COMPLETING else None,
     )
+
+
+def _failed_beside_live(pods: Sequence[Obj]) -> int | None:
+    """Pods of a gang that failed while others still run (and are not being deleted)."""
+    live = [
+        p for p in pods if _phase(p) not in _ENDED and not p["metadata"].get("deletionTimestamp")
+    ]
+    failed = sum(_phase(p) == "Failed" for p in pods)
+    return failed if failed and live else None
 
 
 def _replica(pod: Obj, resource: str) -> Replica:

@@ -94,6 +94,7 @@ def build_problem(
     outdated: list[tuple[str, Job]] = []
     stranded: list[tuple[str, Job]] = []
     pool_gone: list[tuple[str, Job]] = []
+    failing: list[tuple[str, Job]] = []
     queued: dict[str, Queued] = {}
     candidates: dict[str, list[tuple[str, Job]]] = {}
     fan_out: dict[str, JobRequest] = {}
@@ -133,6 +134,8 @@ def build_problem(
             if job.state is JobState.COMPLETING and req.placed:  # winding down: not grown back
                 req.replicas = req.min_replicas = len(req.placed)
                 req.ending = True
+                if job.failed_replicas:  # nothing ends the rest but this plan
+                    failing.append((cluster, job))
             req.started_at = _utc(job.started_at) if job.started_at else None
             if _restarts_within_min_runtime(req, pools, now):  # growing would restart it
                 req.not_grown()
@@ -184,6 +187,7 @@ def build_problem(
         outdated,
         stranded=stranded,
         pool_gone=pool_gone,
+        failing=failing,
         queued=queued,
     )
 

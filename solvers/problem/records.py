@@ -150,6 +150,9 @@ class Problem:
     # jobs waiting in a cluster's queue in a pool the specs no longer have: cancelled (the
     # workload waits for its other fan-out candidates, or is planned again)
     pool_gone: list[tuple[str, Job]] = field(default_factory=list)
+    # running gangs a replica of which failed while the others run: stopped (they cannot go
+    # on), the workload then retried
+    failing: list[tuple[str, Job]] = field(default_factory=list)
     # of ``submitted``, all but fan-out candidates: what each job asks, and where it waits
     queued: dict[str, Queued] = field(default_factory=dict)
     # in a plan's later round (a virtual world holding the plan's own starts): the

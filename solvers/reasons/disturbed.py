@@ -173,6 +173,17 @@ def fan_out_loser(workload: str, winner_job: str | None, candidate: str) -> Reas
     )
 
 
+def member_failed(job: str, why: str | None) -> Reason:
+    """A gang a replica of which failed while the others run on: they cannot go on."""
+    return Reason(
+        code=ReasonCode.FAILED,
+        message=(
+            f"job {job}: {why or 'a replica failed'}; the gang cannot go on without it: the "
+            "rest is stopped, and the workload runs again after its retry backoff"
+        ),
+    )
+
+
 def duplicate(workload: str, kept: str | None) -> Reason:
     """A second job of a workload that is not fan-out: left by an apply that stopped
     between a replacement's submit and its cancel."""

@@ -273,3 +273,24 @@ def test_work_waiting_for_gpus_that_work_winding_down_holds_says_so() -> None:
     assert "8 GPUs there are held by work winding down (job 1 of p/low)" in (
         waits.reason.message
     ), waits.reason.message
+
+
+def test_a_gang_whose_replica_failed_while_the_others_run_is_stopped() -> None:
+    """A gang one of whose pods failed (evicted by the kubelet) while the others ran on was
+    left "ending" for good (user trial on Kubernetes): nothing stopped the survivors, which
+    held their GPUs, uncharged, past the project's limit. The plan stops them: the gang
+    cannot go on without its replica."""
+    d = desired(
+        [cluster(pools=POOLS), project("p", gpus=8), workload("gang", "p", gpus=4, replicas=2)]
+    )
+    snap = _world(d, ("1", "p/gang", JobState.COMPLETING, ["a100-01"]))
+    failing = snap.clusters[0].jobs[0]
+    failing.failed_replicas = 1
+    failing.reason = "replica failed (Evicted: the node was low on memory); the others still run"
+    made = plan(d, snap, now=NOW)
+    [cancel] = [a for a in made.actions if a.op.value == "cancel"]
+    assert (cancel.workload, cancel.job, cancel.reason.code.value) == ("p/gang", "1", "failed")
+    assert "Evicted" in cancel.reason.message and "cannot go on" in cancel.reason.message
+    # winding down for another reason (a cancel in its grace): left to end, as before
+    failing.failed_replicas = None
+    assert [a for a in plan(d, snap, now=NOW).actions if a.op.value == "cancel"] == []

@@ -154,12 +154,15 @@ def test_a_job_whose_pod_is_not_made_yet_is_placed_by_its_template() -> None:
 
 
 def test_states_of_a_gang() -> None:
+    failing: list[int | None] = []
+
     def state(*statuses: dict[str, Any], **meta: Any) -> tuple[JobState, str | None, int]:
         objs = ours(["a-1", "a-2"])
         for o, s in zip(objs, statuses, strict=True):
             o["status"] = s
             o["metadata"] |= meta
         [job] = our_jobs(objs, [], GPU)
+        failing.append(job.failed_replicas)
         return job.state, job.exit_code, len(job.replicas)
 
     running = {"phase": "Running", "startTime": T0}
@@ -176,9 +179,11 @@ def test_states_of_a_gang() -> None:
     assert state(done, done) == (JobState.COMPLETED, None, 2)
     # one replica died: the other still holds its GPUs, so the gang is not over yet
     assert state(failed, running) == (JobState.COMPLETING, "3", 1)
+    assert failing[-1] == 1, "nothing but a plan ends the other: it is told"
     assert state(failed, done) == (JobState.FAILED, "3", 2)
     assert state(rejected, rejected)[0] == JobState.FAILED
     assert state(running, running, deletionTimestamp=T0)[0] == JobState.COMPLETING
+    assert failing[-1] is None, "being deleted: it ends by itself"
     assert state({"phase": "Pending"}, {"phase": "Pending"})[0] == JobState.RUNNING, "bound"
 
 
