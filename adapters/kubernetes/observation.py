@@ -93,6 +93,16 @@ def match_pool(pools: Sequence[NodePool], labels: Mapping[str, str]) -> NodePool
     return None
 
 
+def _fenced(spec: Obj, resource: str) -> bool:
+    """A taint that keeps other pods off the node (NoSchedule, NoExecute), other than the
+    GPU resource's own (GPU nodes for GPU pods, which ours are). Our pods are bound by
+    name: the scheduler, which would honour it, never sees them."""
+    return any(
+        t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") != resource
+        for t in spec.get("taints") or []
+    )
+
+
 def build_nodes(
     nodes: Iterable[Obj],
     pods: Iterable[Obj],
@@ -123,7 +133,8 @@ def build_nodes(
             c.get("type") == "Ready" and c.get("status") == "True"
             for c in status.get("conditions") or []
         )
-        if (n.get("spec") or {}).get("unschedulable") or not ready:
+        spec = n.get("spec") or {}
+        if spec.get("unschedulable") or not ready or _fenced(spec, resource):
             state = "drain"
         else:
             u = used.get(name, 0)

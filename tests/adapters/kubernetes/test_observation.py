@@ -103,6 +103,25 @@ def test_nodes_join_pools_by_labels_and_use_counts_every_pod() -> None:
     assert (got["t4-1"].pool, got["t4-1"].gpu_type, got["t4-1"].state) == (None, "T4", "allocated")
 
 
+def test_a_node_tainted_against_other_work_takes_none_of_ours() -> None:
+    """Pods are bound by name (no scheduler), which passes over a NoSchedule taint, and a
+    NoExecute one evicts them: a node an admin fenced off (``dedicated=other-team``, a GPU
+    health taint) was planned on like an idle one (user trial). It is drained for the plan.
+    The GPU resource's own taint (GPU nodes for GPU pods only) is what our pods ask for."""
+
+    def tainted(name: str, key: str, effect: str) -> dict[str, Any]:
+        return node(name, taints=[{"key": key, "value": "x", "effect": effect}])
+
+    nodes = [
+        tainted("a-1", "dedicated", "NoSchedule"),
+        tainted("a-2", "gpu-health", "NoExecute"),
+        tainted("a-3", "dedicated", "PreferNoSchedule"),  # a preference, not a fence
+        tainted("a-4", GPU, "NoSchedule"),
+    ]
+    got = {n.name: n.state for n in build_nodes(nodes, [], POOLS, resource=GPU, type_label=LABEL)}
+    assert got == {"a-1": "drain", "a-2": "drain", "a-3": "idle", "a-4": "idle"}
+
+
 def test_one_pool_without_labels_takes_every_gpu_node() -> None:
     pools = [NodePool(name="all", gpu_type="a100_80", gpus_per_node=8)]
     got = build_nodes(
