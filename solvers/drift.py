@@ -132,9 +132,10 @@ def reconcile_drift(
         found += _observed(job, new, runs, found)
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
         if req.ending and job.spec_digest not in (None, new.digest):
-            # its job winds down (a replacement's old job saving its checkpoint): the new
+            # its job winds down (saving its checkpoint, its pods being deleted): the new
             # version starts once it has ended
-            drift.waiting[key] = reasons.saves_first(job.id)
+            saves = (old or new).checkpoint is not None
+            drift.waiting[key] = reasons.saves_first(job.id, saves=saves)
             drift.needs[key] = new.gpus * new.effective_min_replicas
             continue
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields):

@@ -18,17 +18,17 @@ def replacing(changes: str, old_job: str) -> Reason:
     )
 
 
-def saves_first(old_job: str, changes: str | None = None) -> Reason:
+def saves_first(old_job: str, changes: str | None = None, *, saves: bool = True) -> Reason:
     """An edited workload whose old job saves its checkpoint first: cancelled by this plan
-    (``changes``: the fields), or winding down already. The new version starts once it
-    has ended."""
+    (``changes``: the fields), or winding down already (``saves``: with a checkpoint to
+    save). The new version starts once it has ended."""
     lead = f"the spec changed ({changes}): " if changes is not None else ""
+    ends = (
+        "saves its checkpoint first (it winds down in its grace)" if saves else "winds down first"
+    )
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
-        message=(
-            f"{lead}job {old_job} saves its checkpoint first (it winds down in its grace); "
-            "the new version starts once it has ended"
-        ),
+        message=f"{lead}job {old_job} {ends}; the new version starts once it has ended",
     )
 
 

@@ -294,3 +294,16 @@ def test_a_gang_whose_replica_failed_while_the_others_run_is_stopped() -> None:
     # winding down for another reason (a cancel in its grace): left to end, as before
     failing.failed_replicas = None
     assert [a for a in plan(d, snap, now=NOW).actions if a.op.value == "cancel"] == []
+
+
+def test_an_edited_workload_whose_job_winds_down_without_a_checkpoint_says_so() -> None:
+    """An edited workload whose job was winding down (pods being deleted after an apply
+    stopped mid-shrink) read "job … saves its checkpoint first", though it has no
+    checkpoint (user trial on Kubernetes)."""
+    before = desired([cluster(pools=POOLS), project("p", gpus=8), workload("w", "p", gpus=4)])
+    after = desired([cluster(pools=POOLS), project("p", gpus=8), workload("w", "p", gpus=2)])
+    snap = _world(before, ("1", "p/w", JobState.COMPLETING, ["a100-01"]))
+    snap.versions = {before.workloads["p/w"].spec.digest: before.workloads["p/w"].spec}
+    [waits] = [p for p in plan(after, snap, now=NOW).pending if p.workload == "p/w"]
+    assert "checkpoint" not in waits.reason.message, waits.reason.message
+    assert "job 1 winds down" in waits.reason.message
