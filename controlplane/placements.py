@@ -13,7 +13,7 @@ from collections import Counter
 from solvers import reasons
 from solvers.drift import Drift
 from solvers.kai.disruption import Ledger
-from solvers.problem import JobRequest, Problem, stuck_on
+from solvers.problem import JobRequest, Problem, node_key, stuck_on
 from solvers.session import Grant, Session
 from specs.actions import Action, Op, Reason, SubmitDetails
 from specs.desired import DesiredState
@@ -26,10 +26,10 @@ def prunes(problem: Problem) -> list[Action]:
     second jobs of one workload."""
     out = [_cancel(c, job, reasons.pruned(job.workload or "")) for c, job in problem.orphans]
     out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
-    out += [
-        _cancel(c, job, reasons.queued_on_taken_nodes(job.id, stuck_on(c, job, problem.nodes)))
-        for c, job in problem.stranded
-    ]
+    for c, job in problem.stranded:
+        stuck = stuck_on(c, job, problem.nodes)
+        gone = [n for n in stuck if node_key(c, n) not in problem.nodes]
+        out.append(_cancel(c, job, reasons.queued_on_taken_nodes(job.id, stuck, gone)))
     out += [
         _cancel(c, job, reasons.queued_in_removed_pool(job.id, job.pool or ""))
         for c, job in problem.pool_gone

@@ -65,9 +65,18 @@ def stays_preemptible(changes: str, kind: str, queue: str, would: float, deserve
     )
 
 
-def queued_on_taken_nodes(job: str, nodes: list[str]) -> Reason:
-    """The cancel of a job that waits in a cluster's queue for nodes others hold now."""
+def queued_on_taken_nodes(job: str, nodes: list[str], gone: list[str] | None = None) -> Reason:
+    """The cancel of a job that waits in a cluster's queue for nodes others hold now, or
+    bound to nodes the cluster no longer has (``gone``: a node deleted under it)."""
     where = ", ".join(nodes)
+    if gone:
+        return Reason(
+            code=ReasonCode.NO_CAPACITY,
+            message=(
+                f"job {job} is bound to {', '.join(gone)}, which the cluster no longer has: "
+                "it is cancelled, and the workload planned again where it fits"
+            ),
+        )
     return Reason(
         code=ReasonCode.NO_CAPACITY,
         message=(

@@ -84,3 +84,15 @@ def test_a_queued_job_waits_for_a_job_the_plan_prunes_on_its_nodes() -> None:
     snap.clusters[0].jobs[1].workload = "p/gone"  # ours, and no longer in the specs
     p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
     assert [(a.op, a.workload) for a in p.actions] == [(Op.CANCEL, "p/gone")]
+
+
+def test_a_job_bound_to_a_node_that_left_the_cluster_says_so() -> None:
+    """A running job whose node was deleted under it (Kubernetes) read as having "waited in
+    the cluster's queue for h100-0" (user trial): it never waited in a queue. The node is
+    gone, and the reason says that."""
+    d, snap = _world(taken=False)
+    snap.clusters[0].nodes = [n for n in snap.clusters[0].nodes if n.name != "a100-01"]
+    snap.clusters[0].jobs[0].reason = "bound to a100-01, which the cluster no longer has"
+    cancel = next(a for a in plan(d, snap, now=NOW).actions if a.op == Op.CANCEL)  # type: ignore[arg-type]
+    assert "a100-01, which the cluster no longer has" in cancel.reason.message
+    assert "waited in the cluster's queue" not in cancel.reason.message
