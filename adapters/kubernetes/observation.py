@@ -289,6 +289,8 @@ def _state(pods: Sequence[Obj], k8s_job: Obj | None) -> tuple[JobState, str | No
         if failed:  # a gang member died: the others still hold their GPUs until they end
             why, code = _failure(failed[0])
             return JobState.COMPLETING, f"replica failed ({why}); the others still run", code
+        if any(_phase(p) == "Succeeded" for p in pods):  # one finished first: the gang ends
+            return JobState.COMPLETING, "a replica finished; the others still run", None
         if all(holds(p) for p in active):
             return JobState.RUNNING, None, None
         return JobState.PENDING, _pending_reason(active), None

@@ -199,6 +199,10 @@ def test_states_of_a_gang() -> None:
     # one replica died: the other still holds its GPUs, so the gang is not over yet
     assert state(failed, running) == (JobState.COMPLETING, "3", 1)
     assert failing[-1] == 1, "nothing but a plan ends the other: it is told"
+    # one replica finished first (rank 0 often does): the gang is ending, not one replica
+    # short (every plan grew it back, and every apply did nothing: user trial)
+    assert state(done, running) == (JobState.COMPLETING, None, 1)
+    assert failing[-1] is None
     assert state(failed, done) == (JobState.FAILED, "3", 2)
     assert state(rejected, rejected)[0] == JobState.FAILED
     assert state(running, running, deletionTimestamp=T0)[0] == JobState.COMPLETING
