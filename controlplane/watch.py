@@ -212,9 +212,15 @@ class Watcher:
             if report.stopped
             else ("applied" if report.ok else "apply stopped")
         )
+        broke = report.failed[0] if report.failed else None
+        why = (
+            f" (first: {broke.action.op.value} {broke.action.workload}: {broke.message})"
+            if broke is not None
+            else ""
+        )
         return Cycle(
             f"{head} plan {plan.id}: {summary}; {state}: {done} done, "
-            f"{len(report.failed)} failed{down}",
+            f"{len(report.failed)} failed{why}{down}",
             failed=not report.ok or bool(down),
             partial=report.ok and partial,
         )

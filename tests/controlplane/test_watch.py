@@ -286,6 +286,27 @@ def test_watch_once_exits_nonzero_when_its_cycle_fails(tmp_path: Path) -> None:
     assert "broken.yaml" in bad.stdout + bad.stderr
 
 
+def test_a_failed_apply_names_its_action_and_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unattended loop's only line for a failed apply read "apply stopped: 0 done, 1
+    failed": not which action, nor the cluster's error (user trial on Kubernetes: a 403,
+    the namespace being deleted). The line names the first failed action and its error."""
+    from adapters.base import PermanentError
+    from adapters.simulator import SimulatorAdapter
+
+    def refused(self: SimulatorAdapter, *args: object, **kwargs: object) -> object:
+        raise PermanentError("403 Forbidden: namespace cp-p is being terminated")
+
+    monkeypatch.setattr(SimulatorAdapter, "execute", refused)
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    watcher = Watcher(specs, WatchOptions(quiet=0, auto_approve=True), print)
+    outcome = watcher.cycle()
+    assert outcome.failed
+    assert "1 failed" in outcome.line
+    assert "submit p/w" in outcome.line and "namespace cp-p is being terminated" in outcome.line
+
+
 def test_a_loop_with_nothing_to_do_does_not_fill_the_store(tmp_path: Path) -> None:
     """Every cycle stored its plan, the same empty plan again and again: ~43 KB a cycle
     with 300 waiting workloads, 124 MB a day at the default interval (user trial). An
