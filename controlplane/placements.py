@@ -9,13 +9,14 @@ A segmented workload's submit asks for its next segment (step 10)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 
 from solvers import reasons
 from solvers.drift import Drift
 from solvers.kai.disruption import Ledger
 from solvers.problem import JobRequest, Problem, node_key, stuck_on
 from solvers.session import Grant, Session
-from specs.actions import Action, Op, Reason, SubmitDetails
+from specs.actions import Action, Op, Pending, Reason, SubmitDetails
 from specs.desired import DesiredState
 from specs.snapshot import Job, Replica
 
@@ -46,6 +47,17 @@ def prunes(problem: Problem) -> list[Action]:
         )
         out.append(_cancel(cluster, job, reason))
     return out
+
+
+def winding_down(problem: Problem, listed: Collection[str]) -> list[Pending]:
+    """The workloads whose job winds down that nothing else lists: nothing of them may run
+    once it has ended, and the plan must not read as if the clusters matched the specs."""
+    stopped = {job.workload for _, job in problem.failing}  # the plan cancels them: said so
+    return [
+        Pending(workload=key, reason=reasons.ending(req.job_id, req.ending_why))
+        for key, req in sorted(problem.jobs.items())
+        if req.ending and key not in listed and key not in stopped
+    ]
 
 
 def _cancel(cluster: str, job: Job, reason: Reason) -> Action:

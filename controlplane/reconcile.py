@@ -65,7 +65,7 @@ from datetime import datetime
 
 from controlplane import unreachable
 from controlplane.converge import Round, converge
-from controlplane.placements import placements, prunes, retried, segment
+from controlplane.placements import placements, prunes, retried, segment, winding_down
 from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
 from controlplane.sequence import sort_actions
 from solvers import reasons
@@ -384,6 +384,7 @@ def _pending(
         for k, r in drift.waiting.items()
         if k not in waits and session.tasks.get(k)
     ]
+    out += winding_down(problem, {*waits, *drift.waiting})  # and what nothing else lists
     for key, job in problem.submitted.items():
         reason = reasons.submitted(job.id, job.reason)
         if key in problem.candidates:

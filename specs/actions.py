@@ -67,6 +67,7 @@ class ReasonCode(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CLUSTER_UNREACHABLE = "cluster-unreachable"
+    ENDING = "ending"
 
 
 class ActionModel(BaseModel):

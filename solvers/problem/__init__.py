@@ -133,7 +133,7 @@ def build_problem(
             req.pool = _pool_of(job, cluster, nodes)
             if job.state is JobState.COMPLETING and req.placed:  # winding down: not grown back
                 req.replicas = req.min_replicas = len(req.placed)
-                req.ending = True
+                req.ending, req.ending_why = True, job.reason
                 if job.failed_replicas:  # nothing ends the rest but this plan
                     failing.append((cluster, job))
             req.started_at = _utc(job.started_at) if job.started_at else None

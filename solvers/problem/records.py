@@ -100,6 +100,7 @@ class JobRequest:
     retries: Failure | None = None
     fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
     ending: bool = False  # its job winds down (COMPLETING): never grown back, never moved
+    ending_why: str | None = None  # and the cluster's word for why, if it gave one
 
     def not_grown(self) -> None:
         """Ask for no more replicas than it runs (at least its minimum): growing it would

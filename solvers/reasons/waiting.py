@@ -124,6 +124,18 @@ def _no_room(
     )
 
 
+def ending(job: str | None, why: str | None) -> Reason:
+    """A workload whose job winds down (COMPLETING) and that nothing in the plan replaces:
+    what it comes to is known once the job has ended."""
+    return Reason(
+        code=ReasonCode.ENDING,
+        message=(
+            f"job {job} winds down ({why or 'COMPLETING'}); the next plan sees how it ended "
+            "and starts it again if it did not complete"
+        ),
+    )
+
+
 def leaving_wait(no_room: Reason, held: int, leaving: list[tuple[str | None, str]]) -> Reason:
     """A wait for room that work on its way out causes: ``leaving`` (job id, workload)
     holds ``held`` GPUs the job would start on once it has ended."""

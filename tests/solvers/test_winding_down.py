@@ -69,7 +69,9 @@ def test_a_gang_that_lost_a_replica_is_not_grown_back_while_it_winds_down() -> N
     )
     snap = _world(d, ("1", "p/gang", JobState.COMPLETING, ["a100-01"]))
     p = plan(d, snap, now=NOW)
-    assert p.actions == [] and p.pending == []
+    assert p.actions == [] and [(w.workload, w.reason.code.value) for w in p.pending] == [
+        ("p/gang", "ending")
+    ]
 
 
 def test_the_new_job_of_a_move_is_kept_while_the_old_one_winds_down() -> None:
@@ -160,8 +162,11 @@ def test_work_winding_down_is_not_evicted_again_nor_counted_against_its_project(
     )
     p = plan(d, snap, now=NOW)
     assert p.actions == [], [(a.op, a.workload, a.reason.message) for a in p.actions]
-    assert [(w.workload, w.reason.code.value) for w in p.pending] == [("p/next", "over-limit")]
-    assert "holds 8 of its limit of 8" in p.pending[0].reason.message
+    assert [(w.workload, w.reason.code.value) for w in p.pending] == [
+        ("p/low", "ending"),
+        ("p/next", "over-limit"),
+    ]
+    assert "holds 8 of its limit of 8" in p.pending[1].reason.message
     assert p.projects["p"].allocated == 8
 
 
@@ -307,3 +312,26 @@ def test_an_edited_workload_whose_job_winds_down_without_a_checkpoint_says_so() 
     [waits] = [p for p in plan(after, snap, now=NOW).pending if p.workload == "p/w"]
     assert "checkpoint" not in waits.reason.message, waits.reason.message
     assert "job 1 winds down" in waits.reason.message
+
+
+def test_a_workload_whose_job_winds_down_is_listed_as_waiting() -> None:
+    """While a workload's pods were being deleted (by hand, an eviction, an apply stopped in
+    a move) the plan read "No changes. The clusters match the specs." and the workload was
+    neither among the actions nor among the waiting (user trial on Kubernetes), though
+    nothing of it would run once its job has ended."""
+    from rich.console import Console
+
+    from controlplane.cli.views.plan import print_plan
+
+    d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("w", "p", gpus=4)])
+    snap = _world(d, ("1", "p/w", JobState.COMPLETING, ["a100-01"]))
+    snap.clusters[0].jobs[0].reason = "being deleted"
+    made = plan(d, snap, now=NOW)
+    assert made.actions == []
+    [ending] = made.pending
+    assert (ending.workload, ending.reason.code.value) == ("p/w", "ending")
+    assert "job 1 winds down (being deleted)" in ending.reason.message
+    console = Console(record=True, width=100)
+    print_plan(console, made)
+    text = console.export_text()
+    assert "match the specs" not in text and "No changes now" in text

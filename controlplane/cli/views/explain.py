@@ -101,7 +101,6 @@ def print_explain(
     elif not actions and not pending:
         quiet = {
             "running": "the plan leaves it running as it is",
-            "ending": "its job is ending (COMPLETING); the next plan sees how it ended",
             "completed": "it ran to completion; nothing to do (rename it to run it again)",
         }
         console.print(quiet.get(row.state, "nothing planned for it"))

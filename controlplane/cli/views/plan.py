@@ -14,7 +14,7 @@ from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.words import counted
 from controlplane.plan import Plan
 from solvers.reasons import shape, stamp
-from specs.actions import Action, Op, Pending
+from specs.actions import Action, Op, Pending, ReasonCode
 
 _SYMBOL = {
     Op.SUBMIT: ("+", "green"),
@@ -101,6 +101,11 @@ def print_plan(console: Console, plan: Plan) -> None:
             f"[green]No changes now.[/] {counted(edits, 'edited workload')} still "
             f"run{'s' if edits == 1 else ''} the old version until the edit can be made "
             "(below)."
+        )
+    elif ending := sum(p.reason.code is ReasonCode.ENDING for p in plan.pending):
+        console.print(
+            f"[green]No changes now.[/] The job of {counted(ending, 'workload')} winds down; "
+            "the next plan sees how it ended (below)."
         )
     elif plan.finished:
         console.print(

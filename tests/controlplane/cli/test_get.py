@@ -201,4 +201,4 @@ def test_a_workload_whose_job_winds_down_is_ending(tmp_path: Path, capsys: Capsy
     res = cp(capsys, "explain", "chem/gang", "--dir", specs, "--observed", snapshot)
     assert res.code == 0, res.err
     assert "chem/gang: ending" in res.out
-    assert "its job is ending" in res.out and "running as it is" not in res.out
+    assert "waits — ending: job 21 winds down" in res.out and "running as it is" not in res.out
