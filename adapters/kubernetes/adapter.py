@@ -223,19 +223,21 @@ class KubernetesAdapter:
         namespace, _, name = action.job.partition("/")
         k8s_job = self.api.job(namespace, name)
         pods = self.api.pods_in(namespace, f"{OURS},{SUBMISSION}={name}")
+        # objects with our labels but not our identity (a copy made with kubectl's
+        # --keep-labels) are not ours: left alone, and they block nothing
+        if k8s_job is not None and identity_of(k8s_job["metadata"]) is None:
+            k8s_job = None
+        pods = [p for p in pods if identity_of(p["metadata"]) is not None]
         found = [o for o in [k8s_job, *pods] if o is not None]
         if not found:
-            if self.api.pod(namespace, name) is not None:  # a pod of somebody else's
+            if self.api.pod(namespace, name) or self.api.job(namespace, name):  # somebody's
                 raise PermanentError(
                     f"{action.job} was not created by the control plane; refusing to touch it"
                 )
             return None
         for obj in found:
             ident = identity_of(obj["metadata"])
-            if ident is None:
-                raise PermanentError(
-                    f"{action.job} was not created by the control plane; refusing to touch it"
-                )
+            assert ident is not None
             if ident.workload != action.workload:
                 raise PermanentError(
                     f"{action.job} belongs to workload {ident.workload}, not {action.workload}; "

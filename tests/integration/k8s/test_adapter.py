@@ -199,6 +199,41 @@ def test_cancel_deletes_with_propagation_and_never_touches_what_is_not_ours(
     )
 
 
+def test_a_lookalike_with_our_labels_is_left_alone_and_blocks_nothing(
+    adapter: KubernetesAdapter,
+    make_action: Helper,
+    pods: Helper,
+    wait_for: Helper,
+    kube: client.ApiClient,
+) -> None:
+    """Someone's pod carrying our labels but not our identity (a debug copy made with
+    kubectl's --keep-labels) made every action on our job fail, "not created by the
+    control plane", naming our own Job: it could never be cancelled (user trial). The
+    lookalike is not ours: it is left alone, and our objects are acted on."""
+    ours = adapter.execute(make_action(nodes=["a100-0"]), plan_id="p1")
+    wait_for(lambda: [p.status.phase for p in pods()] == ["Running"])
+    [pod] = pods()
+    labels = {k: v for k, v in pod.metadata.labels.items() if k.startswith("controlplane.io/")}
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(
+        pod.metadata.namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "debug-copy", "labels": labels},
+            "spec": {
+                "nodeName": "a100-1",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "60"]}],
+            },
+        },
+    )
+    done = adapter.execute(make_action(Op.CANCEL, job=ours.job, nodes=[]), plan_id="p2")
+    assert done.ok and "deleted" in done.message
+    copy = core.read_namespaced_pod("debug-copy", pod.metadata.namespace)
+    assert copy.metadata.deletion_timestamp is None, "not ours: never touched"
+    wait_for(lambda: [p.metadata.name for p in pods()] == ["debug-copy"])
+
+
 def test_resize_in_place_and_move_by_replacement(
     adapter: KubernetesAdapter, make_action: Helper, pods: Helper, wait_for: Helper
 ) -> None:
