@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
 
 LEASE_SECONDS = 300.0  # a crashed holder's lease lapses after this; a live one renews it
+HOST_PID_NAMESPACE = 0xEFFFFFFC  # the inode of the host's own PID namespace (Linux)
 
 
 @dataclass
@@ -152,7 +153,7 @@ def holding_lease(store: Store, ttl: float = LEASE_SECONDS) -> Iterator[Lease]:
     under the lease, so nobody plans against a world another process is changing."""
     # host and process first (a crashed holder on this host is recognised by them), then
     # who applies, for whoever finds the lease held
-    holder = f"{socket.gethostname()}:{os.getpid()} by {actor()}"
+    holder = f"{here()}:{os.getpid()} by {actor()}"
     if (other := store.acquire_lease(holder, ttl=ttl)) is not None:
         dead = store.lease_holder()
         if (
@@ -354,15 +355,30 @@ def _creates_job(action: Action, job: str) -> bool:
     return action.op == Op.SUBMIT or (action.op in (Op.MOVE, Op.RESIZE) and job != action.job)
 
 
+def here() -> str:
+    """Where this process's PIDs mean something: this host, and its PID namespace where
+    that is not the host's own (containers that share a host name, as hostNetwork pods do,
+    number their processes apart: a PID of one names nothing in the other)."""
+    host, ns = socket.gethostname(), _pid_namespace()
+    return host if ns in (None, HOST_PID_NAMESPACE) else f"{host}/pidns-{ns}"
+
+
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
 def _dead_here(holder: str) -> bool:
     """``holder`` ("host:pid", then " by " and who applies) is a process of this host
-    that no longer runs.
+    (and PID namespace: :func:`here`) that no longer runs.
 
     Only this host's processes can be checked; a holder elsewhere keeps its lease until
     it expires. A zombie counts as dead: it can never release the lease itself.
     """
     host, _, pid = holder.split(" ", 1)[0].rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+    if host != here() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
         os.kill(int(pid), 0)

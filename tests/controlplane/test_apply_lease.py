@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from controlplane.apply import apply_plan
+from controlplane.apply import apply_plan, here
 from controlplane.errors import LeaseHeldError
 from controlplane.plan import Plan, SolverReport
 from controlplane.store import Store
@@ -36,7 +36,7 @@ def dead_pid() -> int:
 @pytest.mark.parametrize("by", ["", " by alice@laptop"], ids=["before-actor", "with-actor"])
 def test_the_lease_of_a_killed_apply_on_this_host_is_taken_over(tmp_path: Path, by: str) -> None:
     store = Store(f"sqlite:///{tmp_path}/db")
-    assert store.acquire_lease(f"{socket.gethostname()}:{dead_pid()}{by}") is None
+    assert store.acquire_lease(f"{here()}:{dead_pid()}{by}") is None
     report = apply_plan(EMPTY, {}, store, observed_digest=None)
     assert report.ok and store.lease_holder() is None, "taken, used and released"
 
@@ -56,7 +56,7 @@ def test_a_held_lease_names_who_applies(tmp_path: Path, monkeypatch: pytest.Monk
 @pytest.mark.parametrize(
     "holder",
     [
-        f"{socket.gethostname()}:{os.getppid()}",  # alive on this host
+        f"{here()}:{os.getppid()}",  # alive on this host
         f"elsewhere.example:{os.getpid() + 1}",  # another host: cannot be checked, so it waits
     ],
 )
@@ -89,3 +89,26 @@ def test_a_lease_released_while_we_look_at_its_holder_is_taken(tmp_path: Path) -
     finally:
         event.remove(store.db.engine, "before_cursor_execute", release_first)
     assert released and store.lease_holder() == "second"
+
+
+def test_a_holder_numbered_in_another_pid_namespace_is_not_judged_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two containers with one host name (hostNetwork pods, `docker --network host`)
+    number their processes apart: a live holder's PID in one names nothing in the other,
+    which took its lease over as if it had crashed (found by reading the code in a user
+    trial). A holder is this host's only in this PID namespace."""
+    import controlplane.apply as applying
+
+    monkeypatch.setattr(applying, "_pid_namespace", lambda: 42)  # a container of its own
+    host = socket.gethostname()
+    assert applying.here() == f"{host}/pidns-42"
+    store = Store(f"sqlite:///{tmp_path}/db")
+    other = f"{host}:{dead_pid()} by bob"  # the host's (or another container's) process
+    assert store.acquire_lease(other) is None
+    with pytest.raises(LeaseHeldError, match="another reconciler is applying"):
+        apply_plan(EMPTY, {}, store, observed_digest=None)
+    assert store.lease_holder() == other, "not taken over: its PID means nothing here"
+    # in the host's own namespace the holder reads as before, host:pid
+    monkeypatch.setattr(applying, "_pid_namespace", lambda: applying.HOST_PID_NAMESPACE)
+    assert applying.here() == host

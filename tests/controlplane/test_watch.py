@@ -7,7 +7,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from controlplane.apply import here
 from controlplane.store import Store, default_url
 from controlplane.watch import Watcher, WatchOptions
 from tests.builders import cluster, project, workload
@@ -138,12 +138,12 @@ def test_watch_survives_a_minute_of_real_life(specs: Path) -> None:
         # the lease held by another live process: reported and retried, never fatal
         holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         store = Store(default_url(specs))
-        assert store.acquire_lease(f"{socket.gethostname()}:{holder.pid}") is None
+        assert store.acquire_lease(f"{here()}:{holder.pid}") is None
         try:
             line = watch.wait_for(lambda line: "another reconciler is applying" in line)
             assert f":{holder.pid} until" in line and "retrying in" in line
         finally:
-            store.release_lease(f"{socket.gethostname()}:{holder.pid}")
+            store.release_lease(f"{here()}:{holder.pid}")
             holder.kill()
             holder.wait()
         extra.unlink()  # and one more real change once the lease is free: a prune
