@@ -179,7 +179,7 @@ def member_failed(job: str, why: str | None) -> Reason:
         code=ReasonCode.FAILED,
         message=(
             f"job {job}: {why or 'a replica failed'}; the gang cannot go on without it: the "
-            "rest is stopped, and the workload runs again after its retry backoff"
+            "rest is stopped, and the workload planned again, whole"
         ),
     )
 
