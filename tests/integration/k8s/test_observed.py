@@ -2,8 +2,10 @@
 
 * An edit to a running workload is seen: the observed job carries the digest of the spec
   it runs, as on Slurm. Without it every edit read "no changes" on Kubernetes.
-* A gang one of whose pods failed winds down: the plan does not "grow" it back in place
-  (every apply reported a resize done that created nothing, and kept GPUs for it).
+* A gang one of whose pods failed is not "grown" back in place (every apply reported a
+  resize done that created nothing, and kept GPUs for it): nothing but the plan ends the
+  survivors (a later trial: they held their GPUs past the project's limit), so it stops
+  them and plans the gang again, whole.
 * A GPU pod labelled ``controlplane.io/managed`` without our identity is somebody else's:
   its GPUs count. It was in neither list, so the plan bound work onto its GPUs, the room
   check refused, and every later plan did the same.
@@ -82,8 +84,13 @@ def test_a_gang_whose_pod_failed_is_not_grown_back(
         second.metadata.name, second.metadata.namespace, {"metadata": {"annotations": failing}}
     )
     wait_for(lambda: sorted(p.status.phase for p in pods()) == ["Failed", "Running"])
-    plan = ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()
-    assert plan["actions"] == []  # it winds down: the survivor ends, then it is retried
+    planned = cp(capsys, "plan", specs, "--json", "--detailed-exitcode")
+    assert planned.code == 2, planned.out + planned.err
+    plan = planned.json()
+    assert [(op, code) for op, _, code in ops(plan) if op == "cancel"] == [("cancel", "failed")]
+    [again] = [a for a in plan["actions"] if a["op"] == "submit"]
+    assert again["workload"] == "vision/vit" and len(again["replicas"]) == 2, "whole"
+    assert not [a for a in plan["actions"] if a["op"] == "resize"]
     [job] = ok(cp(capsys, "get", "jobs", specs, "-o", "json")).json()["items"]
     assert job["state"] == "COMPLETING" and "replica failed" in job["reason"]
 
