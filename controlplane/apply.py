@@ -87,8 +87,10 @@ class Lease:
     def keep(self) -> None:
         """Renew the lease when a third of its time is gone, so a long apply keeps it; a
         lease lost meanwhile (expired and taken) stops the apply."""
-        if time.monotonic() - self.renewed < self.ttl / 3:
-            return
+        if time.monotonic() - self.renewed >= self.ttl / 3:
+            self._renew()
+
+    def _renew(self) -> None:
         if (other := self.store.acquire_lease(self.holder, ttl=self.ttl)) is not None:
             raise LeaseHeldError(
                 f"the apply lease was lost to {other}; nothing more was done: run `cp apply` again"
@@ -100,8 +102,7 @@ class Lease:
         it, and another reconciler take it, act and give it back meanwhile. On return it
         is held again, renewed (or LeaseHeldError names who has it now)."""
         held = self.store.lease_held(self.holder)
-        self.renewed = -self.ttl  # renew now, whatever the time since the last renewal
-        self.keep()
+        self._renew()  # now, whatever the time since the last renewal
         return held
 
 

@@ -128,8 +128,9 @@ def reconcile_drift(
         runs = (kube or {}).get(req.cluster or "")
         if job.image is not None:  # what it runs is known: that, not the spec's past, counts
             found = [c for c in found if c[0] != "image"]
-        found = _running_image(found, runs.image if runs is not None else None)
-        found += _observed(job, new, runs, found)
+        else:
+            found = _running_image(found, runs.image if runs is not None else None)
+        found += _observed(job, new, runs)
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
         if req.ending and job.spec_digest not in (None, new.digest):
             # its job winds down (saving its checkpoint, its pods being deleted): the new
@@ -252,7 +253,7 @@ def _running_image(found: list[Change], default: str | None) -> list[Change]:
     return out
 
 
-def _observed(job: Job, new: WorkloadSpec, runs: Runs | None, found: list[Change]) -> list[Change]:
+def _observed(job: Job, new: WorkloadSpec, runs: Runs | None) -> list[Change]:
     """Where and what the job runs (as observed) against what the specs now give it, for
     what the workload's spec does not hold: its project's namespace, the cluster's default
     image. Jobs observed without them (not on Kubernetes) have none."""
@@ -263,12 +264,7 @@ def _observed(job: Job, new: WorkloadSpec, runs: Runs | None, found: list[Change
     if job.namespace is not None and namespace is not None and job.namespace != namespace:
         out.append(("namespace", job.namespace, namespace))
     image = new.image or runs.image
-    if (
-        job.image is not None
-        and image is not None
-        and job.image != image
-        and all(f != "image" for f, _, _ in found)  # the spec's own edit says it already
-    ):
+    if job.image is not None and image is not None and job.image != image:
         out.append(("image", job.image, new.image or f"default ({image})"))
     return out
 

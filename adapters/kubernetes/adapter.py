@@ -225,27 +225,26 @@ class KubernetesAdapter:
         pods = self.api.pods_in(namespace, f"{OURS},{SUBMISSION}={name}")
         # objects with our labels but not our identity (a copy made with kubectl's
         # --keep-labels) are not ours: left alone, and they block nothing
-        if k8s_job is not None and identity_of(k8s_job["metadata"]) is None:
-            k8s_job = None
-        pods = [p for p in pods if identity_of(p["metadata"]) is not None]
-        found = [o for o in [k8s_job, *pods] if o is not None]
-        if not found:
-            if self.api.pod(namespace, name) or self.api.job(namespace, name):  # somebody's
+        mine = [
+            (obj, ident)
+            for obj in [k8s_job, *pods]
+            if obj is not None and (ident := identity_of(obj["metadata"])) is not None
+        ]
+        if not mine:
+            if k8s_job is not None or self.api.pod(namespace, name) is not None:  # somebody's
                 raise PermanentError(
                     f"{action.job} was not created by the control plane; refusing to touch it"
                 )
             return None
-        for obj in found:
-            ident = identity_of(obj["metadata"])
-            assert ident is not None
+        for _, ident in mine:
             if ident.workload != action.workload:
                 raise PermanentError(
                     f"{action.job} belongs to workload {ident.workload}, not {action.workload}; "
                     "refusing"
                 )
-        ident = identity_of(found[0]["metadata"])
-        assert ident is not None
-        return Submission(namespace, name, ident, k8s_job, pods)
+        ours_job = k8s_job if mine[0][0] is k8s_job else None
+        ours_pods = [obj for obj, _ in mine if obj is not k8s_job]
+        return Submission(namespace, name, mine[0][1], ours_job, ours_pods)
 
     def _delete(self, sub: Submission, pods: list[Obj] | None = None) -> int:
         """Delete the submission (or just ``pods`` of it); how many objects were deleted.

@@ -165,7 +165,7 @@ def grants(
             grows=grows,
             held_np=None if job.preemptible else base.alloc_np.get(q.id, 0) + held_np[q.id],
             cpu_only=job.gpus == 0,
-            whole=job.min_replicas >= job.replicas,
+            whole=not job.elastic,
         )
         out[key] = Grant(key=key, nodes=tuple(job.placed) + tuple(nodes), pool=pool, reason=reason)
     return out

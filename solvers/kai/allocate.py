@@ -276,7 +276,7 @@ class Allocator:
             grows=grows,
             held_np=held_np,
             cpu_only=job.gpus == 0,
-            whole=job.min_replicas >= job.replicas,
+            whole=not job.elastic,
         )
 
     def _why_unplaced(self, job: JobRequest, pools: list[PoolKey], count: int) -> Reason:

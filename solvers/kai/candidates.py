@@ -80,7 +80,7 @@ class Holders:
             or job.ending  # on its way out already
             or any(n not in s.index.pool_of for n in tasks)
             # a shielded gang is no victim; a shielded elastic job may still shrink
-            or (self.shields and protected(s, job) and job.min_replicas >= job.replicas)
+            or (self.shields and protected(s, job) and not job.elastic)
         ):
             return
         entry = (VictimOrder(job, len(tasks)), key)

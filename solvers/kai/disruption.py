@@ -360,7 +360,7 @@ def why_granted(session: Session, job: JobRequest, step: str, victims: list[str]
         room=reasons.room_made(step, [v for v in victims if problem.ran_before(v)], ahead),
         held_np=None if job.preemptible else session.alloc_np[q.id],
         cpu_only=job.gpus == 0,
-        whole=job.min_replicas >= job.replicas,
+        whole=not job.elastic,
     )
 
 

@@ -86,11 +86,7 @@ def _candidates(
             continue
         if s.pool.get(key) not in pools or any(n not in s.index.pool_of for n in tasks):
             continue
-        if (
-            step.min_runtime_protects
-            and step.protected(victim)
-            and victim.min_replicas >= victim.replicas
-        ):
+        if step.min_runtime_protects and step.protected(victim) and not victim.elastic:
             continue
         if step.may_evict(job, victim):
             out[key] = list(tasks)

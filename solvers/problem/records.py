@@ -111,6 +111,11 @@ class JobRequest:
     def running(self) -> bool:
         return self.job_id is not None
 
+    @property
+    def elastic(self) -> bool:
+        """It may run with fewer replicas than it asks for (minReplicas < replicas)."""
+        return self.min_replicas < self.replicas
+
 
 @dataclass(frozen=True)
 class Queued:

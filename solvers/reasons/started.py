@@ -45,13 +45,11 @@ def granted(
     workload asks for no GPUs, so the project's quota standing is not its business.
     ``whole``: a gang that may not run with fewer replicas, grown back to all of them (a
     replica was lost): it completes its gang, it is not elastic."""
-    grew = (
-        f"completes its gang again: {grows[0]} of {grows[1]} replicas (it may not run with fewer)"
-        if grows is not None and whole
-        else f"grows to {grows[0]} of {grows[1]} replicas"
-        if grows is not None
-        else ""
-    )
+    grew = ""
+    if grows is not None:
+        grew = f"grows to {grows[0]} of {grows[1]} replicas"
+        if whole:
+            grew = f"completes its gang again: {grows[0]} of {grows[1]} replicas (it may not run with fewer)"
     if cpu_only:
         why = f"CPU only: asks for no GPUs, so nothing counts against project {q.name}'s GPU quota"
         why += f"; {room}" if room else ""
