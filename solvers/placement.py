@@ -16,14 +16,18 @@ from solvers.problem import NodeInfo, PoolKey
 
 
 class FreeIndex:
-    """Free GPUs per node, bucketed per pool; mutable scratch state of one solve."""
+    """Free GPUs per node, bucketed per pool; mutable scratch state of one solve.
+
+    An over-committed node's free GPUs are negative (``NodeInfo.free``): no replica fits
+    there, not even one of no GPUs, and the totals count only the GPUs that are free.
+    """
 
     def __init__(
         self, nodes: dict[str, NodeInfo], distinct: frozenset[PoolKey] = frozenset()
     ) -> None:
         self.distinct = distinct  # pools where a gang takes one replica per node
         self.free: dict[str, int] = {}
-        self.total = 0  # free GPUs over every node
+        self.total = 0  # free GPUs over every node (none of an over-committed one)
         self.pool_of: dict[str, PoolKey] = {}
         self._buckets: dict[PoolKey, dict[int, SortedList]] = defaultdict(dict)
         self._room: dict[PoolKey, tuple[int, int]] = {}  # pool_free, until the pool changes
@@ -31,7 +35,7 @@ class FreeIndex:
             if n.pool is None or not n.schedulable:
                 continue
             self.free[key] = n.free
-            self.total += n.free
+            self.total += max(0, n.free)
             self.pool_of[key] = n.pool
             self._bucket(n.pool, n.free).add(key)
 
@@ -61,7 +65,7 @@ class FreeIndex:
         before = self.free[node]
         self._buckets[pool][before].remove(node)
         self.free[node] = before + delta
-        self.total += delta
+        self.total += max(0, before + delta) - max(0, before)
         self._bucket(pool, before + delta).add(node)
 
     def pool_free(self, pool: PoolKey) -> tuple[int, int]:
@@ -71,7 +75,7 @@ class FreeIndex:
             total = largest = 0
             for free, bucket in self._buckets.get(pool, {}).items():
                 if bucket:
-                    total += free * len(bucket)
+                    total += max(0, free) * len(bucket)
                     largest = max(largest, free)
             room = self._room[pool] = (total, largest)
         return room

@@ -127,11 +127,15 @@ def _place_zero_gpu(
     free: dict[str, int],
     placed: dict[str, tuple[PoolKey, list[str]]],
 ) -> None:
-    """Jobs asking for no GPUs go where the greedy would put them: the fullest node."""
+    """Jobs asking for no GPUs go where the greedy would put them: the fullest node that
+    is not over-committed."""
     for key in agg.zero_gpu:
         job = problem.jobs[key]
         candidates = [
-            (free[n], n, p) for p in job.pools for n in free if problem.nodes[n].pool == p
+            (free[n], n, p)
+            for p in job.pools
+            for n in free
+            if problem.nodes[n].pool == p and free[n] >= 0
         ]
         if candidates:
             _, node, pool = min(candidates)

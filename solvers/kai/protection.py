@@ -97,7 +97,8 @@ def _leaving(
         if s.index.pool_of.get(node) not in pools:
             continue
         gone = sum(g for _, g in known.leaving.get(node, []))
-        fits += (free + gone) // job.gpus if job.gpus else count
+        # an over-committed node the leaving work does not bring below its GPUs fits none
+        fits += max(0, free + gone) // job.gpus if job.gpus else count
         if gone:
             held += gone
             who.update(dict.fromkeys(k for k, _ in known.leaving[node]))

@@ -70,7 +70,10 @@ class NodeInfo:
 
     @property
     def free(self) -> int:
-        return max(0, self.capacity - self.used) if self.schedulable else 0
+        """GPUs not held; below 0 on an over-committed node (its jobs hold more GPUs than
+        it reports: one fell off the bus under them), so that taking its jobs away frees
+        only what they hold beyond the deficit, not all they hold."""
+        return self.capacity - self.used if self.schedulable else 0
 
 
 @dataclass

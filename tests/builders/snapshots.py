@@ -11,7 +11,10 @@ from typing import Any
 NOW = "2026-11-22T10:00:00+00:00"
 
 
-def sim_nodes(down: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def sim_nodes(
+    down: tuple[str, ...] = (), reported: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """``reported``: fields some nodes report otherwise, by name (``{"gpus": 4}``)."""
     nodes = [
         {"name": f"a100-{i:02d}", "pool": "a100", "gpuType": "a100_80", "gpus": 8}
         for i in range(1, 5)
@@ -20,6 +23,7 @@ def sim_nodes(down: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     ]
     for node in nodes:
         node["state"] = "down" if node["name"] in down else "idle"
+        node.update((reported or {}).get(node["name"], {}))
     return nodes
 
 
@@ -49,9 +53,11 @@ def write_snapshot(
     *,
     now: str = NOW,
     down: tuple[str, ...] = (),
+    reported: dict[str, dict[str, Any]] | None = None,
     **records: Any,
 ) -> Path:
     """One cluster ``sim`` with its nodes and ``jobs``; ``records``: queue, usage, failures…"""
-    snap = {"now": now, "clusters": [{"name": "sim", "nodes": sim_nodes(down), "jobs": jobs}]}
+    nodes = sim_nodes(down, reported)
+    snap = {"now": now, "clusters": [{"name": "sim", "nodes": nodes, "jobs": jobs}]}
     path.write_text(json.dumps({**snap, **records}, indent=2))
     return path

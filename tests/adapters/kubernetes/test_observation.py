@@ -160,6 +160,19 @@ def test_a_gang_is_one_job_with_a_replica_per_pod() -> None:
     assert (job.namespace, job.image) == ("cp-chem", "x")
 
 
+def test_a_node_that_lost_gpus_under_our_pods_reports_both() -> None:
+    """A GPU fell off the bus under a running gang (user trial): the node's allocatable
+    drops below what our pods hold, and nothing evicts them. The snapshot keeps both facts,
+    the node's count and every replica, for ``cp get nodes`` and ``cp status`` to show the
+    over-commit (tests/controlplane/cli/test_overcommitted_node.py)."""
+    objs = ours(["a-1", "a-1"])  # 2 x 2 GPUs
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    [n] = build_nodes([node("a-1", gpus=2)], pods, POOLS, resource=GPU, type_label=LABEL)
+    assert (n.gpus, n.state) == (2, "allocated")
+    [job] = our_jobs(objs, [], GPU, nodes=["a-1"])
+    assert [(r.node, r.gpus) for r in job.replicas] == [("a-1", 2), ("a-1", 2)]
+
+
 def test_a_job_whose_pod_is_not_made_yet_is_placed_by_its_template() -> None:
     [k8s_job] = ours(["a-1"])
     [job] = our_jobs([], [k8s_job], GPU)

@@ -465,6 +465,21 @@ def test_zero_gpu_and_blocked_jobs() -> None:
     assert result.pending == {"p/too-long": blocked.blocked}
 
 
+def test_an_over_committed_node_takes_nothing_not_even_a_cpu_only_job() -> None:
+    """A node whose jobs hold more GPUs than it has (a GPU fell off the bus under them) has
+    fewer than no GPUs free: the fullest node, and room on it for nothing."""
+    p = problem(
+        [pool("a")],
+        [node("a-0", "a", used=6), node("a-1", "a", used=1), node("a-2", "a")],
+        [project("p", deserved=4)],
+        [job("cpu-only", "p", gpus=0), job("one", "p", gpus=1)],
+    )
+    greedy, result = run_both(p)
+    for grants in (greedy, result.grants):
+        assert (grants["p/cpu-only"].nodes, grants["p/one"].nodes) == (("c/a-1",), ("c/a-1",))
+        assert violations(p, grants) == []
+
+
 def test_no_time_places_nothing_and_says_so() -> None:
     p = problem(
         [pool("a")], [node("a-0", "a")], [project("p", deserved=4)], [job("j", "p", gpus=2)]

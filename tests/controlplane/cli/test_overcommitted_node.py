@@ -1,0 +1,112 @@
+"""A node whose jobs hold more GPUs than it reports: over-committed.
+
+User trial on Kubernetes: a gang of 2 x 4 GPUs ran on ``a100-0`` when the node's GPU
+allocatable dropped to 4 (a GPU fell off the bus, the device plugin restarted). Nothing
+evicts the pods, so the cluster reports 4 GPUs and our pods hold 8. The planner neither
+places work on such a node nor counts on GPUs it does not have once the gang is gone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, project, workload
+from tests.builders.cli import Result, cp, write_specs
+from tests.builders.snapshots import job, write_snapshot
+
+Capsys = pytest.CaptureFixture[str]
+GANG = job("11", "bio/gang", ("a100-01", 4), ("a100-01", 4))  # 8 GPUs on a node of 4
+LOST = {"a100-01": {"gpus": 4, "state": "allocated"}}  # as Kubernetes reports it then
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+def replicas_on(plan: dict[str, Any], node: str) -> list[str]:
+    return [
+        a["workload"]
+        for a in plan["actions"]
+        if any(r["node"] == node for r in a.get("replicas") or [])
+    ]
+
+
+@pytest.mark.parametrize("engine", ["best", "kai"])
+@pytest.mark.parametrize("gpus", [1, 0])
+def test_the_plan_places_nothing_on_the_node(
+    tmp_path: Path, capsys: Capsys, gpus: int, engine: str
+) -> None:
+    """Work that fits anywhere goes elsewhere, even work of no GPUs (it went to the
+    fullest node, which an over-committed one was, at 0 free), and the plan does not fail."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            project("bio", gpus=16),
+            workload("gang", "bio", gpus=4, replicas=2),
+            workload("small", "bio", gpus=gpus, gpuTypes=["a100_80"]),
+        ],
+    )
+    snapshot = write_snapshot(tmp_path / "snap.json", [GANG], reported=LOST)
+    args = ("--observed", snapshot, "--engine", engine, "--json")
+    plan = ok(cp(capsys, "plan", specs, *args)).json()
+    assert [a["op"] for a in plan["actions"]] == ["submit"]
+    assert replicas_on(plan, "a100-01") == []
+
+
+@pytest.mark.parametrize("gang_types", [None, ["a100_80"]], ids=["moved", "reclaimed"])
+def test_evicting_the_gang_frees_only_what_the_node_has(
+    tmp_path: Path, capsys: Capsys, gang_types: list[str] | None
+) -> None:
+    """chem, below its deserved GPUs, wants one replica of 8 on an a100; the other a100s
+    are full. Taking bio's gang off a100-01 (moved to the v100s, or reclaimed where it may
+    only run on a100s) leaves a node of 4 GPUs: no room for it. The planner took the
+    node's free GPUs as 0, not -4, so the eviction "freed" 8 there: it moved (or
+    preempted) the gang and bound 8 GPUs onto a node of 4."""
+    types = {"gpuTypes": gang_types} if gang_types else {}
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            project("bio", gpus=0),
+            project("chem", gpus=8),
+            workload("gang", "bio", gpus=4, replicas=2, **types),
+            workload("big", "chem", gpus=8, gpuTypes=["a100_80"]),
+        ],
+    )
+    others = [job(f"2{i}", None, (f"a100-0{i}", 8)) for i in (2, 3, 4)]
+    snapshot = write_snapshot(tmp_path / "snap.json", [GANG, *others], reported=LOST)
+    plan = ok(cp(capsys, "plan", specs, "--observed", snapshot, "--json")).json()
+    assert plan["actions"] == [], plan["actions"]
+    assert [p["workload"] for p in plan["pending"]] == ["chem/big"]
+
+
+def test_work_winding_down_beside_the_node_is_still_waited_for(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """chem/big fits once bio's job winding down on a100-02 has ended, and says so. The
+    over-committed node beside it (someone else's 8 GPUs on 4) fits none of it; counted
+    as fitting fewer than none, it hid the room coming on a100-02."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            project("bio", gpus=0),
+            project("chem", gpus=8),
+            workload("old", "bio", gpus=8, gpuTypes=["a100_80"]),
+            workload("big", "chem", gpus=8, gpuTypes=["a100_80"]),
+        ],
+    )
+    jobs = [
+        job("11", None, ("a100-01", 4), ("a100-01", 4)),
+        job("12", "bio/old", ("a100-02", 8), state="COMPLETING"),
+        *(job(f"2{i}", None, (f"a100-0{i}", 8)) for i in (3, 4)),
+    ]
+    snapshot = write_snapshot(tmp_path / "snap.json", jobs, reported=LOST)
+    plan = ok(cp(capsys, "plan", specs, "--observed", snapshot, "--json")).json()
+    [big] = [p for p in plan["pending"] if p["workload"] == "chem/big"]
+    assert "held by work winding down (job 12 of bio/old)" in big["reason"]["message"], big
