@@ -87,6 +87,9 @@ class NodeRow:
     used: int  # GPUs held by any job on it, ours or not
     state: str
     jobs: list[str]
+    # its jobs hold more GPUs than it reports (``used`` > ``gpus``): one fell off the bus
+    # under them, the device plugin restarted; nothing evicts them, so they keep all of it
+    overcommitted: bool
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ def nodes(snapshot: Snapshot) -> list[NodeRow]:
                         on.setdefault(r.node, []).append((j.id, r.gpus))
         for n in sorted(c.nodes, key=lambda n: n.name):
             held = on.get(n.name, [])
+            used = sum(g for _, g in held)
             out.append(
                 NodeRow(
                     name=n.name,
@@ -208,9 +212,10 @@ def nodes(snapshot: Snapshot) -> list[NodeRow]:
                     gpu_type=n.gpu_type,
                     partition=n.partition,
                     gpus=n.gpus,
-                    used=min(n.gpus, sum(g for _, g in held)),
+                    used=used,
                     state=n.state,
                     jobs=sorted({job for job, _ in held}),
+                    overcommitted=used > n.gpus,
                 )
             )
     return out

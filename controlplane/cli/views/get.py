@@ -172,7 +172,8 @@ def _nodes(rows: list[NodeRow], now: datetime, wide: bool) -> tuple[list[Column]
             r.gpu_type or "-",
             str(r.gpus),
             str(r.used),
-            _state(r.state),
+            # kubectl's way with a condition on top of a state (Ready,SchedulingDisabled)
+            Text(f"{r.state},overcommitted", style="red") if r.overcommitted else _state(r.state),
         ]
         if wide:
             row += [r.partition or "-", Text(", ".join(r.jobs) or "-")]

@@ -2,8 +2,11 @@
 
 User trial on Kubernetes: a gang of 2 x 4 GPUs ran on ``a100-0`` when the node's GPU
 allocatable dropped to 4 (a GPU fell off the bus, the device plugin restarted). Nothing
-evicts the pods, so the cluster reports 4 GPUs and our pods hold 8. The planner neither
-places work on such a node nor counts on GPUs it does not have once the gang is gone.
+evicts the pods, so the cluster reports 4 GPUs and our pods hold 8. ``cp get nodes``
+showed ``gpus 4, used 4, allocated`` (the use capped at the count, the over-commit
+hidden). ``used`` is what the jobs hold and the node is flagged ``overcommitted``; the
+planner neither places work on such a node nor counts on GPUs it does not have once the
+gang is gone.
 """
 
 from __future__ import annotations
@@ -25,6 +28,31 @@ LOST = {"a100-01": {"gpus": 4, "state": "allocated"}}  # as Kubernetes reports i
 def ok(result: Result) -> Result:
     assert result.code == 0, result.out + result.err
     return result
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path]:
+    specs = write_specs(
+        tmp_path / "specs",
+        [cluster(), project("bio", gpus=16), workload("gang", "bio", gpus=4, replicas=2)],
+    )
+    snapshot = write_snapshot(tmp_path / "snap.json", [GANG], reported=LOST)
+    return specs, snapshot
+
+
+def test_get_nodes_shows_what_is_held_and_flags_the_node(
+    world: tuple[Path, Path], capsys: Capsys
+) -> None:
+    specs, snapshot = world
+    doc = ok(cp(capsys, "get", "nodes", specs, "--observed", snapshot, "-o", "json")).json()
+    rows = {r["name"]: r for r in doc["items"]}
+    node = rows["a100-01"]
+    assert (node["gpus"], node["used"], node["overcommitted"]) == (4, 8, True)
+    assert node["state"] == "allocated"  # the observed state, as before: the flag is apart
+    assert not any(r["overcommitted"] for name, r in rows.items() if name != "a100-01")
+    text = ok(cp(capsys, "get", "nodes", specs, "--observed", snapshot)).out
+    [line] = [x.split() for x in text.splitlines() if x.split()[:1] == ["a100-01"]]
+    assert line[-3:] == ["4", "8", "allocated,overcommitted"], text
 
 
 def replicas_on(plan: dict[str, Any], node: str) -> list[str]:
