@@ -12,30 +12,38 @@ from rich.text import Text
 from controlplane.cli.views.tables import Cell, Column, print_table
 from solvers.reasons import gpus as n
 from solvers.reasons import shape
+from solvers.reasons.words import gpu_count
 from specs.snapshot import Job, Snapshot
 
 
 def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
     """Per cluster: the nodes of the declared pools, their GPUs that take work and those
     that do not (drained, down), GPUs held there by our jobs and by others' (on drained
-    nodes too: ours + others' + free = GPUs + drained), the GPUs free on the nodes that
-    take work; and how many nodes no pool declares (never planned on, and not counted)."""
+    nodes too), the GPUs free on the nodes that take work (on each, those no job holds),
+    the GPUs held beyond what over-committed nodes report and those nodes; and how many
+    nodes no pool declares (never planned on, and not counted). On a node that takes work,
+    held + free = GPUs + over-committed."""
     rows = []
     for c in sorted(snap.clusters, key=lambda c: c.name):
-        pooled = {node.name for node in c.nodes if node.pool is not None}
-
-        def there(job: Job, pooled: set[str] = pooled) -> int:
-            return sum(r.gpus for r in job.replicas if r.node in pooled)
-
-        held = [j for j in c.jobs if j.state.holds_gpus]
-        ours = sum(there(j) for j in held if j.workload is not None)
-        others = sum(there(j) for j in held if j.workload is None)
-        taking = {node.name: node.gpus for node in c.nodes if node.schedulable and node.pool}
-        for r in (r for j in held for r in j.replicas):
-            if r.node in taking:
-                taking[r.node] -= r.gpus
-        gpus = sum(node.gpus for node in c.nodes if node.schedulable and node.name in pooled)
-        drained = sum(node.gpus for node in c.nodes if node.name in pooled) - gpus
+        pooled = {node.name: node for node in c.nodes if node.pool is not None}
+        ours = others = 0
+        used = dict.fromkeys(pooled, 0)  # by every job, on each node
+        for j in (j for j in c.jobs if j.state.holds_gpus):
+            for r in j.replicas:
+                if r.node is None or r.node not in used:
+                    continue
+                used[r.node] += r.gpus
+                if j.workload is None:
+                    others += r.gpus
+                else:
+                    ours += r.gpus
+        taking = [node for node in pooled.values() if node.schedulable]
+        gpus = sum(node.gpus for node in taking)
+        # a GPU gone from under running work (fell off the bus): its jobs keep what they
+        # hold. The excess is counted apart: it is what ours + others' + free exceed by
+        over = {
+            name: used[name] - node.gpus for name, node in pooled.items() if used[name] > node.gpus
+        }
         rows.append(
             {
                 "cluster": c.name,
@@ -43,10 +51,12 @@ def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "error": c.error,
                 "nodes": len(pooled),
                 "gpus": gpus,
-                "drainedGpus": drained,
+                "drainedGpus": sum(node.gpus for node in pooled.values()) - gpus,
                 "ours": ours,
                 "others": others,
-                "free": sum(max(0, free) for free in taking.values()),
+                "free": sum(max(0, node.gpus - used[node.name]) for node in taking),
+                "overcommittedGpus": sum(over.values()),
+                "overcommittedNodes": sorted(over),
                 "nodesOutsidePools": len(c.nodes) - len(pooled),
             }
         )
@@ -72,7 +82,7 @@ def print_clusters(console: Console, snap: Snapshot) -> None:
             rows.append([r["cluster"], *["-"] * 6, Text(f"unreachable: {r['error']}", style="red")])
             continue
         counts = [n(r[k]) for k in ("nodes", "gpus", "drainedGpus", "ours", "others", "free")]
-        rows.append([r["cluster"], *counts, ""])
+        rows.append([r["cluster"], *counts, _overcommitted(r)])
     columns = [
         Column("cluster"),
         *(Column(h, "number", drop=d) for h, d in (("nodes", 1), ("GPUs", 5), ("drained", 2))),
@@ -89,6 +99,14 @@ def print_clusters(console: Console, snap: Snapshot) -> None:
                 for p, per in usage.items()
             )
         )
+
+
+def _overcommitted(row: dict[str, Any]) -> Cell:
+    """Why ours + others' + free exceeds the GPUs, if it does."""
+    if not row["overcommittedGpus"]:
+        return ""
+    where = ", ".join(row["overcommittedNodes"])
+    return Text(f"{gpu_count(row['overcommittedGpus'])} over-committed on {where}", style="red")
 
 
 def describe_job(cluster: str, job: Job) -> str:

@@ -2,11 +2,12 @@
 
 User trial on Kubernetes: a gang of 2 x 4 GPUs ran on ``a100-0`` when the node's GPU
 allocatable dropped to 4 (a GPU fell off the bus, the device plugin restarted). Nothing
-evicts the pods, so the cluster reports 4 GPUs and our pods hold 8. ``cp get nodes``
-showed ``gpus 4, used 4, allocated`` (the use capped at the count, the over-commit
-hidden). ``used`` is what the jobs hold and the node is flagged ``overcommitted``; the
-planner neither places work on such a node nor counts on GPUs it does not have once the
-gang is gone.
+evicts the pods, so the cluster reports 4 GPUs and our pods hold 8. ``cp get nodes`` showed
+``gpus 4, used 4, allocated`` (the use capped at the count, the over-commit hidden) and
+``cp status`` "GPUs 28, ours 8, free 24": ours + free above the GPUs, with nothing saying
+why. ``used`` is what the jobs hold, the node is flagged ``overcommitted``, the GPUs held
+beyond the count are counted in ``cp status``, and the planner neither places work on the
+node nor counts on GPUs it does not have once the gang is gone.
 """
 
 from __future__ import annotations
@@ -53,6 +54,24 @@ def test_get_nodes_shows_what_is_held_and_flags_the_node(
     text = ok(cp(capsys, "get", "nodes", specs, "--observed", snapshot)).out
     [line] = [x.split() for x in text.splitlines() if x.split()[:1] == ["a100-01"]]
     assert line[-3:] == ["4", "8", "allocated,overcommitted"], text
+
+
+def test_status_counts_the_gpus_held_beyond_the_nodes(
+    world: tuple[Path, Path], capsys: Capsys
+) -> None:
+    specs, snapshot = world
+    data = ok(cp(capsys, "status", specs, "--observed", snapshot, "--json")).json()
+    [row] = data["clusters"]
+    # 4 + 3 x 8 a100, 8 x 4 v100; free: nothing on a100-01, every GPU of the others
+    assert (row["gpus"], row["ours"], row["others"], row["free"]) == (60, 8, 0, 56)
+    assert (row["overcommittedGpus"], row["overcommittedNodes"]) == (4, ["a100-01"])
+    assert (
+        row["ours"] + row["others"] + row["free"]
+        == row["gpus"] + row["drainedGpus"] + row["overcommittedGpus"]
+    )
+    text = ok(cp(capsys, "status", specs, "--observed", snapshot)).out
+    table = text[text.index("Clusters") :]
+    assert "4 GPUs over-committed on a100-01" in " ".join(table.split()), text
 
 
 def replicas_on(plan: dict[str, Any], node: str) -> list[str]:
