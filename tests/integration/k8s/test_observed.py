@@ -9,6 +9,9 @@
 * A GPU pod labelled ``controlplane.io/managed`` without our identity is somebody else's:
   its GPUs count. It was in neither list, so the plan bound work onto its GPUs, the room
   check refused, and every later plan did the same.
+* A node that loses GPUs under a running gang (allocatable 8 -> 4, our pods hold 8) is
+  over-committed: ``cp get nodes`` showed ``used 4`` and ``cp status`` ours + free above
+  the GPUs, with nothing saying why.
 """
 
 from __future__ import annotations
@@ -156,3 +159,43 @@ def test_work_on_a_deleted_node_is_placed_again(
     ]
     [submit] = [a for a in plan["actions"] if a["op"] == "submit"]
     assert [r["node"] for r in submit["replicas"]] == ["a100-0"]
+
+
+def test_a_node_that_lost_gpus_under_a_gang_is_over_committed(
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    foreign_pod: Helper,
+    pods: Helper,
+    wait_for: Helper,
+    kube: client.ApiClient,
+) -> None:
+    """A GPU fell off the bus (the device plugin restarted with 4 of 8): the pods keep
+    running, the node's allocatable drops to 4. ``used`` is what they hold, the node is
+    flagged, the excess counted, and the plan leaves everything as it is."""
+    add_gpu_node(kube, "spare-0", gpus=8, labels={GPU_PRODUCT: A100})
+    try:
+        for node in ("a100-0", "a100-1", "a100-2"):  # only spare-0 has room
+            foreign_pod(f"full-{node}", node, 8)
+        specs = tmp_path / "specs"
+        project = doc("Project", "vision", quota={"gpus": 16})
+        write_specs(specs, [cluster_doc, project, workload("gang", 4, "a100_80", replicas=2)])
+        ok(cp(capsys, "apply", specs, "--auto-approve"))
+        wait_for(
+            lambda: (
+                [(p.spec.node_name, p.status.phase) for p in pods()] == [("spare-0", "Running")] * 2
+            )
+        )
+        lost = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "4"}
+        status = {"status": {"capacity": lost, "allocatable": lost}}
+        client.CoreV1Api(kube).patch_node_status("spare-0", status)
+        listed = ok(cp(capsys, "get", "nodes", specs, "-o", "json")).json()["items"]
+        [spare] = [n for n in listed if n["name"] == "spare-0"]
+        assert (spare["gpus"], spare["used"], spare["overcommitted"]) == (4, 8, True)
+        [row] = ok(cp(capsys, "status", specs, "--json")).json()["clusters"]
+        # 3 x 8 a100 full of others' pods, 4 on spare-0, 2 x 4 h100 free
+        assert (row["gpus"], row["ours"], row["others"], row["free"]) == (36, 8, 24, 8)
+        assert (row["overcommittedGpus"], row["overcommittedNodes"]) == (4, ["spare-0"])
+        assert ok(cp(capsys, "plan", specs, "--json")).json()["actions"] == []
+    finally:
+        client.CoreV1Api(kube).delete_node("spare-0")
