@@ -136,6 +136,28 @@ class Plan(PlanModel):
     def empty(self) -> bool:
         return not self.actions
 
+    def repeats(self, last: Plan) -> bool:
+        """An empty plan with the outcome of ``last``, an empty one: the same specs, nothing
+        to do, the same work waiting for the same kind of reason, the same clusters silent.
+        The figures a reason gives (GPU-hours used, a backoff's time left) may move on."""
+
+        def waits(plan: Plan) -> list[tuple[str, str]]:
+            return [(p.workload, p.reason.code) for p in plan.pending]
+
+        return (
+            self.empty
+            and last.empty
+            and self.spec_digest == last.spec_digest
+            and waits(self) == waits(last)
+            and self.unreachable == last.unreachable
+        )
+
+    def told_now(self, now: Plan) -> Plan:
+        """This stored plan, told with the figures of ``now``, a plan that :meth:`repeats`
+        it: what waits and why, and the quota table (usage bends fair shares as it decays)."""
+        told = {"pending": now.pending, "projects": now.projects, "departments": now.departments}
+        return self.model_copy(update=told)
+
     @property
     def above_limits(self) -> list[tuple[str, str, QueueStatus]]:
         """The queues the plan leaves above their limit (work minRuntime keeps for now,

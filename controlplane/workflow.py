@@ -360,12 +360,13 @@ def apply_specs(
         plan = _plan(spec_dir, loaded, snap, when, adapters, policy)
         last = store.last_applied_plan()
         plan = _with_policy(plan, applied_diff(last, plan))
-        if last is not None and _repeats(plan, last):
+        if last is not None and plan.repeats(last):
             # a loop with nothing to do: the store has this plan already, as the last one
-            # applied (what is shown and named is that one: `cp show` finds it)
+            # applied (what is named is that one: `cp show` finds it), told as of now
+            told = last.told_now(plan)
             if approve is not None:
-                approve(last, snap)  # shown as every plan is; there is nothing to approve
-            return last, None
+                approve(told, snap)  # shown as every plan is; there is nothing to approve
+            return told, None
         store.save_plan(plan)
         approved = approve is None or approve(plan, snap)  # it sees every plan, may show it
         if approved and plan.empty:
@@ -383,18 +384,6 @@ def apply_specs(
             plan, adapters, store, observed_digest=digest, progress=progress, lease=lease, stop=stop
         )
     return plan, report
-
-
-def _repeats(plan: Plan, last: Plan) -> bool:
-    """An empty plan with the outcome of the last applied one (the same specs, nothing to
-    do, the same work waiting for the same reasons, the same clusters silent)."""
-    return (
-        plan.empty
-        and last.empty
-        and plan.spec_digest == last.spec_digest
-        and plan.pending == last.pending
-        and plan.unreachable == last.unreachable
-    )
 
 
 def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:

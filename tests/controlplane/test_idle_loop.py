@@ -1,0 +1,83 @@
+"""A reconcile loop with nothing to do, over hours: it stores no plan per cycle, even while
+the figures in a waiting workload's reason move (usage grows, decays, a backoff counts
+down)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.builders import cluster, project, workload
+from tests.builders.cli import cp, write_specs
+
+Capsys = pytest.CaptureFixture[str]
+T0 = datetime(2026, 1, 5, 8, tzinfo=UTC)
+
+
+def _plans(specs: Path) -> int:
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        (count,) = db.execute("SELECT count(*) FROM plans").fetchone()
+    return int(count)
+
+
+def _apply(capsys: Capsys, specs: Path, at: datetime) -> dict[str, object]:
+    done = cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", at.isoformat())
+    assert done.code == 0, done.out + done.err
+    result: dict[str, object] = done.json()
+    return result
+
+
+def _waiting_over_budget(capsys: Capsys, root: Path) -> Path:
+    """A project whose budget its running job spent, and a second workload of it waiting
+    over budget since T0 + 4 h."""
+    budget = {"gpuHoursPerMonth": 10}
+    docs = [
+        cluster(),
+        project("p", gpus=16, budget=budget),
+        workload("long", "p", gpus=8, walltime="3d"),
+    ]
+    specs = write_specs(root, docs)
+    _apply(capsys, specs, T0)
+    write_specs(specs, [*docs, workload("later", "p", gpus=8, walltime="3d")])
+    assert not _apply(capsys, specs, T0 + timedelta(hours=4))["actions"]
+    shown = cp(capsys, "plan", specs, "--json", "--now", (T0 + timedelta(hours=4)).isoformat())
+    assert [p["reason"]["code"] for p in shown.json()["pending"]] == ["over-budget"]
+    return specs
+
+
+def test_a_wait_whose_figures_move_does_not_store_a_plan_per_idle_cycle(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A workload waiting over budget: its reason names the GPU-hours used this month, which
+    grow while the project's other job runs. Every idle cycle's plan then differed from the
+    last applied one in that figure alone, and was stored: a record per cycle, for as long
+    as the wait lasted (user trial: 12 records in 12 idle cycles). The loop's outcome did
+    not change: nothing to do, the same workloads waiting for the same reasons."""
+    specs = _waiting_over_budget(capsys, tmp_path / "s")
+    before = _plans(specs)
+    for cycle in range(1, 7):
+        idle = _apply(capsys, specs, T0 + timedelta(hours=4, minutes=30 * cycle))
+        assert not idle["actions"]
+    assert _plans(specs) - before <= 1, "a plan stored for every idle cycle"
+
+
+def test_an_idle_cycle_tells_the_wait_as_it_stands_now(tmp_path: Path, capsys: Capsys) -> None:
+    """The cycle that stores nothing still tells the wait with the figures of now, not those
+    of the stored plan it names, hours old; and that plan is the one `cp show` finds."""
+    specs = _waiting_over_budget(capsys, tmp_path / "s")
+
+    def cycle(hours: int) -> tuple[str, str]:
+        at = (T0 + timedelta(hours=hours)).isoformat()
+        done = cp(capsys, "apply", specs, "--auto-approve", "--now", at)
+        assert done.code == 0, done.out + done.err
+        named = done.out.split()[1]  # "Plan <id>  made ..."
+        wait = " ".join(done.out.split("over-budget:", 1)[1].split()[:6])
+        return named, wait
+
+    first, then = cycle(5), cycle(9)
+    assert first[0] == then[0], "the second idle cycle stored a plan of its own"
+    assert first[1] != then[1], f"hours later, the same figures: {then[1]}"
+    assert cp(capsys, "show", then[0], specs).code == 0
