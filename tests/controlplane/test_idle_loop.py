@@ -81,3 +81,19 @@ def test_an_idle_cycle_tells_the_wait_as_it_stands_now(tmp_path: Path, capsys: C
     assert first[0] == then[0], "the second idle cycle stored a plan of its own"
     assert first[1] != then[1], f"hours later, the same figures: {then[1]}"
     assert cp(capsys, "show", then[0], specs).code == 0
+
+
+def test_a_plan_with_work_waiting_does_not_say_the_clusters_match_the_specs(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """With a workload of the specs waiting (here over budget), an empty plan read "No
+    changes. The clusters match the specs." (and `apply --json`: "no changes: the clusters
+    match the specs"): they do not, the workload runs nowhere."""
+    specs = _waiting_over_budget(capsys, tmp_path / "s")
+    at = (T0 + timedelta(hours=5)).isoformat()
+    shown = cp(capsys, "plan", specs, "--now", at)
+    assert shown.code == 0, shown.out + shown.err
+    assert "The clusters match the specs" not in shown.out
+    assert "1 workload waits" in shown.out
+    done = _apply(capsys, specs, T0 + timedelta(hours=5))
+    assert done["message"] == "no changes now: 1 workload waits"

@@ -137,7 +137,13 @@ def apply(
                     silent += ": nothing was observed or applied"
                 if as_json:
                     write_json(
-                        apply_json(plan.id, None, unreachable=plan.unreachable, silent=silent)
+                        apply_json(
+                            plan.id,
+                            None,
+                            unreachable=plan.unreachable,
+                            silent=silent,
+                            waiting=len(plan.pending),
+                        )
                     )
                 if silent:
                     err.print(f"error: {silent}", highlight=False, soft_wrap=True, markup=False)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from controlplane.apply import ActionOutcome, ApplyReport
+from controlplane.cli.views.words import counted
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import ActionRow
@@ -66,18 +67,22 @@ def apply_json(
     declined: bool = False,
     unreachable: Mapping[str, str] | None = None,
     silent: str = "",
+    waiting: int = 0,
 ) -> dict[str, Any]:
     """The apply as one document; ``report`` None: the plan had nothing to do, or (with
     ``declined``) the user said no. ``unreachable``: the plan's clusters that did not
     answer (nothing was checked or done there); ``silent``: why that is a failure (no
-    cluster answered at all)."""
+    cluster answered at all); ``waiting``: the workloads the plan leaves waiting."""
     down = dict(unreachable or {})
     if report is None:
-        nothing = (
-            "no changes on the clusters that answered"
-            if down
-            else "no changes: the clusters match the specs"
-        )
+        nothing = "no changes: the clusters match the specs"
+        if down:
+            nothing = "no changes on the clusters that answered"
+        elif waiting:
+            nothing = (
+                f"no changes now: {counted(waiting, 'workload')} wait{'s' if waiting == 1 else ''}"
+            )
+
         if silent:
             nothing = silent
         return {

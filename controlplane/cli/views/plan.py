@@ -113,6 +113,11 @@ def print_plan(console: Console, plan: Plan) -> None:
             f"edited since {'it' if len(plan.finished) == 1 else 'they'} ran "
             f"{'does' if len(plan.finished) == 1 else 'do'} not run again (below)."
         )
+    elif waits := len(plan.pending):  # the specs ask for work that runs nowhere yet
+        console.print(
+            f"[green]No changes now.[/] {counted(waits, 'workload')} "
+            f"wait{'s' if waits == 1 else ''} (below)."
+        )
     else:
         console.print("[green]No changes.[/] The clusters match the specs.")
     if plan.policy is not None:
