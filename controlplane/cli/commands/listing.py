@@ -81,7 +81,8 @@ def get(
         str | None,
         typer.Option(
             help="workloads: running, submitted, pending, blocked, failed, completed; "
-            "jobs: RUNNING, PENDING, …; nodes: idle, mixed, allocated, down, drain"
+            "jobs: RUNNING, PENDING, …; nodes: idle, mixed, allocated, down, drain, "
+            "overcommitted"
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -118,8 +119,12 @@ def get(
         if project is not None:
             theirs = {j.id for j in inventory.jobs(snap) if _owned(project, j.workload)}
             rows = [r for r in rows if theirs & set(r.jobs)]
-        states = ("idle", "mixed", "allocated", "down", "drain")
-        rows = _with_state(rows, state and state.lower(), states, lambda r: r.state)
+        states = ("idle", "mixed", "allocated", "down", "drain", "overcommitted")
+        wanted = state and state.lower()
+        if wanted == "overcommitted":  # a flag on top of the state, filtered as one
+            rows = [r for r in rows if r.overcommitted]
+        else:
+            rows = _with_state(rows, wanted, states, lambda r: r.state)
     else:
         if state is not None:
             raise typer.BadParameter("applies to workloads, jobs and nodes", param_hint="--state")

@@ -56,6 +56,19 @@ def test_get_nodes_shows_what_is_held_and_flags_the_node(
     assert line[-3:] == ["4", "8", "allocated,overcommitted"], text
 
 
+def test_get_nodes_state_overcommitted_lists_just_those(
+    world: tuple[Path, Path], capsys: Capsys
+) -> None:
+    """The table shows the state as ``allocated,overcommitted``: filtering on the flag, as
+    on a state, finds the node (it was refused: not one of idle, mixed, ...)."""
+    specs, snapshot = world
+    args = ("get", "nodes", specs, "--observed", snapshot, "-o", "json")
+    doc = ok(cp(capsys, *args, "--state", "overcommitted")).json()
+    assert [r["name"] for r in doc["items"]] == ["a100-01"]
+    allocated = ok(cp(capsys, *args, "--state", "allocated")).json()
+    assert "a100-01" in [r["name"] for r in allocated["items"]]
+
+
 def test_status_counts_the_gpus_held_beyond_the_nodes(
     world: tuple[Path, Path], capsys: Capsys
 ) -> None:
