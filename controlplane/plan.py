@@ -140,21 +140,31 @@ class Plan(PlanModel):
         """An empty plan with the outcome of ``last``, an empty one: the same specs, nothing
         to do, the same work waiting for the same kind of reason, the same clusters silent.
         The figures a reason gives (GPU-hours used, a backoff's time left) may move on."""
+        return self.empty and last.empty and self._same_outcome(last)
 
+    def decides_as(self, other: Plan) -> bool:
+        """The same actions as ``other`` (reasons and all), against the same clusters, with
+        the same policy and outcome: ``other`` made again, at another time."""
+        return (
+            self.observed_digest == other.observed_digest
+            and self.actions == other.actions
+            and self.policy == other.policy
+            and self._same_outcome(other)
+        )
+
+    def _same_outcome(self, other: Plan) -> bool:
         def waits(plan: Plan) -> list[tuple[str, str]]:
             return [(p.workload, p.reason.code) for p in plan.pending]
 
         return (
-            self.empty
-            and last.empty
-            and self.spec_digest == last.spec_digest
-            and waits(self) == waits(last)
-            and self.unreachable == last.unreachable
+            self.spec_digest == other.spec_digest
+            and waits(self) == waits(other)
+            and self.unreachable == other.unreachable
         )
 
     def told_now(self, now: Plan) -> Plan:
         """This stored plan, told with the figures of ``now``, a plan that :meth:`repeats`
-        it: what waits and why, and the quota table (usage bends fair shares as it decays)."""
+        it or :meth:`decides_as` it: what waits and why, and the quota table (usage bends fair shares as it decays)."""
         told = {"pending": now.pending, "projects": now.projects, "departments": now.departments}
         return self.model_copy(update=told)
 

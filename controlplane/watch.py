@@ -168,6 +168,7 @@ class Watcher:
                     db=self.options.db,
                     approve=self._guard,
                     stop=self.stopping.is_set,
+                    loop=True,
                 )
             else:
                 plan = workflow.build_plan(

@@ -345,11 +345,13 @@ def apply_specs(
     approve: Approve | None = None,
     progress: OnOutcome | None = None,
     stop: Callable[[], bool] | None = None,
+    loop: bool = False,
 ) -> tuple[Plan, ApplyReport | None]:
     """Plan ``spec_dir`` and carry the plan out, all under the apply lease: observe
     (recording), plan, ask ``approve`` (it sees the plan and what it was made against;
     default: go ahead), act (``stop`` is asked before each action). Returns the plan and,
-    if anything was done, the report."""
+    if anything was done, the report. In a ``loop`` (``cp watch``), a plan that decides
+    as the newest stored one, not applied, is that one (held back a cycle ago, say)."""
     applying.real_clock_only(loaded.desired, now)
     store = open_store(spec_dir, db, now=now)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
@@ -367,7 +369,10 @@ def apply_specs(
             if approve is not None:
                 approve(told, snap)  # shown as every plan is; there is nothing to approve
             return told, None
-        store.save_plan(plan)
+        if loop and (twin := _unapplied_twin(store, plan)) is not None:
+            plan = twin.told_now(plan)  # held back a cycle ago, say: named, not stored again
+        else:
+            store.save_plan(plan)
         approved = approve is None or approve(plan, snap)  # it sees every plan, may show it
         if approved and plan.empty:
             # the clusters follow these specs: the policy baseline of the next plans, and
@@ -384,6 +389,16 @@ def apply_specs(
             plan, adapters, store, observed_digest=digest, progress=progress, lease=lease, stop=stop
         )
     return plan, report
+
+
+def _unapplied_twin(store: Store, plan: Plan) -> Plan | None:
+    """The newest stored plan, if nobody applied it and ``plan`` is the same decision (one
+    the prune guard held back: every cycle of a loop would otherwise store a copy)."""
+    newest = store.plans(limit=1)
+    if not newest or newest[0].status != "planned":
+        return None
+    stored = Plan.from_json(newest[0].body)
+    return stored if plan.decides_as(stored) else None
 
 
 def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:

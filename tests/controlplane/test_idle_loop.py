@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.watch import Watcher, WatchOptions
 from tests.builders import cluster, project, workload
 from tests.builders.cli import cp, write_specs
 
@@ -97,3 +98,22 @@ def test_a_plan_with_work_waiting_does_not_say_the_clusters_match_the_specs(
     assert "1 workload waits" in shown.out
     done = _apply(capsys, specs, T0 + timedelta(hours=5))
     assert done["message"] == "no changes now: 1 workload waits"
+
+
+def test_a_plan_held_back_is_not_stored_again_every_cycle(tmp_path: Path) -> None:
+    """The prune guard holds back a plan that would cancel most running work: it needs a
+    person. Every cycle then stored another copy of the same plan (a new id: the id hashes
+    the time), ~8,600 records over a weekend at a 30 s interval (user trial). Later cycles
+    name the plan held back, which `cp apply PLAN` can still carry out."""
+    docs = [cluster(), project("p", gpus=16)]
+    names = [f"w{i}" for i in range(4)]
+    specs = write_specs(tmp_path / "s", [*docs, *(workload(n, "p", gpus=4) for n in names)])
+    watcher = Watcher(specs, WatchOptions(quiet=0, auto_approve=True), print)
+    assert not watcher.cycle().failed
+    write_specs(specs, [*docs, workload(names[0], "p", gpus=4)])  # 3 of 4 leave the specs
+    before = _plans(specs)
+    lines = [watcher.cycle() for _ in range(4)]
+    assert all(c.held_back for c in lines), [c.line for c in lines]
+    assert _plans(specs) - before == 1, "the held-back plan stored once per cycle"
+    named = {c.line.split(" plan ", 1)[1].split(":", 1)[0] for c in lines}
+    assert len(named) == 1, named
