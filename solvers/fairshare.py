@@ -9,7 +9,10 @@ Level by level from the top, a parent's fair share is divided among its children
    (bent by past usage when ``k`` > 0). A child whose remaining request fits takes it all;
    the others take ``floor(share)`` and remember the fraction;
 3. GPUs still left are handed out one each, largest remembered fraction first
-   (ties: earlier-created, then name).
+   (ties: earlier-created, then name). Fractions less than :data:`NEAR` apart are a tie
+   that the queue holding more GPUs now wins: past usage bends the fractions a hair every
+   minute, and the queue holding a leftover GPU uses it, so without this a leftover GPU
+   went round the queues, one reclaim per reconcile, for ever.
 
 Pure: numbers in, numbers out.
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+NEAR = 0.1  # of a GPU: fractions closer than this are a tie (step 3)
 
 
 @dataclass
@@ -33,6 +38,7 @@ class ShareNode:
     usage: float = 0.0  # past usage normalised by cluster capacity (time-based fairshare)
     k: float | None = None  # how strongly usage bends this queue's weight (None: the division's k)
     order: tuple[int, str] = (0, "")  # creation order, then name: breaks ties
+    held: float = 0.0  # GPUs the subtree holds now: wins a tie of fractions (step 3)
     children: list[ShareNode] = field(default_factory=list)
     fair_share: float = 0.0
 
@@ -119,12 +125,14 @@ def _divide_in_rounds(
 
 
 def _hand_out_fractions(amount: float, fractions: dict[str, tuple[float, ShareNode]]) -> float:
-    ranked = sorted(fractions.values(), key=lambda fn: (-fn[0], fn[1].order))
-    for _, n in ranked:
-        if amount <= 0:
-            break
+    left = sorted(fractions.values(), key=lambda fn: (-fn[0], fn[1].order))
+    while amount > 0 and left:
+        # among the fractions within NEAR of the largest, the queue holding most goes first
+        near = [fn for fn in left if left[0][0] - fn[0] < NEAR]
+        first = min(near, key=lambda fn: (-fn[1].held, -fn[0], fn[1].order))
+        left.remove(first)
         give = min(1.0, amount)
-        n.fair_share += give
+        first[1].fair_share += give
         amount -= give
     return amount
 

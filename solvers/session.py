@@ -390,6 +390,7 @@ def _fair_shares(
             usage=usage.get(qid, 0.0),
             k=k_by_queue.get(qid),
             order=(problem.order[qid], q.name),
+            held=s.alloc.get(qid, 0.0),
             children=[share_node(c) for c in q.children],
         )
 
