@@ -60,6 +60,7 @@ class Ledger:
     # figures before anything was taken), and whom they gave to after
     first: dict[str, Reason] = field(default_factory=dict)
     then: dict[str, list[str]] = field(default_factory=dict)
+    first_for: dict[str, str] = field(default_factory=dict)  # victim -> whom it gave to first
 
 
 class Disruption:
@@ -308,7 +309,10 @@ class Disruption:
             names.append(key)
             if Counter(after) <= Counter(before):
                 # evicted, or shrunk: what is left may still be taken by a later job
-                reason = self._evicted_again(key, job) or self.why_evicted(job, jobs[key], count)
+                reason = self._evicted_again(key, job)
+                if reason is None:
+                    reason = self.why_evicted(job, jobs[key], count)
+                    self.ledger.first_for[key] = job.key
                 lost = self.ledger.lost.setdefault(key, [])
                 lost += (Counter(before) - Counter(after)).elements()
                 if not after:
@@ -338,8 +342,10 @@ class Disruption:
         if key not in ledger.lost or key not in ledger.disrupted:
             return None
         first = ledger.first.setdefault(key, ledger.disrupted[key])
-        ledger.then.setdefault(key, []).append(job.key)
-        return reasons.then_for(first, ledger.then[key])
+        later = ledger.then.setdefault(key, [])
+        if job.key != ledger.first_for.get(key) and job.key not in later:  # each named once
+            later.append(job.key)
+        return reasons.then_for(first, later) if later else first
 
     def _nodes(self, keys: list[str]) -> str:
         return ", ".join(sorted(self.s.problem.nodes[k].name for k in keys))
@@ -393,6 +399,7 @@ def restore_displaced(session: Session, ledger: Ledger) -> None:
                 ledger.waiting,
                 ledger.first,
                 ledger.then,
+                ledger.first_for,
             ):
                 record.pop(key, None)
     for key, (step, victims) in sorted(ledger.helped.items()):

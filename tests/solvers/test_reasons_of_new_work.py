@@ -240,6 +240,35 @@ def test_a_victim_taken_from_several_times_is_told_it_held_and_whom_it_gave_to()
     ), shrink.reason.message
 
 
+def test_a_victim_taken_from_twice_for_one_job_names_it_once() -> None:
+    """An elastic job shrunk 4 -> 2 for one elastic job of another project, a replica at a
+    time, read "reclaimed for p/big, then for p/big": two reclaims, it seemed (user trial)."""
+    d = desired(
+        [
+            cluster(pools=[{"name": "a", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 4}]),
+            project("q", gpus=8),
+            project("p", gpus=8),
+            workload("big", "q", gpus=8, replicas=4, minReplicas=1),
+            workload("big", "p", gpus=8, replicas=4, minReplicas=1),
+        ]
+    )
+    nodes = [Node(name=f"a-0{i}", pool="a", gpu_type="a100_80", gpus=8) for i in range(4)]
+    big = Job(
+        id="1",
+        workload="q/big",
+        started_at=NOW - timedelta(hours=1),
+        pool="a",
+        replicas=[Replica(node=n.name, gpus=8) for n in nodes],
+        spec_digest=d.workloads["q/big"].spec.digest,
+    )
+    world = Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=[big])])
+    p = plan(d, world, now=NOW)
+    [shrink] = [a for a in p.actions if a.workload == "q/big"]
+    assert shrink.op == Op.RESIZE and len(shrink.replicas or []) == 2
+    assert shrink.reason.message.count("p/big") == 1, shrink.reason.message
+    assert shrink.reason.message.endswith("reclaimed for p/big"), shrink.reason.message
+
+
 def test_work_the_plan_places_then_reclaims_whole_waits_with_the_numbers_it_would_have() -> None:
     """On an empty cluster, allocate placed alpha/hog (3 x 4 GPUs), then reclaim took all of
     it for delta/seg, below its deserved. The plan read: delta/seg "takes room this plan
