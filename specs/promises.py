@@ -1,6 +1,6 @@
-"""Checks of what quotas promise: non-preemptible demand a level can never guarantee (an
-error), deserved quotas above what the clusters hold and children deserving more than
-their department (warnings: allowed, as in KAI, but a deserved quota is a promise)."""
+"""Checks of what quotas promise: non-preemptible demand a level cannot run at once,
+deserved quotas above what the clusters hold and children deserving more than their
+department (warnings: allowed, as in KAI, but a deserved quota is a promise)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from specs.models import QuotaSpec, total_quota
 def check_non_preemptible_demand(ctx: CheckContext) -> Iterator[Diagnostic]:
     """Non-preemptible work only runs within deserved quota, on every level of the tree.
 
-    An over-committed department (children deserve more than it does) is normal — until
-    its non-preemptible demand exceeds what it deserves: then some of that work can never
-    be guaranteed, and that is an error. A single non-preemptible workload bigger than
-    its project's deserved quota can never start at all: a warning, since it is allowed
-    to sit pending (KAI keeps such jobs pending too).
+    A single non-preemptible workload bigger than its project's deserved quota can never
+    start at all; the non-preemptible workloads under a department needing more than it
+    deserves cannot all run at once. Both are warnings: such work is allowed to sit
+    pending (KAI keeps such jobs pending too), and an error would stop the plans of every
+    project for one team's notebook too many.
     """
     desired = ctx.desired
     demand: dict[str, int] = {}  # project -> non-preemptible GPUs (gpus x minReplicas)
@@ -49,13 +49,9 @@ def check_non_preemptible_demand(ctx: CheckContext) -> Iterator[Diagnostic]:
     if not demand:
         return
     tree = build_tree(desired)
-    for name, dept in desired.departments.items():
-        node = department_id(name)
+    for name, dept in sorted(desired.departments.items()):
         deserved = total_quota(dept.spec.quota).gpus
-        children = sum(tree.nodes[child]["quota"].gpus for child in tree.successors(node))
-        if children <= deserved:
-            continue
-        below = nx.descendants(tree, node)
+        below = nx.descendants(tree, department_id(name))
         need = sum(
             demand.get(project, 0) for project in desired.projects if project_id(project) in below
         )
@@ -65,11 +61,11 @@ def check_non_preemptible_demand(ctx: CheckContext) -> Iterator[Diagnostic]:
                 "Department",
                 name,
                 where,
-                f"its children deserve {children} GPUs but department '{name}' deserves only "
-                f"{deserved}, and the non-preemptible workloads under it need {need} "
-                "(gpus x minReplicas); non-preemptible work runs only within deserved quota "
-                f"on every level, so raise quota.gpus to at least {need} or lower the "
-                "children's quotas",
+                f"the non-preemptible workloads under department '{name}' need {need} GPUs "
+                f"(gpus x minReplicas) but it deserves only {deserved}; non-preemptible work "
+                "runs only within deserved quota on every level, so some of it will wait: "
+                f"raise quota.gpus to at least {need} or make some of it preemptible",
+                severity="warning",
             )
 
 
