@@ -115,7 +115,7 @@ def reconcile_drift(
     for key in sorted(k for k, r in problem.jobs.items() if r.job_id is not None):
         req = problem.jobs[key]
         job = running.get((req.cluster or "", req.job_id or ""))
-        if job is None or req.fan_out or key not in specs:
+        if job is None or key not in specs:
             continue
         new = specs[key]
         old = (
@@ -132,6 +132,10 @@ def reconcile_drift(
             found = _running_image(found, runs.image if runs is not None else None)
         found += _observed(job, new, runs)
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
+        if req.fan_out:  # never replaced: the new version runs once this job has ended
+            if _needs_new_job(req, fields):
+                drift.waiting[key] = reasons.fan_out_edited(job.id, _described(found, old, new))
+            continue
         if req.ending and job.spec_digest not in (None, new.digest):
             # its job winds down (saving its checkpoint, its pods being deleted): the new
             # version starts once it has ended

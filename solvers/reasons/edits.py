@@ -110,6 +110,19 @@ def queued_for_old_version(job: str) -> Reason:
     )
 
 
+def fan_out_edited(job: str, changes: str) -> Reason:
+    """A running fan-out workload edited in a way its job cannot follow: fan-out work is
+    not replaced (its candidates are chosen once); the new version runs once it ends."""
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the spec changed ({changes}); a fan-out workload is not replaced while it "
+            f"runs: job {job} runs the old version, and the new one is submitted once it "
+            "has ended"
+        ),
+    )
+
+
 def unknown_version(job: str) -> Reason:
     """A running job whose spec digest is not the spec's, of a version the store never
     recorded: what changed cannot be told, nor whether this store made it."""

@@ -563,3 +563,24 @@ def test_a_job_of_a_version_the_store_does_not_hold_is_told_not_ignored() -> Non
     for digest in (d.workloads["p/w"].spec.digest, None):
         world.clusters[0].jobs = [job.model_copy(update={"spec_digest": digest})]
         assert make_plan(d, world, now=NOW).pending == []
+
+
+def test_an_edit_to_a_running_fan_out_workload_is_told_while_its_job_runs(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Fan-out workloads are not replaced (their candidates are chosen once): the new
+    version runs when the old job ends. The plan meanwhile said "No changes. The clusters
+    match the specs." and listed nothing, then submitted the new version unannounced once
+    the job ended (user trial). It waits, `spec-changed`, as other edits that wait do."""
+    fan = {"strategy": {"fanOut": True, "maxParallel": 2}, "walltime": "6h", "gpuTypes": None}
+    root = org(tmp_path / "s", **fan)
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", T0))
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", T1))  # one starts, the other goes
+    assert plan(capsys, root)["actions"] == []
+    org(root, **fan, gpus=1)
+    data = plan(capsys, root)
+    assert data["actions"] == []
+    [told] = [p for p in data["pending"] if p["workload"] == "p/w"]
+    assert told["reason"]["code"] == "spec-changed"
+    assert "gpus: 2 -> 1" in told["reason"]["message"], told["reason"]["message"]
+    assert "fan-out" in told["reason"]["message"]
