@@ -118,6 +118,16 @@ def not_overtaken(store: Store, plan: Plan, seen: Plan | None) -> None:
         )
 
 
+def unapplied_twin(store: Store, plan: Plan) -> Plan | None:
+    """The newest stored plan, if nobody applied it and ``plan`` is the same decision (one
+    the prune guard held back: every cycle of a loop would otherwise store a copy)."""
+    newest = store.plans(limit=1)
+    if not newest or newest[0].status != "planned":
+        return None
+    stored = Plan.from_json(newest[0].body)
+    return stored if plan.decides_as(stored) else None
+
+
 def actor() -> str:
     """Who applies, as the history records it: ``CP_ACTOR`` when set (a service, another
     CI), the user and run of GitHub Actions or GitLab CI, else ``user@host``."""

@@ -369,7 +369,7 @@ def apply_specs(
             if approve is not None:
                 approve(told, snap)  # shown as every plan is; there is nothing to approve
             return told, None
-        if loop and (twin := _unapplied_twin(store, plan)) is not None:
+        if loop and (twin := applying.unapplied_twin(store, plan)) is not None:
             plan = twin.told_now(plan)  # held back a cycle ago, say: named, not stored again
         else:
             store.save_plan(plan)
@@ -389,16 +389,6 @@ def apply_specs(
             plan, adapters, store, observed_digest=digest, progress=progress, lease=lease, stop=stop
         )
     return plan, report
-
-
-def _unapplied_twin(store: Store, plan: Plan) -> Plan | None:
-    """The newest stored plan, if nobody applied it and ``plan`` is the same decision (one
-    the prune guard held back: every cycle of a loop would otherwise store a copy)."""
-    newest = store.plans(limit=1)
-    if not newest or newest[0].status != "planned":
-        return None
-    stored = Plan.from_json(newest[0].body)
-    return stored if plan.decides_as(stored) else None
 
 
 def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:
