@@ -164,7 +164,8 @@ class Plan(PlanModel):
 
     def told_now(self, now: Plan) -> Plan:
         """This stored plan, told with the figures of ``now``, a plan that :meth:`repeats`
-        it or :meth:`decides_as` it: what waits and why, and the quota table (usage bends fair shares as it decays)."""
+        it or :meth:`decides_as` it: what waits and why, and the quota table (usage bends
+        fair shares as it decays)."""
         told = {"pending": now.pending, "projects": now.projects, "departments": now.departments}
         return self.model_copy(update=told)
 

@@ -10,9 +10,10 @@ Level by level from the top, a parent's fair share is divided among its children
    the others take ``floor(share)`` and remember the fraction;
 3. GPUs still left are handed out one each, largest remembered fraction first
    (ties: earlier-created, then name). Fractions less than :data:`NEAR` apart are a tie
-   that the queue holding more GPUs now wins: past usage bends the fractions a hair every
-   minute, and the queue holding a leftover GPU uses it, so without this a leftover GPU
-   went round the queues, one reclaim per reconcile, for ever.
+   that the queue using the GPU now wins (it holds the most beyond its share so far):
+   past usage bends the fractions a hair every minute, and the queue holding a leftover
+   GPU uses it, so without this a leftover GPU went round the queues, one reclaim per
+   reconcile, for ever.
 
 Pure: numbers in, numbers out.
 """
@@ -38,7 +39,7 @@ class ShareNode:
     usage: float = 0.0  # past usage normalised by cluster capacity (time-based fairshare)
     k: float | None = None  # how strongly usage bends this queue's weight (None: the division's k)
     order: tuple[int, str] = (0, "")  # creation order, then name: breaks ties
-    held: float = 0.0  # GPUs the subtree holds now: wins a tie of fractions (step 3)
+    held: float = 0.0  # GPUs the subtree holds now: beyond its share, wins a tie (step 3)
     children: list[ShareNode] = field(default_factory=list)
     fair_share: float = 0.0
 
@@ -127,9 +128,10 @@ def _divide_in_rounds(
 def _hand_out_fractions(amount: float, fractions: dict[str, tuple[float, ShareNode]]) -> float:
     left = sorted(fractions.values(), key=lambda fn: (-fn[0], fn[1].order))
     while amount > 0 and left:
-        # among the fractions within NEAR of the largest, the queue holding most goes first
+        # among the fractions within NEAR of the largest, the queue holding the most beyond
+        # its share so far (using a leftover GPU now) goes first
         near = [fn for fn in left if left[0][0] - fn[0] < NEAR]
-        first = min(near, key=lambda fn: (-fn[1].held, -fn[0], fn[1].order))
+        first = min(near, key=lambda fn: (fn[1].fair_share - fn[1].held, -fn[0], fn[1].order))
         left.remove(first)
         give = min(1.0, amount)
         first[1].fair_share += give

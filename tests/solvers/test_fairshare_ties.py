@@ -44,3 +44,14 @@ def test_fractions_further_apart_than_near_go_by_the_fraction() -> None:
     usage = {"a": 0.2}
     shares = compute_fair_shares(_projects(usage, held), total=32, k=1)
     assert shares == {"a": 10, "b": 11, "c": 11}
+
+
+def test_the_tie_goes_to_the_queue_using_the_gpu_not_the_biggest() -> None:
+    """A tie goes to the queue holding the leftover GPU now (beyond its share so far), not
+    to the one holding the most GPUs. 32 GPUs, ``a`` deserving 9 and the others 8: floors
+    11, 10, 10 and one GPU left. ``a`` holds its 11 and no leftover, ``c`` holds 11 with the
+    leftover: ``c`` keeps it, though its usage bent its fraction a hair below ``a``'s."""
+    nodes = _projects({"c": 0.001}, {"a": 11, "b": 10, "c": 11})
+    nodes[0].deserved, nodes[0].request = 9, 15
+    shares = compute_fair_shares(nodes, total=32, k=1)
+    assert shares == {"a": 11, "b": 10, "c": 11}

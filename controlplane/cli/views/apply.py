@@ -82,7 +82,6 @@ def apply_json(
             nothing = (
                 f"no changes now: {counted(waiting, 'workload')} wait{'s' if waiting == 1 else ''}"
             )
-
         if silent:
             nothing = silent
         return {
