@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from controlplane.apply import ActionOutcome, ApplyReport
-from controlplane.cli.views.words import counted
+from controlplane.cli.views.words import agrees, counted
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import ActionRow
@@ -79,9 +79,7 @@ def apply_json(
         if down:
             nothing = "no changes on the clusters that answered"
         elif waiting:
-            nothing = (
-                f"no changes now: {counted(waiting, 'workload')} wait{'s' if waiting == 1 else ''}"
-            )
+            nothing = f"no changes now: {counted(waiting, 'workload')} {agrees(waiting, 'wait')}"
         if silent:
             nothing = silent
         return {

@@ -11,7 +11,7 @@ from controlplane import collector
 from controlplane.cli.views.entries import print_entries
 from controlplane.cli.views.policy import print_policy
 from controlplane.cli.views.quota import print_quota
-from controlplane.cli.views.words import counted
+from controlplane.cli.views.words import agrees, counted
 from controlplane.plan import Plan
 from solvers.reasons import shape, stamp
 from specs.actions import Action, Op, Pending, ReasonCode
@@ -93,13 +93,13 @@ def print_plan(console: Console, plan: Plan) -> None:
     elif over := len(plan.above_limits):
         console.print(
             f"[green]No changes now.[/] {counted(over, 'queue')} "
-            f"stay{'s' if over == 1 else ''} above {'its' if over == 1 else 'their'} limit "
+            f"{agrees(over, 'stay')} above {'its' if over == 1 else 'their'} limit "
             "(below)."
         )
     elif edits := plan.edits_waiting:
         console.print(
             f"[green]No changes now.[/] {counted(edits, 'edited workload')} still "
-            f"run{'s' if edits == 1 else ''} the old version until the edit can be made "
+            f"{agrees(edits, 'run')} the old version until the edit can be made "
             "(below)."
         )
     elif ending := sum(p.reason.code is ReasonCode.ENDING for p in plan.pending):
@@ -116,7 +116,7 @@ def print_plan(console: Console, plan: Plan) -> None:
     elif waits := len(plan.pending):  # the specs ask for work that runs nowhere yet
         console.print(
             f"[green]No changes now.[/] {counted(waits, 'workload')} "
-            f"wait{'s' if waits == 1 else ''} (below)."
+            f"{agrees(waits, 'wait')} (below)."
         )
     else:
         console.print("[green]No changes.[/] The clusters match the specs.")

@@ -16,7 +16,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,19 @@ def ok(result: Result) -> Result:
 
 def ops(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
     return sorted((a["op"], a["workload"], a["reason"]["code"]) for a in plan["actions"])
+
+
+@contextmanager
+def only_spare_has_room(kube: client.ApiClient, foreign_pod: Helper) -> Iterator[None]:
+    """A fourth A100 node, spare-0, the only one with room: somebody else's pods fill the
+    other three. The node is deleted afterwards."""
+    add_gpu_node(kube, "spare-0", gpus=8, labels={GPU_PRODUCT: A100})
+    try:
+        for node in ("a100-0", "a100-1", "a100-2"):
+            foreign_pod(f"full-{node}", node, 8)
+        yield
+    finally:
+        client.CoreV1Api(kube).delete_node("spare-0")
 
 
 def test_an_edit_to_running_work_is_seen(
@@ -135,10 +149,7 @@ def test_work_on_a_deleted_node_is_placed_again(
     node that is gone, Pending for ever. It counted as running: every plan said "no
     changes" with room elsewhere (user trial). A job bound to a node the cluster no longer
     has waits, and the plan cancels it and places the workload again."""
-    add_gpu_node(kube, "spare-0", gpus=8, labels={GPU_PRODUCT: A100})
-    try:
-        for node in ("a100-0", "a100-1", "a100-2"):  # only spare-0 has room
-            foreign_pod(f"full-{node}", node, 8)
+    with only_spare_has_room(kube, foreign_pod):
         specs = tmp_path / "specs"
         project = doc("Project", "vision", quota={"gpus": 16})
         write_specs(specs, [cluster_doc, project, workload("big", 8, "a100_80")])
@@ -146,8 +157,6 @@ def test_work_on_a_deleted_node_is_placed_again(
         wait_for(
             lambda: [(p.spec.node_name, p.status.phase) for p in pods()] == [("spare-0", "Running")]
         )
-    finally:
-        client.CoreV1Api(kube).delete_node("spare-0")
     items = ok(cp(capsys, "get", "jobs", specs, "-o", "json")).json()["items"]
     [job] = [j for j in items if j["workload"] == "vision/big"]
     assert job["state"] == "PENDING" and "spare-0, which the cluster no longer has" in job["reason"]
@@ -173,10 +182,7 @@ def test_a_node_that_lost_gpus_under_a_gang_is_over_committed(
     """A GPU fell off the bus (the device plugin restarted with 4 of 8): the pods keep
     running, the node's allocatable drops to 4. ``used`` is what they hold, the node is
     flagged, the excess counted, and the plan leaves everything as it is."""
-    add_gpu_node(kube, "spare-0", gpus=8, labels={GPU_PRODUCT: A100})
-    try:
-        for node in ("a100-0", "a100-1", "a100-2"):  # only spare-0 has room
-            foreign_pod(f"full-{node}", node, 8)
+    with only_spare_has_room(kube, foreign_pod):
         specs = tmp_path / "specs"
         project = doc("Project", "vision", quota={"gpus": 16})
         write_specs(specs, [cluster_doc, project, workload("gang", 4, "a100_80", replicas=2)])
@@ -197,5 +203,3 @@ def test_a_node_that_lost_gpus_under_a_gang_is_over_committed(
         assert (row["gpus"], row["ours"], row["others"], row["free"]) == (36, 8, 24, 8)
         assert (row["overcommittedGpus"], row["overcommittedNodes"]) == (4, ["spare-0"])
         assert ok(cp(capsys, "plan", specs, "--json")).json()["actions"] == []
-    finally:
-        client.CoreV1Api(kube).delete_node("spare-0")
