@@ -100,11 +100,11 @@ def test_a_plan_with_work_waiting_does_not_say_the_clusters_match_the_specs(
     assert done["message"] == "no changes now: 1 workload waits"
 
 
-def test_a_plan_held_back_is_not_stored_again_every_cycle(tmp_path: Path) -> None:
+def test_a_plan_held_back_is_not_stored_again_every_cycle(tmp_path: Path, capsys: Capsys) -> None:
     """The prune guard holds back a plan that would cancel most running work: it needs a
     person. Every cycle then stored another copy of the same plan (a new id: the id hashes
     the time), ~8,600 records over a weekend at a 30 s interval (user trial). Later cycles
-    name the plan held back, which `cp apply PLAN` can still carry out."""
+    name the plan held back, the one `cp show` finds."""
     docs = [cluster(), project("p", gpus=16)]
     names = [f"w{i}" for i in range(4)]
     specs = write_specs(tmp_path / "s", [*docs, *(workload(n, "p", gpus=4) for n in names)])
@@ -117,6 +117,7 @@ def test_a_plan_held_back_is_not_stored_again_every_cycle(tmp_path: Path) -> Non
     assert _plans(specs) - before == 1, "the held-back plan stored once per cycle"
     named = {c.line.split(" plan ", 1)[1].split(":", 1)[0] for c in lines}
     assert len(named) == 1, named
+    assert cp(capsys, "show", named.pop(), specs).code == 0
 
 
 def test_an_idle_loop_does_not_pass_a_leftover_gpu_round_and_round(
