@@ -33,6 +33,7 @@ from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
 from specs.actions import Op
 from specs.desired import DesiredState
+from specs.renames import aliases, renamed
 from specs.snapshot import (
     ClusterState,
     Job,
@@ -145,6 +146,9 @@ def _spec_since(snap: Snapshot, desired: DesiredState, store: Store) -> dict[str
     the store first saw the spec it has now (known only once an observation recorded it)."""
     current = {k: w.spec.digest for k, w in desired.workloads.items()}
     last = last_completed(j for c in snap.clusters for j in c.jobs)
+    names = aliases(desired)
+    for old in [k for k in last if renamed(k, names) != k]:  # its project was renamed since
+        last.setdefault(renamed(old, names), last.pop(old))  # a job of the new name is newer
     edits = {
         k: current[k]
         for k, j in last.items()
@@ -200,14 +204,15 @@ def edited(snap: Snapshot, desired: DesiredState) -> set[str]:
     """The spec digests of our active (or completed) jobs whose workload's spec has
     changed since."""
     current = {k: w.spec.digest for k, w in desired.workloads.items()}
+    names = aliases(desired)  # a job of a renamed project's is its new name's workload's
     return {
         j.spec_digest
         for c in snap.clusters
         for j in c.jobs
-        if j.workload in current
+        if j.workload is not None
         and (j.state.active or j.state == JobState.COMPLETED)
         and j.spec_digest is not None
-        and j.spec_digest != current[j.workload]
+        and j.spec_digest != current.get(renamed(j.workload, names), j.spec_digest)
     }
 
 

@@ -25,7 +25,12 @@ def prunes(problem: Problem) -> list[Action]:
     """The cancels of our jobs no workload needs: of workloads gone from the specs, jobs
     queued for an edited spec, on nodes others took or in a pool the specs removed, and
     second jobs of one workload."""
-    out = [_cancel(c, job, reasons.pruned(job.workload or "")) for c, job in problem.orphans]
+    namesakes = _namesakes(problem)
+    out = [
+        _cancel(c, job, reasons.pruned(w, namesakes.get(w)))
+        for c, job in problem.orphans
+        for w in [job.workload or ""]
+    ]
     out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
     for c, job in problem.stranded:
         stuck = stuck_on(c, job, problem.nodes)
@@ -47,6 +52,22 @@ def prunes(problem: Problem) -> list[Action]:
         )
         out.append(_cancel(cluster, job, reason))
     return out
+
+
+def _namesakes(problem: Problem) -> dict[str, str]:
+    """Pruned workloads of projects gone from the specs -> a workload of the specs with
+    the same name (the project renamed without saying so, most likely)."""
+    gone = [
+        w
+        for _, job in problem.orphans
+        if (w := job.workload or "") and f"project:{w.partition('/')[0]}" not in problem.queues
+    ]
+    if not gone:
+        return {}
+    by_name: dict[str, str] = {}
+    for key in sorted(problem.jobs, reverse=True):  # the first in name order wins
+        by_name[key.partition("/")[2]] = key
+    return {w: by_name[name] for w in gone if (name := w.partition("/")[2]) in by_name}
 
 
 def winding_down(problem: Problem, listed: Collection[str]) -> list[Pending]:

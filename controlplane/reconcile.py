@@ -51,11 +51,10 @@ The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
 11. Report every workload that still waits, with the reason, and the quota table.
 
 :func:`plan` runs such cycles on a virtual copy of the world until one changes nothing
-(controlplane/converge.py) and shows the net actions, so an applied plan is a fixed point.
-Its time limit (``Policy.time_limit``, read through the caller's clock) bounds all of it:
-when it runs out, CP-SAT, a disruptive step or a further round stops where it is, and
-the plan reached so far lists what was cut short. The problem's spec part is built once
-per plan (and per spec change, given a long-lived cache).
+and shows the net actions (controlplane/converge.py); renamed projects hold what their
+old names hold (specs/renames.py). Its time limit (``Policy.time_limit``, on the caller's
+clock) bounds it all: CP-SAT, a step or a round stops where it is, and the plan lists what
+was cut short. The spec part is built once per plan (per spec change, with a cache).
 """
 
 from __future__ import annotations
@@ -88,6 +87,7 @@ from solvers.sitepolicy.usage import fairshare_inputs
 from specs.actions import Pending, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.kubernetes import what_runs
+from specs.renames import carried_over, tagged
 from specs.snapshot import Snapshot, observed_digest
 
 VIRTUAL_DIGEST = "virtual"  # the observed digest of a round planned on the virtual world
@@ -117,13 +117,14 @@ def plan(
     one plan share it anyway. ``progress`` hears where a long plan stands (round and step);
     it changes nothing in the plan."""
     deadline = Deadline(policy.time_limit, clock, progress)
+    digest = observed_digest(observed)  # of what the clusters report, as apply checks it
+    observed = carried_over(desired, observed)  # renamed projects take their jobs and usage
     # a cluster that did not answer: what may run there is held as it is (unreachable.py)
     with_gone, gone = unreachable.with_gone(desired, observed)
     holds = {**unreachable.held(desired, observed), **gone}
     wanted, world0 = unreachable.stand_in(with_gone, observed, holds)
     # stand-ins change workloads under the same spec digest: no cache shared with others
     cache = cache if cache is not None and not holds else ProblemCache()
-    digest = observed_digest(observed)
     started = frozenset(
         j.workload for c in world0.clusters for j in c.jobs if j.workload and j.state.holds_gpus
     )
@@ -188,6 +189,7 @@ def _held(
     """The plan says which clusters did not answer, what waits for them, and how much of
     each queue's allocation is held for them (step 0). ``desired``: with the workloads
     that left the specs while their job ran there (``gone``)."""
+    plan = plan.model_copy(update={"actions": tagged(plan.actions, observed)})
     down = unreachable.unreachable(observed)
     if not down:
         return plan
@@ -232,8 +234,7 @@ def cycle(
     started: frozenset[str] | None = None,
 ) -> Round:
     """One KAI cycle against ``observed``: the steps narrated at the top of this module.
-    ``digest``: the observed snapshot's, when the caller has it already. Step 11 runs when
-    the round's plan is asked for (``Round.finish``).
+    ``digest``: the observed snapshot's. Step 11 runs when its plan is asked for (``Round.finish``).
 
     An edit whose new version does not fit beside its old job waits in the cycle as a new
     job would (solvers/drift.py); where the cycle does not place it, the cycle runs again

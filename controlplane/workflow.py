@@ -49,6 +49,7 @@ from solvers.policy import DEFAULT_POLICY, Policy
 from solvers.problem import ProblemCache
 from specs.desired import DesiredState
 from specs.loader import LoadResult, load_specs
+from specs.renames import carried_over
 from specs.snapshot import Snapshot, observed_digest
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
@@ -194,14 +195,15 @@ def survey(
     if observed is not None:
         snap = read_snapshot(observed)
         when = resolve_now(now) if now is not None else snap.now
-        return Survey(snap, _plan(spec_dir, loaded, snap, when, None, policy), None)
+        plan = _plan(spec_dir, loaded, snap, when, None, policy)
+        return Survey(carried_over(loaded.desired, snap), plan, None)
     when = resolve_now(now)
     store = open_store(spec_dir, db, reading=True)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
     snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = _plan(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
     plan = _with_policy(plan, applied_diff(store.last_applied_plan(), plan))
-    return Survey(snap, plan, store)
+    return Survey(carried_over(loaded.desired, snap), plan, store)  # as the plan saw it
 
 
 def build_plan(

@@ -165,6 +165,12 @@ class Action(ActionModel):
     cluster: str
     pool: str | None = None
     job: str | None = None
+    tagged_as: str | None = Field(
+        default=None,
+        description="the workload identity ``job`` carries, where the specs renamed its "
+        "project since (spec.renamedFrom): adapters accept a job tagged with it",
+        exclude_if=lambda v: v is None,
+    )
     replicas: list[Replica] | None = None
     reason: Reason
     submit: SubmitDetails | None = None

@@ -257,6 +257,11 @@ class ProjectSpec(SpecModel):
     namespace: Namespace | None = Field(
         default=None, description="Kubernetes namespace of its workloads (default: derived)"
     )
+    renamed_from: list[Name] = Field(
+        default_factory=list,
+        description="the project's earlier names: their jobs, usage and budget are its own",
+        exclude_if=lambda v: not v,  # specs without it keep their digest
+    )
 
 
 # ---------------------------------------------------------------------------- Workload

@@ -80,6 +80,12 @@ class Replica(SnapshotModel):
 class Job(SnapshotModel):
     id: str
     workload: str | None = Field(default=None, description="project/name; null = not ours")
+    tagged_as: str | None = Field(
+        default=None,
+        description="the identity the job carries, where its project has since been renamed "
+        "(specs/renames.py): ``workload`` is then the new one",
+        exclude_if=lambda v: v is None,
+    )
     state: JobState = JobState.RUNNING
     submitted_at: AwareDatetime | None = None
     started_at: AwareDatetime | None = None

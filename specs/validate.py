@@ -152,6 +152,35 @@ def _check_projects(ctx: CheckContext) -> Iterator[Diagnostic]:
                 "declare it (kind: Department) or remove the department",
             )
         yield from _check_quota_types(ctx, "Project", name, project.spec.quota)
+    yield from _check_renames(ctx)
+
+
+def _check_renames(ctx: CheckContext) -> Iterator[Diagnostic]:
+    """An old name (``spec.renamedFrom``) is gone from the specs, and carried on by one
+    project: its jobs and usage cannot be two queues' at once."""
+    queues = ctx.desired.projects.keys() | ctx.desired.departments.keys()
+    claimed: dict[str, str] = {}
+    for name, project in sorted(ctx.desired.projects.items()):
+        for old in project.spec.renamed_from:
+            if old in queues:
+                what = "project" if old in ctx.desired.projects else "department"
+                yield ctx.at(
+                    "Project",
+                    name,
+                    "spec.renamedFrom",
+                    f"{what} '{old}' is still in the specs; a project renamed from it takes "
+                    "its place: remove that document, or this entry",
+                )
+            elif old in claimed:
+                yield ctx.at(
+                    "Project",
+                    name,
+                    "spec.renamedFrom",
+                    f"project '{claimed[old]}' is renamed from '{old}' too; its jobs and "
+                    "usage can carry on in one project only: keep it in one list",
+                )
+            else:
+                claimed[old] = name
 
 
 def _check_quota_types(

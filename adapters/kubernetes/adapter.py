@@ -237,7 +237,7 @@ class KubernetesAdapter:
                 )
             return None
         for _, ident in mine:
-            if ident.workload != action.workload:
+            if ident.workload not in (action.workload, action.tagged_as):  # or renamed since
                 raise PermanentError(
                     f"{action.job} belongs to workload {ident.workload}, not {action.workload}; "
                     "refusing"

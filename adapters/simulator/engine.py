@@ -145,6 +145,10 @@ class SimulatedCluster:
             raise PermanentError(
                 f"job {job.id} was not created by the control plane; not touching it"
             )
+        if job.workload not in (action.workload, action.tagged_as):  # as the real ones check
+            raise PermanentError(
+                f"job {job.id} belongs to workload {job.workload}, not {action.workload}; refusing"
+            )
         if action.op in (Op.PREEMPT, Op.CANCEL):
             self._close_run(job, now, JobState.CANCELLED)
             ix.remove(job)

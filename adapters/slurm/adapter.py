@@ -284,7 +284,7 @@ class SlurmAdapter:
                 f"job {action.job} is not tagged as the control plane's (comment {row.comment!r}); "
                 "refusing to touch it"
             )
-        if tag.workload != action.workload:
+        if tag.workload not in (action.workload, action.tagged_as):  # tagged_as: renamed
             raise PermanentError(
                 f"job {action.job} belongs to workload {tag.workload}, not {action.workload}; refusing"
             )

@@ -160,8 +160,17 @@ def outranked(beneficiary: str, priority: int, victim_priority: int, project: st
     )
 
 
-def pruned(workload: str) -> Reason:
-    return Reason(code=ReasonCode.PRUNE, message=f"workload {workload} is no longer in the specs")
+def pruned(workload: str, namesake: str | None = None) -> Reason:
+    """``namesake``: a workload of the specs with the same name in a project that is not
+    this one's: its project may have been renamed without saying so."""
+    message = f"workload {workload} is no longer in the specs"
+    if namesake is not None:
+        old, new = workload.partition("/")[0], namesake.partition("/")[0]
+        message += (
+            f"; {namesake} has its name: if project {old} was renamed {new}, list {old} in "
+            f"{new}'s spec.renamedFrom, and its jobs and usage carry over"
+        )
+    return Reason(code=ReasonCode.PRUNE, message=message)
 
 
 def fan_out_loser(workload: str, winner_job: str | None, candidate: str) -> Reason:

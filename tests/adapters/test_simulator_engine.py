@@ -156,3 +156,17 @@ def test_a_moved_job_restarts_and_a_resized_one_runs_on() -> None:
     assert (moved.started_at, grown.started_at) == (later, started)
     sim.refresh(later + timedelta(hours=9))  # the grown job's 10 h are up, the moved one's not
     assert [j.state.value for j in sim.state.jobs] == ["RUNNING", "COMPLETED"]
+
+
+def test_a_job_is_touched_only_for_the_workload_its_tag_names() -> None:
+    """As the Slurm and Kubernetes adapters check: an action on job 1 (a/one) for another
+    workload is refused, unless it carries job 1's tag because the project was renamed
+    (spec.renamedFrom, specs/renames.py)."""
+    sim = SimulatedCluster(_state())
+    other = Action(op=Op.CANCEL, workload="z/one", cluster="c", job="1", reason=WHY)
+    with pytest.raises(PermanentError, match="belongs to workload a/one, not z/one"):
+        sim.execute(other, plan_id="p", now=NOW)
+    assert [j.id for j in sim.state.jobs] == ["1", "2", "3"]
+    renamed = other.model_copy(update={"tagged_as": "a/one"})
+    assert sim.execute(renamed, plan_id="p", now=NOW).ok
+    assert [j.id for j in sim.state.jobs] == ["2", "3"]

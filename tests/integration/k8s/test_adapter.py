@@ -197,6 +197,10 @@ def test_cancel_deletes_with_propagation_and_never_touches_what_is_not_ours(
         client.CoreV1Api(kube).read_namespaced_pod("theirs", "default").metadata.deletion_timestamp
         is None
     )
+    # project chem renamed bio (spec.renamedFrom): bio/md-run's cancel carries the tag
+    renamed = make_action(Op.CANCEL, workload="bio/md-run", job=fresh.job, nodes=[])
+    done = adapter.execute(renamed.model_copy(update={"tagged_as": "chem/md-run"}), plan_id="p7")
+    assert done.ok and "deleted" in done.message
 
 
 def test_a_lookalike_with_our_labels_is_left_alone_and_blocks_nothing(

@@ -19,7 +19,7 @@ import pytest
 from adapters.base import PermanentError, TemporaryError
 from adapters.slurm import SlurmAdapter, StartForecast
 from adapters.slurm.localcluster import LocalSlurm
-from specs.actions import NEVER, Op
+from specs.actions import NEVER, Action, Op
 from specs.models import Cluster
 from specs.snapshot import Job, JobState
 from tests.builders.programs import REQUEUES_ITSELF, SAVES
@@ -359,6 +359,25 @@ def test_unmanaged_job_is_observed_but_never_touched(
     mine = adapter.execute(make_action(workload="chem/a"), plan_id="p")
     with pytest.raises(PermanentError, match="belongs to workload chem/a"):
         adapter.execute(make_action(Op.CANCEL, workload="chem/b", job=mine.job), plan_id="p")
+
+
+def test_a_job_of_a_renamed_project_is_touched_as_the_tag_it_carries(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+) -> None:
+    """Project chem renamed bio (spec.renamedFrom): the plan cancels bio/a, whose job is
+    tagged chem/a, and says so (``tagged_as``); another workload's tag is still refused."""
+    mine = adapter.execute(make_action(workload="chem/a"), plan_id="p")
+    wait_for(lambda: running(adapter, mine.job))
+
+    def cancel(tagged_as: str) -> Action:
+        action = make_action(Op.CANCEL, workload="bio/a", job=mine.job)
+        return action.model_copy(update={"tagged_as": tagged_as})
+
+    with pytest.raises(PermanentError, match="belongs to workload chem/a, not bio/a"):
+        adapter.execute(cancel("chem/b"), plan_id="p")
+    assert running(adapter, mine.job)
+    assert adapter.execute(cancel("chem/a"), plan_id="p").ok
+    assert wait_for(lambda: (j := job_of(adapter, mine.job)) and j.state is JobState.CANCELLED)
 
 
 # ------------------------------------------------------------------- move / resize

@@ -1,0 +1,101 @@
+"""Projects renamed in the specs (``spec.renamedFrom``): what the clusters and the store
+know under an old name belongs to the new one.
+
+A workload is ``project/name``, and that identity is what every job carries in its tag,
+what usage, budgets, queue times and failure streaks are recorded by, and what a job's
+spec version names. Renaming a project without saying so makes its running jobs foreign
+to the specs (cancelled, and started again under the new name) and drops its decayed
+usage and this month's spend (a fresh fair share, a full budget). With ``renamedFrom``
+the snapshot is rewritten once, before planning, so that every step sees one project:
+a job tagged ``old/x`` is ``new/x``'s, keeping its tag in ``tagged_as`` (an adapter
+checks a job's tag before it touches it, and the plan's actions carry it on), and a
+stored spec version of ``old/x`` counts as ``new/x``'s with the project renamed, so an
+otherwise unchanged workload is not taken for an edited one. The store keeps what it
+recorded under the old name; only the reading changes.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from specs.actions import Action
+from specs.desired import DesiredState
+from specs.snapshot import Snapshot
+
+
+def aliases(desired: DesiredState) -> dict[str, str]:
+    """Old project name -> the project of the specs that carries it on."""
+    return {old: name for name, p in desired.projects.items() for old in p.spec.renamed_from}
+
+
+def renamed(workload: str, names: dict[str, str]) -> str:
+    """``workload`` (project/name) under its project's current name."""
+    project, _, rest = workload.partition("/")
+    return f"{names[project]}/{rest}" if project in names and rest else workload
+
+
+def carried_over(desired: DesiredState, snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` as the renamed projects see it (itself when no rename touches it)."""
+    names = aliases(desired)
+    if not names or not _touched(snapshot, names):
+        return snapshot
+    out = Snapshot.model_validate(snapshot.model_dump())  # a deep copy, as converge makes one
+    versions = dict(out.versions)
+
+    def digest(old: str | None) -> str | None:
+        """A digest of a spec version of the old project's: the same spec's in the new."""
+        spec = versions.get(old or "")
+        if spec is None or spec.project not in names:
+            return old
+        spec = spec.model_copy(update={"project": names[spec.project]})
+        versions[spec.digest] = spec
+        return spec.digest
+
+    for cluster in out.clusters:
+        for job in cluster.jobs:
+            if job.workload is not None and (new := renamed(job.workload, names)) != job.workload:
+                job.tagged_as, job.workload = job.workload, new
+                job.spec_digest = digest(job.spec_digest)
+    for failure in out.failures:  # an edit since ends a backoff: a rename is none
+        failure.spec_digest = digest(failure.spec_digest)
+    out.versions = versions
+    for entry in _records(out):
+        entry.workload = renamed(entry.workload, names)
+    for record in out.usage:
+        record.project = names.get(record.project, record.project)
+    out.spec_since = {renamed(k, names): v for k, v in out.spec_since.items()}
+    return out
+
+
+def tagged(actions: list[Action], snapshot: Snapshot) -> list[Action]:
+    """``actions`` with the tag each one's job carries, where its project was renamed
+    (``snapshot`` as :func:`carried_over` made it)."""
+    tags = {(c.name, j.id): j.tagged_as for c in snapshot.clusters for j in c.jobs if j.tagged_as}
+    if not tags:
+        return actions
+    return [
+        a.model_copy(update={"tagged_as": tag})
+        if (tag := tags.get((a.cluster, a.job or ""))) is not None
+        else a
+        for a in actions
+    ]
+
+
+class _Record(Protocol):
+    workload: str
+
+
+def _records(snapshot: Snapshot) -> list[_Record]:
+    """What the snapshot records by workload, but for the jobs."""
+    out: list[_Record] = [*snapshot.queue, *snapshot.progress, *snapshot.failures]
+    for c in snapshot.clusters:
+        out += [*(c.last_known or []), *c.runs]
+    return out
+
+
+def _touched(snapshot: Snapshot, names: dict[str, str]) -> bool:
+    workloads = [j.workload for c in snapshot.clusters for j in c.jobs if j.workload]
+    workloads += [r.workload for r in _records(snapshot)] + list(snapshot.spec_since)
+    return any(w.partition("/")[0] in names for w in workloads) or any(
+        r.project in names for r in snapshot.usage
+    )

@@ -1,0 +1,121 @@
+"""Renaming a project (``spec.renamedFrom``): its running jobs, usage and spent budget carry
+over to the new name. Without it (user trial D5) a rename cancelled every running job of the
+project and started it again under the new name, gave the project a fresh fair share and
+a full budget, and said nothing but "no longer in the specs"."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, project, workload
+from tests.builders.cli import cp, write_specs
+
+Capsys = pytest.CaptureFixture[str]
+T0 = datetime(2026, 3, 2, 8, tzinfo=UTC)
+LATER = (T0 + timedelta(hours=10)).isoformat()  # 4 + 2 GPUs for 10 h: 60 GPU-hours spent
+
+
+def _running_as_vision(capsys: Capsys, root: Path) -> Path:
+    """Project vision (budget 50 GPU-hours a month) runs train (4 GPUs) and probe (2) since T0."""
+    docs = [
+        cluster(),
+        project("vision", gpus=8, budget={"gpuHoursPerMonth": 50}),
+        project("other", gpus=8),
+        workload("train", "vision", gpus=4, walltime="3d"),
+        workload("probe", "vision", gpus=2, walltime="3d"),
+    ]
+    specs = write_specs(root, docs)
+    done = cp(capsys, "apply", specs, "--auto-approve", "--now", T0.isoformat())
+    assert done.code == 0, done.out + done.err
+    return specs
+
+
+def _renamed(specs: Path, **cv: Any) -> None:
+    """vision is now cv; probe is gone and a new workload, more, asks for 2 GPUs."""
+    write_specs(
+        specs,
+        [
+            cluster(),
+            project("cv", gpus=8, budget={"gpuHoursPerMonth": 50}, **cv),
+            project("other", gpus=8),
+            workload("train", "cv", gpus=4, walltime="3d"),
+            workload("more", "cv", gpus=2, walltime="3d"),
+        ],
+    )
+
+
+def _plan(capsys: Capsys, specs: Path) -> dict[str, Any]:
+    done = cp(capsys, "plan", specs, "--json", "--now", LATER)
+    assert done.code == 0, done.out + done.err
+    plan: dict[str, Any] = done.json()
+    return plan
+
+
+def test_a_renamed_project_keeps_its_running_jobs_usage_and_budget(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    specs = _running_as_vision(capsys, tmp_path / "s")
+    _renamed(specs, renamedFrom=["vision"])
+
+    plan = _plan(capsys, specs)
+    # train runs on as cv/train; probe left the specs; more waits: cv spent 60
+    # GPU-hours as vision, over its budget of 50
+    ops = [(a["op"], a["workload"], a.get("taggedAs")) for a in plan["actions"]]
+    assert ops == [("cancel", "cv/probe", "vision/probe")]
+    assert [(p["workload"], p["reason"]["code"]) for p in plan["pending"]] == [
+        ("cv/more", "over-budget")
+    ]
+    usage = cp(capsys, "usage", specs, "--json", "--now", LATER).json()["projects"]["cv"]
+    assert usage["monthGpuHours"] == pytest.approx(60)
+    assert usage["decayedGpuHours"] > 50
+
+    # the adapter takes the job tagged vision/probe for cv/probe, and then all is settled
+    done = cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", LATER)
+    assert done.code == 0, done.out + done.err
+    assert [(a["op"], a["status"]) for a in done.json()["actions"]] == [("cancel", "done")]
+    assert not _plan(capsys, specs)["actions"]
+    jobs = cp(capsys, "get", "jobs", specs, "--json", "--now", LATER).json()["items"]
+    assert [j["workload"] for j in jobs] == ["cv/train"]
+
+
+def test_a_rename_without_renamed_from_says_what_the_cancels_are(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """The rename restarts the work (the specs do not say it is the same project), and the
+    prune's reason says how to keep it."""
+    specs = _running_as_vision(capsys, tmp_path / "s")
+    _renamed(specs)
+
+    plan = _plan(capsys, specs)
+    cancels = {
+        a["workload"]: a["reason"]["message"] for a in plan["actions"] if a["op"] == "cancel"
+    }
+    assert set(cancels) == {"vision/probe", "vision/train"}
+    assert "cv/train has its name" in cancels["vision/train"]
+    assert "list vision in cv's spec.renamedFrom" in cancels["vision/train"]
+    assert "has its name" not in cancels["vision/probe"]  # no workload of that name is left
+    assert "cv/train" in [a["workload"] for a in plan["actions"] if a["op"] == "submit"]
+
+
+def test_an_old_name_still_in_the_specs_or_claimed_twice_is_an_error(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    specs = write_specs(
+        tmp_path / "s",
+        [
+            cluster(),
+            project("vision", gpus=4),
+            project("cv", gpus=4, renamedFrom=["vision"]),
+            project("a", gpus=4, renamedFrom=["old"]),
+            project("b", gpus=4, renamedFrom=["old"]),
+        ],
+    )
+    done = cp(capsys, "validate", specs)
+    assert done.code == 1
+    assert "spec.renamedFrom: project 'vision' is still in the specs" in done.err
+    assert "spec.renamedFrom: project 'a' is renamed from 'old' too" in done.err
+    assert "specs.yaml:" in done.err
