@@ -28,6 +28,7 @@ from solvers.sitepolicy.budgets import (
     usage_this_month,
 )
 from solvers.sitepolicy.preamble import planning_problem
+from solvers.sitepolicy.prices import Prices
 from solvers.sitepolicy.usage import DEFAULT_HALF_LIFE, decayed_gpu_hours, fairshare_inputs
 from specs.actions import Reason
 from specs.desired import DesiredState
@@ -79,7 +80,7 @@ def usage_report(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> Usage
     now = plan.created_at
     problem = planning_problem(desired, snapshot, now)
     shares = fairshare_inputs(problem, desired, snapshot.usage, now).usage
-    cost = {p.gpu_type: p.cost_per_gpu_hour for p in problem.pools.values()}
+    cost = Prices.of(problem)
     records: dict[str, list[UsageRecord]] = defaultdict(list)
     for r in snapshot.usage:
         records[r.project].append(r)
@@ -142,7 +143,7 @@ def usage_report(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> Usage
 
 
 def _by_type(
-    records: list[UsageRecord], now: datetime, cost: dict[str, float], project: str
+    records: list[UsageRecord], now: datetime, cost: Prices, project: str
 ) -> list[TypeUsage]:
     out = []
     for gpu_type in sorted({r.gpu_type or "-" for r in records}):

@@ -224,6 +224,12 @@ class UsageRecord(SnapshotModel):
     gpu_hours: float = Field(ge=0)
     ended_at: AwareDatetime
     gpu_type: str | None = None
+    cluster: str | None = Field(
+        default=None,
+        description="where it ran: a GPU type's price is its cluster's (absent: the type's "
+        "highest price)",
+        exclude_if=lambda v: v is None,
+    )
     started_at: AwareDatetime | None = Field(
         default=None,
         description="when the GPU-hours began (they were used evenly up to ended_at): "

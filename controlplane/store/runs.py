@@ -146,6 +146,7 @@ def _monthly(row: RunRow) -> list[UsageRecord]:
                 gpu_hours=hours,
                 ended_at=stop,
                 gpu_type=row.gpu_type,
+                cluster=row.cluster,
                 started_at=start,
             )
         )

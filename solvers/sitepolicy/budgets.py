@@ -1,6 +1,7 @@
 """Monthly budgets (Slurm site policy, HPC2N-style allocations).
 
-GPU-hours (or cost units, GPU-hours x the GPU type's ``costPerGpuHour``) used in the
+GPU-hours (or cost units, GPU-hours x the GPU type's ``costPerGpuHour`` on the cluster
+that ran them: prices.py) used in the
 current calendar month (UTC) against ``budget.gpuHoursPerMonth`` / ``costPerMonth``; a
 project that spent its budget starts nothing new until next month. Running work goes on,
 and an elastic job keeps what it runs: replicas added to it would be new work too.
@@ -9,11 +10,13 @@ and an elastic job keeps what it runs: replicas added to it would be new work to
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from solvers import reasons
 from solvers.problem import Problem
+from solvers.sitepolicy.prices import Prices
 from specs.actions import Reason
 from specs.desired import DesiredState
 from specs.snapshot import UsageRecord
@@ -36,7 +39,7 @@ class MonthUsage:
 
 
 def usage_this_month(
-    records: list[UsageRecord], now: datetime, cost_per_gpu_hour: dict[str, float]
+    records: list[UsageRecord], now: datetime, price: Callable[[UsageRecord], float]
 ) -> dict[str, MonthUsage]:
     """Per project: GPU-hours and cost used this month (UTC) up to ``now``. A record
     with its start counts the part of it between the month's start and ``now`` (records
@@ -48,7 +51,7 @@ def usage_this_month(
         used = _within(r, start, now)
         if used > 0:
             hours[r.project] += used
-            cost[r.project] += used * cost_per_gpu_hour.get(r.gpu_type or "", 0.0)
+            cost[r.project] += used * price(r)
     return {p: MonthUsage(hours[p], cost[p]) for p in hours}
 
 
@@ -85,8 +88,7 @@ def block_over_budget(
 ) -> None:
     """Mark the waiting work of projects that spent this month's budget; running work goes
     on, not grown (a running elastic job asks for no more than it holds)."""
-    cost = {p.gpu_type: p.cost_per_gpu_hour for p in problem.pools.values()}
-    used = usage_this_month(records, now, cost)
+    used = usage_this_month(records, now, Prices.of(problem))
     for name, project in desired.projects.items():
         budget = project.spec.budget
         if budget is None:

@@ -8,7 +8,7 @@ are untouched.
 
 With ``fairshare.byCost`` a project's usage is weighed by GPU type, as Slurm's
 ``TRESBillingWeights`` do (HPC2N counts an A100 hour as three V100 hours): each run's
-GPU-hours times its type's ``costPerGpuHour``, normalised by the cost the whole cluster
+GPU-hours times its type's ``costPerGpuHour`` on its cluster, normalised by the cost the whole cluster
 could have billed over the same window, so a project that burned A100s is as far ahead
 as what it burned was worth.
 """
@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from solvers.problem import Problem, Queue
+from solvers.sitepolicy.prices import Prices
 from specs.desired import DesiredState
 from specs.snapshot import UsageRecord
 
@@ -32,16 +33,16 @@ def decayed_gpu_hours(
     records: list[UsageRecord],
     now: datetime,
     half_life: int,
-    weight: Mapping[str, float] | None = None,
+    weight: Callable[[UsageRecord], float] | None = None,
 ) -> float:
     """Sum of GPU-hours, each moment of use halved for every ``half_life`` seconds since
     it (Slurm decays usage as it accrues, not by the end of the job) and, given ``weight``
-    (GPU type -> cost per GPU-hour), weighed by its type. Use after ``now`` is not
+    (the cost per GPU-hour of a run: prices.py), weighed by it. Use after ``now`` is not
     counted (a plan made for a moment in the past); a record without its start decays
     from its end."""
     total = 0.0
     for r in records:
-        hours = r.gpu_hours * (weight.get(r.gpu_type or "", 0.0) if weight is not None else 1.0)
+        hours = r.gpu_hours * (weight(r) if weight is not None else 1.0)
         total += hours * _decay(r, now, half_life)
     return total
 
@@ -69,7 +70,7 @@ def normalised_usage(
     now: datetime,
     half_life: int,
     capacity: float,
-    weight: Mapping[str, float] | None = None,
+    weight: Callable[[UsageRecord], float] | None = None,
 ) -> float:
     """Decayed usage as a fraction of what the cluster could have delivered (0 = idle).
     ``capacity`` is in the usage's units: GPUs, or cost per hour when ``weight`` is given."""
@@ -102,7 +103,7 @@ def fairshare_inputs(
     for r in records:
         by_project[r.project].append(r)
     capacity = problem.total_gpus
-    cost = {p.gpu_type: p.cost_per_gpu_hour for p in problem.pools.values()}
+    cost = Prices.of(problem)
     billed = cost_capacity(problem)
     usage: dict[str, float] = defaultdict(float)
     k: dict[str, float] = {}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from solvers.sitepolicy.budgets import usage_this_month
+from solvers.sitepolicy.prices import Prices
 from specs.snapshot import JobRun, JobState, UsageRecord
 from tests.builders import cluster, project, workload
 from tests.builders.cli import cp, write_specs
@@ -77,7 +78,7 @@ def test_usage_survives_a_month_boundary_split_by_month(tmp_path: Path, capsys: 
     records = sorted((u["endedAt"], round(u["gpuHours"], 6)) for u in snap["usage"])
     assert records == [("2026-12-01T00:00:00Z", 8.0), ("2026-12-01T03:00:00Z", 12.0)]
     records_in = [UsageRecord.model_validate(u) for u in snap["usage"]]
-    december = usage_this_month(records_in, datetime(2026, 12, 1, 6, tzinfo=UTC), {})
+    december = usage_this_month(records_in, datetime(2026, 12, 1, 6, tzinfo=UTC), Prices({}))
     assert december["p"].gpu_hours == pytest.approx(12.0)
 
 
@@ -137,7 +138,7 @@ def test_many_short_runs_add_up_exactly(tmp_path: Path) -> None:
     ]
     end = start + timedelta(days=2)
     store.record_runs({"sim": runs}, end)
-    used = usage_this_month(store.usage_records(end), end, {"a100_80": 1.0})["p"]
+    used = usage_this_month(store.usage_records(end), end, Prices.flat({"a100_80": 1.0}))["p"]
     assert round(used.gpu_hours, 6) == 256 and round(used.cost, 6) == 256
 
 
@@ -157,5 +158,5 @@ def test_a_run_whose_job_vanished_ends_where_it_was_last_seen(tmp_path: Path) ->
     store.record_runs({"sim": []}, start + timedelta(hours=3))  # answered, the job is gone
     assert store.running_on("sim") == {}
     later = start + timedelta(hours=4)
-    used = usage_this_month(store.usage_records(later), later, {})["p"]
+    used = usage_this_month(store.usage_records(later), later, Prices({}))["p"]
     assert round(used.gpu_hours, 6) == 8  # until it was last seen

@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 
 from solvers.sitepolicy.budgets import usage_this_month
+from solvers.sitepolicy.prices import Prices
 from solvers.sitepolicy.usage import decayed_gpu_hours
 from specs.snapshot import UsageRecord
 from tests.builders import NOW
@@ -67,7 +68,7 @@ def test_a_record_without_its_start_decays_from_its_end() -> None:
 def test_the_month_counts_what_was_used_up_to_now() -> None:
     """``cp usage --now`` in the middle of a run counted the whole run in the month
     column, while the decayed column counted only what came before (user trial)."""
-    half = usage_this_month([run(2, -2)], NOW, {})  # 2 of its 4 hours are past
+    half = usage_this_month([run(2, -2)], NOW, Prices({}))  # 2 of its 4 hours are past
     assert half["p"].gpu_hours == pytest.approx(16)
-    assert usage_this_month([run(-1, -2)], NOW, {}) == {}
-    assert usage_this_month([run(3, 1)], NOW, {})["p"].gpu_hours == pytest.approx(16)
+    assert usage_this_month([run(-1, -2)], NOW, Prices({})) == {}
+    assert usage_this_month([run(3, 1)], NOW, Prices({}))["p"].gpu_hours == pytest.approx(16)
