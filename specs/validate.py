@@ -392,11 +392,14 @@ _CHOICES = frozenset({"spec.clusters", "spec.gpuTypes", "spec.nodePools"})
 def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnostic]:
     """The error for a workload no pool can ever hold (``_fits`` said so), naming the
     closest pool and why not: first one the workload chose (its clusters, gpuTypes and
-    nodePools), then the fewest reasons, then the biggest."""
+    nodePools), then the fewest reasons, then the longest maxWalltime short of the
+    walltime, then the biggest."""
+    walltime = workload.spec.walltime or 0
     candidates = [
         (
             sum(r.field in _CHOICES for r in reasons),
             len(reasons),
+            -min(pool.max_walltime or walltime, walltime),
             -pool.gpus_per_node,
             -_memory(cluster, pool),
             cluster.metadata.name,
@@ -413,7 +416,7 @@ def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnost
         return [
             ctx.at("Workload", key, "spec", f"{need}, but no Cluster with node pools is declared")
         ]
-    *_, cluster_name, pool_name, reasons = min(candidates, key=lambda c: c[:6])
+    *_, cluster_name, pool_name, reasons = min(candidates, key=lambda c: c[:7])
     why = "; ".join(r.reason for r in reasons)
     return [
         ctx.at(

@@ -658,3 +658,28 @@ def test_a_project_and_a_department_may_not_share_a_name(repo: Path) -> None:
     found = single(repo)
     assert (found.path, found.field) == ("w.yaml", "metadata.name")
     assert "Department 'science'" in found.message and "org.yaml:" in found.message
+
+
+def test_the_closest_pool_for_a_long_walltime_is_the_one_allowing_the_longest(
+    repo: Path,
+) -> None:
+    """Pools of 3d and 7d and a walltime of 8d: the error named the 3d pool (the bigger
+    GPUs won the tie) as the closest (user trial)."""
+    write(
+        repo,
+        "org.yaml",
+        cluster(
+            "rivanna",
+            pools=[
+                pool(maxWalltime="3d"),
+                pool("v100", gpu_type="v100", gpus_per_node=4, maxWalltime="7d"),
+            ],
+        ),
+        department(),
+        project(department="science"),
+    )
+    write(repo, "w.yaml", workload(gpus=1, walltime="8d"))
+    found = single(repo)
+    assert "closest is rivanna/v100, but its maxWalltime 7d is shorter than walltime 8d" in (
+        found.message
+    )
