@@ -29,12 +29,19 @@ from controlplane.plan import (
     WorkloadChange,
     shrinks,
 )
+from solvers.sitepolicy.usage import DEFAULT_HALF_LIFE
 from specs.actions import Op, Reason, ReasonCode
 from specs.desired import DesiredState
-from specs.diff import flatten
+from specs.diff import Scalar, flatten
+from specs.durations import format_duration
 
 # what a reader cares about in a project's or department's spec (not where its objects go)
 _NOT_POLICY = frozenset({"namespace"})
+_PROJECT_DEFAULTS: dict[str, Scalar] = {
+    "fairshare.halfLife": format_duration(DEFAULT_HALF_LIFE),  # as flatten writes durations
+    "fairshare.k": 1.0,
+    "fairshare.byCost": False,
+}
 
 
 # ------------------------------------------------------------------ policy from the specs
@@ -62,10 +69,15 @@ def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
                     )
                 )
                 continue
-            old = flatten(
-                before[name].spec.model_dump(by_alias=True, mode="json"), skip=_NOT_POLICY
+            old, new = (
+                _effective(
+                    kind,
+                    flatten(
+                        side[name].spec.model_dump(by_alias=True, mode="json"), skip=_NOT_POLICY
+                    ),
+                )
+                for side in (before, after)
             )
-            new = flatten(after[name].spec.model_dump(by_alias=True, mode="json"), skip=_NOT_POLICY)
             for field in sorted(set(old) | set(new), key=_field_order):
                 if old.get(field) != new.get(field):
                     out.append(
@@ -78,6 +90,15 @@ def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
                         )
                     )
     return out
+
+
+def _effective(kind: str, figures: dict[str, Scalar]) -> dict[str, Scalar]:
+    """A project's figures with the defaults its spec leaves out (fairshare: a halfLife of
+    7d, not "none", which would read as no decay)."""
+    if kind == "project":
+        for field, default in _PROJECT_DEFAULTS.items():
+            figures.setdefault(field, default)
+    return figures
 
 
 def _field_order(field: str) -> tuple[int, str]:

@@ -221,6 +221,20 @@ def test_base_dir_compares_two_directories(tmp_path: Path, capsys: Capsys) -> No
     )
 
 
+def test_a_policy_figure_left_out_is_shown_at_its_default(tmp_path: Path, capsys: Capsys) -> None:
+    """A halfLife removed read "14d -> none", as if usage no longer decayed; it decays by
+    the default 7d (user trial). Writing a default out changes nothing."""
+    spelled = {"halfLife": "7d", "k": 1.0}
+    old = write_specs(
+        tmp_path / "old",
+        [cluster(), project("a", fairshare={"halfLife": "14d"}), project("b", fairshare=spelled)],
+    )
+    new = write_specs(tmp_path / "new", [cluster(), project("a"), project("b")])
+    data = ok(cp(capsys, "plan", new, "--base-dir", old, "--json", "--now", NOW)).json()
+    changes = [(c["name"], c["field"], c["before"], c["after"]) for c in data["policy"]["changes"]]
+    assert changes == [("a", "fairshare.halfLife", "14d", "7d")]
+
+
 def test_an_interrupted_reviewed_apply_is_resumed_by_the_same_command(
     repo: Path, capsys: Capsys
 ) -> None:
