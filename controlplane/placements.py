@@ -70,6 +70,16 @@ def _namesakes(problem: Problem) -> dict[str, str]:
     return {w: by_name[name] for w in gone if (name := w.partition("/")[2]) in by_name}
 
 
+def unlisted(problem: Problem, session: Session, listed: Collection[str]) -> list[Pending]:
+    """What runs but differs from its spec, listed nowhere else: work winding down, and
+    running elastic work kept from growing (a spent budget), which still runs."""
+    return winding_down(problem, listed) + [
+        Pending(workload=k, reason=r)
+        for k, r in problem.not_grown.items()
+        if k not in listed and session.tasks.get(k)
+    ]
+
+
 def winding_down(problem: Problem, listed: Collection[str]) -> list[Pending]:
     """The workloads whose job winds down that nothing else lists: nothing of them may run
     once it has ended, and the plan must not read as if the clusters matched the specs."""

@@ -64,7 +64,7 @@ from datetime import datetime
 
 from controlplane import unreachable
 from controlplane.converge import Round, converge
-from controlplane.placements import placements, prunes, retried, segment, winding_down
+from controlplane.placements import placements, prunes, retried, segment, unlisted
 from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
 from controlplane.sequence import sort_actions
 from solvers import reasons
@@ -385,7 +385,7 @@ def _pending(
         for k, r in drift.waiting.items()
         if k not in waits and session.tasks.get(k)
     ]
-    out += winding_down(problem, {*waits, *drift.waiting})  # and what nothing else lists
+    out += unlisted(problem, session, {*waits, *drift.waiting})  # what nothing else lists
     for key, job in problem.submitted.items():
         reason = reasons.submitted(job.id, job.reason)
         if key in problem.candidates:
@@ -426,7 +426,7 @@ def _quota_tables(
         job = problem.jobs.get(p.workload)
         if job is None and p.workload not in problem.candidates:
             job = problem.fan_out.get(p.workload)  # a fan-out workload held back
-        if job is not None:
+        if job is not None and p.reason != problem.not_grown.get(p.workload):  # or it runs
             need = drift.needs.get(p.workload, job.min_replicas * job.gpus)
             for q in session.chain(job.queue):
                 waiting[q.id] = waiting.get(q.id, 0) + need

@@ -167,6 +167,8 @@ class Problem:
     # in a plan's later round (a virtual world holding the plan's own starts): the
     # workloads running when the plan began; None in its first round
     running_at_start: frozenset[str] | None = None
+    # running elastic work site policy keeps from growing (a spent budget): why, to say so
+    not_grown: dict[str, Reason] = field(default_factory=dict)
     # what solvers derive from the problem alone, computed once (e.g. CP-SAT's base state)
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

@@ -260,6 +260,12 @@ def over_budget_hours(project: str, used: float, budget: float, month: str) -> R
     )
 
 
+def not_grown(why: Reason, runs: int, wants: int) -> Reason:
+    """Running elastic work that ``why`` keeps below its replicas (a replica added is new
+    work)."""
+    return Reason(code=why.code, message=f"runs {runs} of its {wants} replicas: {why.message}")
+
+
 def _hours(value: float) -> str:
     """Whole hours from 10 up; below, as many digits as show it (0.4, 0.05), not 0."""
     return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"

@@ -98,10 +98,12 @@ def block_over_budget(
         )
         if why is None:
             continue
-        for job in problem.jobs.values():
+        for key, job in problem.jobs.items():
             if job.queue != f"project:{name}":
                 continue
             if job.running:
+                if job.replicas > len(job.placed):
+                    problem.not_grown[key] = reasons.not_grown(why, len(job.placed), job.replicas)
                 job.not_grown()
             elif job.blocked is None:
                 job.blocked = why

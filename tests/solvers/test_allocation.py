@@ -197,6 +197,12 @@ def test_a_project_over_its_budget_does_not_grow_its_running_elastic_job() -> No
     held = plan(d, snap, now=NOW)
     assert held.actions == [], [(a.op, a.reason.message) for a in held.actions]
     assert held.projects["p"].allocated == 4
+    # and says so: the plan read "the clusters match the specs", and explain said nothing
+    # of the budget (user trial)
+    [waits] = held.pending
+    assert (waits.workload, waits.reason.code.value) == ("p/wide", "over-budget")
+    assert waits.reason.message.startswith("runs 1 of its 3 replicas: project p used 3 of its 2")
+    assert held.projects["p"].pending == 0  # it runs what it needs at least
 
 
 def test_a_small_budget_is_not_rounded_away() -> None:
