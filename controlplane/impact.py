@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+from pydantic import BaseModel
+
 from controlplane.plan import (
     Plan,
     PolicyChange,
@@ -35,8 +37,11 @@ from specs.desired import DesiredState
 from specs.diff import Scalar, flatten
 from specs.durations import format_duration
 
-# what a reader cares about in a project's or department's spec (not where its objects go)
-_NOT_POLICY = frozenset({"namespace"})
+# what a reader cares about in a project's or department's spec (not where its objects go,
+# nor the names it had)
+_NOT_POLICY = frozenset({"namespace", "renamedFrom"})
+# what the quota table has columns for
+_IN_TABLE = ("quota", "rank", "department", "parent")
 _PROJECT_DEFAULTS: dict[str, Scalar] = {
     "fairshare.halfLife": format_duration(DEFAULT_HALF_LIFE),  # as flatten writes durations
     "fairshare.k": 1.0,
@@ -69,15 +74,7 @@ def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
                     )
                 )
                 continue
-            old, new = (
-                _effective(
-                    kind,
-                    flatten(
-                        side[name].spec.model_dump(by_alias=True, mode="json"), skip=_NOT_POLICY
-                    ),
-                )
-                for side in (before, after)
-            )
+            old, new = (_figures(kind, side[name].spec) for side in (before, after))
             for field in sorted(set(old) | set(new), key=_field_order):
                 if old.get(field) != new.get(field):
                     out.append(
@@ -92,13 +89,24 @@ def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
     return out
 
 
-def _effective(kind: str, figures: dict[str, Scalar]) -> dict[str, Scalar]:
-    """A project's figures with the defaults its spec leaves out (fairshare: a halfLife of
-    7d, not "none", which would read as no decay)."""
+def _figures(kind: str, spec: BaseModel) -> dict[str, Scalar]:
+    """Every policy field of a spec, flattened, with the defaults a project's leaves out
+    (fairshare: a halfLife of 7d, not "none", which would read as no decay)."""
+    figures = flatten(spec.model_dump(by_alias=True, mode="json"), skip=_NOT_POLICY)
     if kind == "project":
         for field, default in _PROJECT_DEFAULTS.items():
             figures.setdefault(field, default)
     return figures
+
+
+def policy_figures(kind: str, spec: BaseModel) -> dict[str, Scalar]:
+    """What a plan's quota table records of a project's or department's spec beyond its
+    own columns (quota, rank, department): the figures :func:`table_changes` compares."""
+    return {
+        field: value
+        for field, value in _figures(kind, spec).items()
+        if not field.startswith(_IN_TABLE)
+    }
 
 
 def _field_order(field: str) -> tuple[int, str]:
@@ -111,7 +119,8 @@ def _field_order(field: str) -> tuple[int, str]:
 
 def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
     """Policy figures of the quota tables that differ between ``before`` (the plan last
-    applied) and ``after``: deserved, limit, over-quota weight, rank and department."""
+    applied) and ``after``: deserved, limit, over-quota weight, rank and department, and
+    the rest of the spec's (budget, fairshare, walltimes) where ``before`` recorded them."""
     out = []
     for kind, old_table, new_table in _tables(before, after):
         for name in sorted(set(old_table) | set(new_table)):
@@ -137,6 +146,13 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
                 # a field the older plan did not record is not a change
                 if a != b and not (field in ("quota.overQuotaWeight", "rank") and a is None):
                     out.append(PolicyChange(kind=kind, name=name, field=field, before=a, after=b))
+            if old.policy:  # recorded (an older plan did not)
+                for field in sorted(set(old.policy) | set(new.policy)):
+                    a, b = old.policy.get(field), new.policy.get(field)
+                    if a != b:
+                        out.append(
+                            PolicyChange(kind=kind, name=name, field=field, before=a, after=b)
+                        )
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -41,6 +42,12 @@ class QueueStatus(PlanModel):
         description="why the queue still holds more than its `quota.limit` after the plan "
         "(work inside minRuntime, until when; non-preemptible work)",
         exclude_if=lambda v: v is None,  # left out when within: sealed plans still verify
+    )
+    policy: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the spec's other policy figures, as written (defaults filled in): "
+        "`budget.gpuHoursPerMonth`, `fairshare.halfLife`, `maxWalltime` ...",
+        exclude_if=lambda v: not v,  # none recorded (an older plan): sealed plans still verify
     )
 
 

@@ -66,6 +66,7 @@ from controlplane import unreachable
 from controlplane.converge import Round, converge
 from controlplane.placements import placements, prunes, retried, segment, unlisted
 from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
+from controlplane.quotas import quota_tables
 from controlplane.sequence import sort_actions
 from solvers import reasons
 from solvers.allocation import Allocation, allocate_best
@@ -74,7 +75,7 @@ from solvers.fanout import Estimate, plan_fan_out
 from solvers.kai.allocate import Allocator, allocate, usage_wait
 from solvers.kai.consolidate import consolidate
 from solvers.kai.disruption import Ledger, restore_displaced
-from solvers.kai.limits import above_limit, enforce_limits
+from solvers.kai.limits import enforce_limits
 from solvers.kai.preempt import preempt
 from solvers.kai.protection import Protected, leaving_wait, protected_work, protection_wait
 from solvers.kai.reclaim import reclaim
@@ -336,7 +337,7 @@ def _cycle(
             _pending(problem, session, again or allocator, ledger, drift) + fan.pending,
             key=lambda p: p.workload,
         )
-        projects, departments = _quota_tables(problem, session, pending, held[0], drift)
+        projects, departments = quota_tables(desired, problem, session, pending, held[0], drift)
         return Plan(
             id=made,
             created_at=now,
@@ -410,41 +411,3 @@ def _protected_wait(
     return protection_wait(session, job, protected_by) or leaving_wait(
         session, job, reason, protected_by
     )
-
-
-def _quota_tables(
-    problem: Problem,
-    session: Session,
-    pending: list[Pending],
-    held: dict[str, float],
-    drift: Drift,
-) -> tuple[dict[str, QueueStatus], dict[str, QueueStatus]]:
-    """Per queue: quotas, allocation after the plan, and the GPUs waiting work needs at
-    least (an edit waiting to replace its running job: its new version's)."""
-    waiting: dict[str, float] = {}
-    for p in pending:
-        job = problem.jobs.get(p.workload)
-        if job is None and p.workload not in problem.candidates:
-            job = problem.fan_out.get(p.workload)  # a fan-out workload held back
-        if job is not None and p.reason != problem.not_grown.get(p.workload):  # or it runs
-            need = drift.needs.get(p.workload, job.min_replicas * job.gpus)
-            for q in session.chain(job.queue):
-                waiting[q.id] = waiting.get(q.id, 0) + need
-    projects: dict[str, QueueStatus] = {}
-    departments: dict[str, QueueStatus] = {}
-    for qid, q in sorted(problem.queues.items()):
-        parent = problem.queues[q.parent].name if q.parent else None
-        status = QueueStatus(
-            deserved=q.deserved,
-            fair_share=round(session.fair.get(qid, 0.0), 4),
-            allocated=session.alloc[qid],
-            limit=q.limit,
-            pending=waiting.get(qid, 0),
-            department=parent,
-            held=held.get(qid, 0),
-            weight=q.weight,
-            rank=q.priority,
-            above_limit=above_limit(session, q),
-        )
-        (projects if q.kind == "project" else departments)[q.name] = status
-    return projects, departments

@@ -152,6 +152,26 @@ def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys:
     assert "Against" not in ok(cp(capsys, "plan", specs, "--now", NOW)).out
 
 
+def test_against_the_plan_last_applied_names_budget_and_fairshare_changes(
+    repo: Path, capsys: Capsys
+) -> None:
+    """Only the quota table's columns were compared: a raised budget that let waiting work
+    start, or a new halfLife, went unmentioned (user trial)."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    docs = org(36)
+    docs[3] = project("paint", gpus=18, department="arts", budget={"gpuHoursPerMonth": 100})
+    docs[5] = project("chem", gpus=12, department="science", fairshare={"halfLife": "14d"})
+    write_specs(specs, docs)
+    policy = ok(cp(capsys, "plan", specs, "--json", "--now", NOW)).json()["policy"]
+    assert [(c["name"], c["field"], c["before"], c["after"]) for c in policy["changes"]] == [
+        ("chem", "fairshare.halfLife", "7d", "14d"),
+        ("paint", "budget.gpuHoursPerMonth", None, 100),
+    ]
+    text = ok(cp(capsys, "plan", specs, "--now", NOW)).out
+    assert "budget.gpuHoursPerMonth" in text and "fairshare.halfLife" in text
+
+
 def test_against_the_plan_last_applied_names_queues_added_and_removed(
     repo: Path, capsys: Capsys
 ) -> None:
