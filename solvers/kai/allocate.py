@@ -372,13 +372,16 @@ def pool_room(session: Session, pools: set[tuple[str, str]]) -> tuple[int, int]:
 
 
 def usage_wait(s: Session, job: JobRequest, reason: Reason) -> Reason:
-    """A wait for room (either engine's) that the project's past usage causes: other work
-    holds the GPUs, the project may take none back (reclaim is for projects within their
-    fair share), and with its fair share as it would be without that usage it could."""
+    """A wait for room (either engine's) that the project's fair share explains: other work
+    holds the GPUs, and the project may take none back (reclaim is for projects within their
+    fair share); with its fair share as it would be without its past usage it could (the
+    usage causes the wait), or not even then."""
     if reason.code is not ReasonCode.NO_CAPACITY or not job.preemptible:
         return reason
     q = s.problem.queues[job.queue]
     held, need, fair = s.alloc[q.id], job.min_replicas * job.gpus, s.fair.get(q.id, 0.0)
     if fair < held + need <= s.unbent_fair(q.id):
         return reasons.at_fair_share(reason, q, held, fair)
+    if fair < held + need:  # and it would be without that usage too
+        return reasons.beyond_fair_share(reason, q.kind, q.name, held + need, round(fair, 2))
     return reason

@@ -51,6 +51,7 @@ from solvers.reasons.started import (
 from solvers.reasons.waiting import (
     at_fair_share,
     beyond_deserved,
+    beyond_fair_share,
     candidates_waiting,
     cluster_unreachable,
     counted_once,
@@ -85,6 +86,7 @@ __all__ = [
     "above_limit",
     "at_fair_share",
     "beyond_deserved",
+    "beyond_fair_share",
     "candidates_waiting",
     "change_does_not_fit",
     "change_not_placed",

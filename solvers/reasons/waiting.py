@@ -163,6 +163,19 @@ def at_fair_share(no_room: Reason, q: Queue, held: float, fair: float) -> Reason
     )
 
 
+@lru_cache(maxsize=4096)
+def beyond_fair_share(no_room: Reason, kind: str, name: str, would: float, fair: float) -> Reason:
+    """A wait for room (``no_room``) of work that would take its project beyond its fair
+    share: reclaim takes nothing back for it (a victim of an earlier reclaim, typically)."""
+    return Reason(
+        code=no_room.code,
+        message=(
+            f"{no_room.message}; {kind} {name} would hold {gpu_count(would)} with it, above its "
+            f"fair share {gpus(fair)}: GPUs are reclaimed only for work within fair share"
+        ),
+    )
+
+
 def ranked_lower(count: int, per_replica: int, pool_keys: Sequence[PoolKey]) -> Reason:
     """CP-SAT left a job out although it would fit: the objective preferred other work."""
     return Reason(
