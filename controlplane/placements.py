@@ -44,12 +44,15 @@ def prunes(problem: Problem) -> list[Action]:
         _cancel(c, job, reasons.member_failed(job.id, job.reason)) for c, job in problem.failing
     ]
     for cluster, job in problem.duplicates:
-        winner = problem.jobs.get(job.workload or "")
-        reason = (
-            reasons.fan_out_loser(job.workload or "", winner.job_id, job.candidate or job.id)
-            if winner is not None and winner.fan_out
-            else reasons.duplicate(job.workload or "", winner.job_id if winner else None)
-        )
+        key, candidate = job.workload or "", job.candidate or job.id
+        winner = problem.jobs.get(key)
+        if key in problem.won:
+            where, done = problem.won[key]
+            reason = reasons.fan_out_loser(key, done.id, where, candidate, completed=True)
+        elif winner is not None and winner.fan_out:
+            reason = reasons.fan_out_loser(key, winner.job_id, winner.cluster, candidate)
+        else:
+            reason = reasons.duplicate(key, winner.job_id if winner else None)
         out.append(_cancel(cluster, job, reason))
     return out
 

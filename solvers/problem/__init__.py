@@ -97,6 +97,7 @@ def build_problem(
     failing: list[tuple[str, Job]] = []
     queued: dict[str, Queued] = {}
     candidates: dict[str, list[tuple[str, Job]]] = {}
+    won: dict[str, tuple[str, Job]] = {}
     fan_out: dict[str, JobRequest] = {}
     segments: dict[str, Segments] = {}
     for key, template in part.requests.items():
@@ -113,6 +114,10 @@ def build_problem(
         if seg is not None:
             segments[key] = seg
         active = [(c, j) for c, j in seen if j.state.active]
+        if req.fan_out and (rivals := _rivals_of_a_finished_winner(seen, active)):
+            won[key], losers = rivals
+            duplicates += losers  # its round is won: the rest would run it again
+            active = [(c, j) for c, j in active if not any(j is lost for _, lost in losers)]
         if any(not _ending(j) for _, j in active):
             # what winds down (the old job of a move or a replacement) only holds its GPUs
             # a little longer: the workload is its other job
@@ -189,6 +194,7 @@ def build_problem(
         pool_gone=pool_gone,
         failing=failing,
         queued=queued,
+        won=won,
     )
 
 
@@ -352,6 +358,16 @@ def stuck_on(cluster: str, job: Job, nodes: dict[str, NodeInfo]) -> list[str]:
         or not n.schedulable
         or n.capacity - n.used + n.leaving < gpus
     ]
+
+
+def _rivals_of_a_finished_winner(
+    seen: list[tuple[str, Job]], active: list[tuple[str, Job]]
+) -> tuple[tuple[str, Job], list[tuple[str, Job]]] | None:
+    """A fan-out workload's candidate that ran to completion before a plan saw it run, and
+    the candidates of its round (submitted by the same plan) still active: they lost."""
+    done = {j.plan_id: (c, j) for c, j in seen if j.state is JobState.COMPLETED and j.plan_id}
+    losers = [(c, j) for c, j in active if j.plan_id in done]
+    return (done[losers[0][1].plan_id or ""], losers) if losers else None
 
 
 def _outdated(queued: list[tuple[str, Job]], digest: str) -> bool:

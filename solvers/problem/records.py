@@ -162,6 +162,9 @@ class Problem:
     # running gangs a replica of which failed while the others run: stopped (they cannot go
     # on), the workload then retried
     failing: list[tuple[str, Job]] = field(default_factory=list)
+    # fan-out workloads a candidate of which ran to completion while others of its round
+    # still wait or run: that winner (the others are ``duplicates``)
+    won: dict[str, tuple[str, Job]] = field(default_factory=dict)
     # of ``submitted``, all but fan-out candidates: what each job asks, and where it waits
     queued: dict[str, Queued] = field(default_factory=dict)
     # in a plan's later round (a virtual world holding the plan's own starts): the

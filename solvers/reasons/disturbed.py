@@ -173,11 +173,22 @@ def pruned(workload: str, namesake: str | None = None) -> Reason:
     return Reason(code=ReasonCode.PRUNE, message=message)
 
 
-def fan_out_loser(workload: str, winner_job: str | None, candidate: str) -> Reason:
+def fan_out_loser(
+    workload: str,
+    winner_job: str | None,
+    cluster: str | None,
+    candidate: str,
+    *,
+    completed: bool = False,
+) -> Reason:
+    """``completed``: the winner ran to completion before a plan saw it run."""
+    where = f" on {cluster}" if cluster else ""  # job ids repeat across clusters
+    did = "ran to completion" if completed else "runs"
     return Reason(
         code=ReasonCode.FAN_OUT_LOSER,
         message=(
-            f"fan-out: job {winner_job} of {workload} runs; candidate {candidate} is no longer needed"
+            f"fan-out: job {winner_job}{where} of {workload} {did}; candidate {candidate} is no "
+            "longer needed"
         ),
     )
 

@@ -395,7 +395,30 @@ def test_nothing_new_while_candidates_wait_then_losers_are_cancelled() -> None:
     assert [(a.op, a.job, a.reason.code.value) for a in p.actions] == [
         (Op.CANCEL, "12", "fan-out-loser")
     ]
-    assert "job 11 of p/w runs; candidate sim.v100.1x4.direct" in p.actions[0].reason.message
+    # job ids repeat across clusters: the winner's is named with its cluster (user trial)
+    assert "job 11 on sim of p/w runs; candidate sim.v100.1x4.direct" in p.actions[0].reason.message
+
+
+def test_a_candidate_that_ran_to_completion_unseen_won_its_round() -> None:
+    """Candidate 11 started and completed between two plans; candidate 12, queued by the
+    same plan, was left waiting ("the first to run wins"), then ran the workload again
+    (user trial, high). It lost: cancelled, and the workload is complete. A candidate of
+    a later round (another plan) is no rival of it."""
+    d = specs(workload("w", "p", gpus=4, walltime="30m", strategy=FAN))
+    done = job("11", JobState.COMPLETED, node="a100-01", started=at(-40), ended=at(-10))
+    rival = job("12", candidate="sim.v100.1x4.direct", pool="v100")
+    done.plan_id = rival.plan_id = "plan-a"
+    p = plan(d, world(d, done, rival), now=NOW)
+    assert [(a.op, a.job, a.reason.code.value) for a in p.actions] == [
+        (Op.CANCEL, "12", "fan-out-loser")
+    ]
+    assert p.actions[0].reason.message.startswith("fan-out: job 11 on sim of p/w ran to completion")
+    assert p.pending == []
+    rival.state = JobState.RUNNING  # it started meanwhile: it runs the work a second time
+    rival.replicas, rival.started_at = [Replica(node="v100-01", gpus=4)], at(-5)
+    assert [(a.op, a.job) for a in plan(d, world(d, done, rival), now=NOW).actions] == [
+        (Op.CANCEL, "12")
+    ]
 
 
 def test_a_candidate_queued_in_a_pool_the_specs_removed_is_cancelled() -> None:
