@@ -33,7 +33,7 @@ from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
 from specs.actions import Op
 from specs.desired import DesiredState
-from specs.renames import aliases, renamed
+from specs.renames import aliases, earlier_names, renamed
 from specs.snapshot import (
     ClusterState,
     Job,
@@ -92,7 +92,10 @@ def observe(
     snap = Snapshot(now=now, clusters=clusters)
     if store is None:
         return snap
-    workloads = set(desired.workloads)
+    # a renamed project's workloads are in the store under their old names too (planning
+    # reads them as the new ones: specs/renames.py)
+    earlier = earlier_names(desired)
+    workloads = set(desired.workloads) | set(earlier)
     snap = _with_last_known(snap, store, desired)
     snap, accounted = _with_runs(snap, adapters, store)
     snap = _without_theirs(snap, store, workloads)
@@ -104,9 +107,17 @@ def observe(
         store.retire_runs(workloads)
     snap = reap_placeholders(snap, store, record=record)
     snap = recall_completions(snap, store, workloads, record=record)
-    active = {j.workload for c in snap.clusters for j in c.jobs if j.workload and j.state.active}
+    active = {
+        earlier.get(j.workload, j.workload)
+        for c in snap.clusters
+        for j in c.jobs
+        if j.workload and j.state.active
+    }
     since = store.queue_times(
-        workloads - active, now, record=record, entered=_lost_to_node_failure(snap)
+        {k for k in workloads if earlier.get(k, k) not in active},
+        now,
+        record=record,
+        entered=_lost_to_node_failure(snap),
     )
     snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
     if record:
@@ -114,7 +125,7 @@ def observe(
     # recorded above, or (read-only) counted from what was just seen, as if recorded
     unrecorded = None if record else seen
     snap.usage = store.usage_records(now, unrecorded)
-    segmented_ones = {k for k, w in desired.workloads.items() if segmented(w.spec)}
+    segmented_ones = {k for k in workloads if segmented(desired.workloads[earlier.get(k, k)].spec)}
     snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded)
     snap.failures = store.failures(workloads)
     if record:

@@ -16,16 +16,30 @@ recorded under the old name; only the reading changes.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from specs.actions import Action
 from specs.desired import DesiredState
-from specs.snapshot import Snapshot
+from specs.snapshot import Progress, Snapshot
 
 
 def aliases(desired: DesiredState) -> dict[str, str]:
     """Old project name -> the project of the specs that carries it on."""
     return {old: name for name, p in desired.projects.items() for old in p.spec.renamed_from}
+
+
+def earlier_names(desired: DesiredState) -> dict[str, str]:
+    """Each workload of a renamed project under an old name -> its name now: what the
+    store may have recorded it by (runs, completions, queue times, failures)."""
+    before: dict[str, list[str]] = {}
+    for old, new in aliases(desired).items():
+        before.setdefault(new, []).append(old)
+    return {
+        f"{old}/{w.metadata.name}": key
+        for key, w in desired.workloads.items()
+        for old in before.get(w.spec.project, [])
+    }
 
 
 def renamed(workload: str, names: dict[str, str]) -> str:
@@ -59,8 +73,17 @@ def carried_over(desired: DesiredState, snapshot: Snapshot) -> Snapshot:
     for failure in out.failures:  # an edit since ends a backoff: a rename is none
         failure.spec_digest = digest(failure.spec_digest)
     out.versions = versions
-    for entry in _records(out):
-        entry.workload = renamed(entry.workload, names)
+    for c in out.clusters:
+        seen: list[_Record] = [*(c.last_known or []), *c.runs]
+        for entry in seen:
+            entry.workload = renamed(entry.workload, names)
+    # recorded under the old name and the new: the queue time the earlier, the segments of
+    # both, the newer failure streak
+    out.queue = _carried(out.queue, names, lambda old, new: old if old.since <= new.since else new)
+    out.progress = _carried(out.progress, names, _segments)
+    out.failures = _carried(
+        out.failures, names, lambda old, new: new if new.ended_at >= old.ended_at else old
+    )
     for record in out.usage:
         record.project = names.get(record.project, record.project)
     out.spec_since = {renamed(k, names): v for k, v in out.spec_since.items()}
@@ -81,8 +104,32 @@ def tagged(actions: list[Action], snapshot: Snapshot) -> list[Action]:
     ]
 
 
+def _carried(entries: list[_R], names: dict[str, str], pick: Callable[[_R, _R], _R]) -> list[_R]:
+    """``entries`` under the current names; where one was recorded under an old name and
+    one under the new, ``pick(old, new)`` says what stands."""
+    out = {e.workload: e for e in entries if renamed(e.workload, names) == e.workload}
+    for e in entries:
+        if (new := renamed(e.workload, names)) != e.workload:
+            e.workload = new
+            out[new] = pick(e, out[new]) if new in out else e
+    return [out[k] for k in sorted(out)]
+
+
+def _segments(old: Progress, new: Progress) -> Progress:
+    """The segments run under the old name, then under the new."""
+    return new.model_copy(
+        update={
+            "elapsed_seconds": old.elapsed_seconds + new.elapsed_seconds,
+            "segments": old.segments + new.segments,
+        }
+    )
+
+
 class _Record(Protocol):
     workload: str
+
+
+_R = TypeVar("_R", bound=_Record)
 
 
 def _records(snapshot: Snapshot) -> list[_Record]:

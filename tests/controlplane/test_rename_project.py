@@ -5,6 +5,7 @@ a full budget, and said nothing but "no longer in the specs"."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,54 @@ def test_an_old_name_still_in_the_specs_or_claimed_twice_is_an_error(
     assert "spec.renamedFrom: project 'vision' is still in the specs" in done.err
     assert "spec.renamedFrom: project 'a' is renamed from 'old' too" in done.err
     assert "specs.yaml:" in done.err
+
+
+def test_what_the_store_knows_under_the_old_name_carries_over(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Once the cluster has forgotten a job (Slurm keeps an ended one for minutes), only the
+    store remembers it, under the name it ran as: a completed workload must not run again,
+    and a segmented one goes on from its segments, under the new name."""
+    checkpoint = {"signal": "USR1", "grace": "5m", "total": "3h"}
+
+    def docs(name: str, **spec: Any) -> list[dict[str, Any]]:
+        return [
+            cluster(),
+            project(name, gpus=8, **spec),
+            workload("short", name, gpus=2, walltime="1h"),
+            workload("seg", name, gpus=2, walltime="1h", checkpoint=checkpoint),
+        ]
+
+    specs = write_specs(tmp_path / "s", docs("vision"))
+
+    def apply(hours: float) -> list[tuple[str, str, str]]:
+        at = (T0 + timedelta(hours=hours)).isoformat()
+        done = cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", at)
+        assert done.code == 0, done.out + done.err
+        plan = cp(capsys, "show", done.json()["plan"], "--dir", specs, "--json").json()
+        return [(a["op"], a["workload"], a["reason"]["message"]) for a in plan["actions"]]
+
+    apply(0)
+    assert [(op, w) for op, w, _ in apply(1.1)] == [("submit", "vision/seg")]  # segment 2
+    state = specs / ".cp" / "simulator" / "sim.json"
+    saved = json.loads(state.read_text())
+    saved["state"]["jobs"] = [j for j in saved["state"]["jobs"] if j["state"] != "COMPLETED"]
+    state.write_text(json.dumps(saved))  # the cluster forgot the ended jobs
+
+    write_specs(specs, docs("cv", renamedFrom=["vision"]))
+    assert apply(1.2) == []  # short completed as vision/short; seg's segment 2 runs on
+    [(op, key, why)] = apply(2.2)
+    assert (op, key) == ("submit", "cv/seg")
+    assert "segment 3: 2h of 3h done" in why
+    assert apply(3.3) == []  # three segments, two of them run as vision/seg: complete
+    shown = cp(
+        capsys,
+        "get",
+        "workloads",
+        specs,
+        "--json",
+        "--now",
+        (T0 + timedelta(hours=3.3)).isoformat(),
+    )
+    states = {w["name"]: w["state"] for w in shown.json()["items"]}
+    assert states == {"cv/seg": "completed", "cv/short": "completed"}, states
