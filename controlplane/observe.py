@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from adapters import make_adapter
 from adapters.base import Accounting, Adapter, AdapterError, LocalStateError
-from controlplane import placeholders
+from controlplane import placeholders, unreachable
 from controlplane.activity import busy
 from solvers.order import job_id_order, last_completed
 from solvers.segments import segmented
@@ -92,6 +92,7 @@ def observe(
     snap = Snapshot(now=now, clusters=clusters)
     if store is None:
         return snap
+    snap.clusters += unreachable.removed(desired, store.clusters_with_work())
     # a renamed project's workloads are in the store under their old names too (planning
     # reads them as the new ones: specs/renames.py)
     earlier = earlier_names(desired)

@@ -39,12 +39,30 @@ from solvers import reasons
 from specs.actions import Action, Pending
 from specs.desired import DesiredState
 from specs.models import Cluster, Workload
-from specs.snapshot import Job, JobState, Node, Replica, Snapshot
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 
 
 def unreachable(observed: Snapshot) -> dict[str, str]:
     """Clusters that did not answer, with their error."""
     return {c.name: c.error or "unknown error" for c in observed.clusters if not c.reachable}
+
+
+def removed(desired: DesiredState, known: set[str]) -> list[ClusterState]:
+    """Clusters gone from the specs on which the store ``known``s work of ours: nothing can
+    reach them, so they are as good as unreachable (what runs there is held, not started
+    a second time elsewhere) until the Cluster is back or the store forgets them."""
+    return [
+        ClusterState(
+            name=name,
+            reachable=False,
+            error=(
+                "no longer in the specs, but the store knows work of ours there: it is held "
+                "until the Cluster is back in the specs (a plan then stops what no workload "
+                f"needs), or until `cp store forget-cluster {name}` says the cluster is gone"
+            ),
+        )
+        for name in sorted(known - desired.clusters.keys())
+    ]
 
 
 def none_answered(unreachable: Mapping[str, str], desired: DesiredState) -> str | None:
@@ -94,9 +112,12 @@ def held(desired: DesiredState, observed: Snapshot) -> dict[str, list[str]]:
         where = [
             c
             for c in sorted(down)
-            if c in desired.clusters
-            and may_use(wl, desired.clusters[c])
-            and _may_be_there(key, known[c])
+            if _may_be_there(key, known[c])
+            and (
+                may_use(wl, desired.clusters[c])
+                if c in desired.clusters
+                else known[c] is not None  # removed from the specs: what the store knows
+            )
         ]
         if where:
             out[key] = where

@@ -93,6 +93,32 @@ class SchedulingState:
                 known[workload] = max(known.get(workload, 0), gpus)
             return known
 
+    def clusters_with_work(self) -> set[str]:
+        """The clusters where the store knows work of ours that may still be there: a run
+        not seen ending, or a job submitted and not seen starting."""
+        with self.db.session() as db:
+            runs = db.exec(select(RunRow.cluster).where(col(RunRow.ended_at).is_(None)))
+            placed = db.exec(select(PlaceholderRow.cluster))
+            return set(runs) | set(placed)
+
+    def forget_cluster(self, cluster: str) -> tuple[int, int]:
+        """The cluster is gone for good: its runs not seen ending end when last seen (their
+        usage stands), and its placeholders go. How many of each."""
+        with self.db.session() as db:
+            runs = list(
+                db.exec(
+                    select(RunRow).where(RunRow.cluster == cluster, col(RunRow.ended_at).is_(None))
+                )
+            )
+            for row in runs:
+                row.ended_at, row.state = row.last_seen, "FORGOTTEN"
+                db.add(row)
+            placed = list(db.exec(select(PlaceholderRow).where(PlaceholderRow.cluster == cluster)))
+            for ph in placed:
+                db.delete(ph)
+            db.commit()
+            return len(runs), len(placed)
+
     def drop_placeholder(self, workload: str, cluster: str, job: str | None = None) -> None:
         """Forget a placeholder; with ``job``, only if it still names that job (a newer
         submission of the workload may have replaced it since it was judged)."""

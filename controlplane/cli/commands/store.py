@@ -1,16 +1,33 @@
-"""``cp store``: the store's own housekeeping (creating its tables on purpose)."""
+"""``cp store``: the store's own housekeeping (creating its tables on purpose, forgetting a
+cluster that is gone)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from controlplane import workflow
-from controlplane.cli.app import DbOpt, DirArg, JsonOpt, app, examples, out, write_json
+from controlplane.cli.app import (
+    DbOpt,
+    DirAfterArg,
+    DirArg,
+    DirOpt,
+    JsonOpt,
+    app,
+    examples,
+    load,
+    out,
+    spec_dir_of,
+    write_json,
+)
+from controlplane.cli.views.words import counted
+from controlplane.errors import ControlPlaneError
 
 store_app = typer.Typer(
-    help="The store's housekeeping: create or upgrade its tables.", no_args_is_help=True
+    help="The store's housekeeping: create or upgrade its tables, forget a cluster that is gone.",
+    no_args_is_help=True,
 )
 app.add_typer(store_app, name="store")
 
@@ -28,3 +45,38 @@ def init(spec_dir: DirArg = Path("."), as_json: JsonOpt = False, db: DbOpt = Non
         write_json({"ok": True, "store": store.name})
     else:
         out.print(f"store ready: {store.name}", highlight=False, soft_wrap=True)
+
+
+@store_app.command(
+    "forget-cluster", epilog=examples("cp store forget-cluster old-west examples/quickstart")
+)
+def forget_cluster(
+    name: Annotated[str, typer.Argument(help="a cluster no longer in the specs")],
+    given_dir: DirAfterArg = None,
+    dir_option: DirOpt = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Forget a cluster that is gone for good, removed from the specs while the store still
+    knew work of ours there (which plans hold meanwhile: it may be running). Its runs not
+    seen ending end when they were last seen (their usage stands), its placeholders go, and
+    the next plan starts their workloads anew where the specs allow. A cluster in the
+    specs is refused: remove it first, or let its work end."""
+    spec_dir = spec_dir_of(given_dir, dir_option)
+    loaded = load(spec_dir)
+    if name in loaded.desired.clusters:
+        raise ControlPlaneError(
+            f"cluster {name} is in the specs: remove its Cluster document first (or keep it, "
+            "and let the plans stop what no workload needs there)"
+        )
+    store = workflow.open_store(spec_dir, db)
+    runs, placeholders = store.forget_cluster(name)
+    if as_json:
+        write_json({"cluster": name, "runs": runs, "placeholders": placeholders})
+    else:
+        out.print(
+            f"forgot cluster {name}: {counted(runs, 'run')} not seen ending, "
+            f"{counted(placeholders, 'placeholder')}",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -28,6 +28,7 @@ INVOCATIONS: dict[str, list[str]] = {
     "explain": ["explain", "p/w", "--dir", "{dir}"],
     "cost": ["cost", "p/w", "--dir", "{dir}"],
     "store init": ["store", "init", "{dir}"],
+    "store forget-cluster": ["store", "forget-cluster", "gone", "{dir}"],
 }
 
 

@@ -1,0 +1,69 @@
+"""A Cluster removed from the specs while our jobs run there. Nothing can reach it any more
+(its adapter settings went with it), so it was simply not observed: its workloads looked
+never started and ran a second time on another cluster, their GPUs counted nowhere, and
+nothing was said (user trial, high). The store knows what runs there: it is held, as on a
+cluster that does not answer, until the Cluster is back or the store is told to forget it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, pool, project, workload
+from tests.builders.cli import cp, write_specs
+
+Capsys = pytest.CaptureFixture[str]
+T0 = datetime(2026, 11, 2, tzinfo=UTC)
+
+
+def _at(hours: float) -> str:
+    return (T0 + timedelta(hours=hours)).isoformat()
+
+
+def _docs(*, west: bool) -> list[dict[str, Any]]:
+    pinned = {"clusters": ["west"]} if west else {}
+    return [
+        cluster("east", pools=[pool(nodes=1)]),
+        *([cluster("west", pools=[pool(nodes=1)])] if west else []),
+        project("nlp", gpus=16),
+        workload("w1", "nlp", gpus=4, walltime="1d", **pinned),
+    ]
+
+
+def test_work_on_a_removed_cluster_is_held_until_the_store_forgets_the_cluster(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    specs = write_specs(tmp_path / "s", _docs(west=True))
+    for hours in (0, 0.5):  # w1 starts on west, and is seen running there
+        done = cp(capsys, "apply", specs, "--auto-approve", "--now", _at(hours))
+        assert done.code == 0, done.out + done.err
+    write_specs(specs, _docs(west=False))  # west leaves the specs while w1 runs there
+
+    plan = cp(capsys, "plan", specs, "--json", "--now", _at(1)).json()
+    assert plan["actions"] == [], "no second copy of nlp/w1"
+    assert [(p["workload"], p["reason"]["code"]) for p in plan["pending"]] == [
+        ("nlp/w1", "cluster-unreachable")
+    ]
+    assert "no longer in the specs" in plan["unreachable"]["west"]
+    assert "cp store forget-cluster west" in plan["unreachable"]["west"]
+    assert plan["projects"]["nlp"]["allocated"] == 4  # its GPUs count
+
+    forgot = cp(capsys, "store", "forget-cluster", "west", "--dir", specs, "--json")
+    assert forgot.code == 0, forgot.out + forgot.err
+    assert forgot.json() == {"cluster": "west", "runs": 1, "placeholders": 0}
+    plan = cp(capsys, "plan", specs, "--json", "--now", _at(1)).json()
+    assert [(a["op"], a["workload"], a["cluster"]) for a in plan["actions"]] == [
+        ("submit", "nlp/w1", "east")
+    ]
+    assert "unreachable" not in plan
+
+
+def test_a_cluster_in_the_specs_is_not_forgotten(tmp_path: Path, capsys: Capsys) -> None:
+    specs = write_specs(tmp_path / "s", _docs(west=True))
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", _at(0)).code == 0
+    refused = cp(capsys, "store", "forget-cluster", "west", "--dir", specs)
+    assert refused.code == 1
+    assert "west is in the specs" in refused.err
