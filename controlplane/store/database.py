@@ -164,6 +164,15 @@ def migrate(engine: Engine, version: int) -> None:
             for column in columns:
                 if column.split()[0] not in have:
                     conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column}"))
+        if version < 9 and "placeholders" in inspect(conn).get_table_names():
+            # 9: a placeholder per job (it was one per workload and cluster, so a second
+            # fan-out candidate on a cluster replaced the first): the table made again
+            made = SQLModel.metadata.tables["placeholders"]
+            rows = [dict(r._mapping) for r in conn.execute(made.select())]  # same columns
+            made.drop(conn)
+            made.create(conn)
+            if rows:
+                conn.execute(made.insert(), rows)
         if version < 3 and "usage" in inspect(conn).get_table_names():
             # version 2 accrued usage per job between observations: keep it as runs that
             # ended when last seen (the best it knew), then retire the table

@@ -120,13 +120,14 @@ class SchedulingState:
             return len(runs), len(placed)
 
     def drop_placeholder(self, workload: str, cluster: str, job: str | None = None) -> None:
-        """Forget a placeholder; with ``job``, only if it still names that job (a newer
-        submission of the workload may have replaced it since it was judged)."""
+        """Forget the placeholder of ``job`` (None: every one of the workload's there)."""
         with self.db.session() as db:
-            row = db.get(PlaceholderRow, (workload, cluster))
-            if row is not None and (job is None or row.job == job):
+            q = select(PlaceholderRow).where(
+                PlaceholderRow.workload == workload, PlaceholderRow.cluster == cluster
+            )
+            for row in db.exec(q if job is None else q.where(PlaceholderRow.job == job)):
                 db.delete(row)
-                db.commit()
+            db.commit()
 
     def record_completions(
         self, done: dict[tuple[str, str], tuple[str, str | None]], now: datetime

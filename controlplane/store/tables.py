@@ -28,7 +28,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class MetaRow(SQLModel, table=True):
@@ -106,7 +106,7 @@ class PlaceholderRow(SQLModel, table=True):
     __tablename__ = "placeholders"
     workload: str = Field(primary_key=True)
     cluster: str = Field(primary_key=True)
-    job: str
+    job: str = Field(primary_key=True)  # 9: two fan-out candidates on one cluster, two rows
     plan_id: str
     submitted_at: datetime
 

@@ -252,3 +252,27 @@ def test_history_happens_at_the_time_the_plan_was_made_for(tmp_path: Path, capsy
         r["op"] for r in rows if datetime.fromisoformat(r["at"]) >= datetime.fromisoformat(second)
     } == {"cancel"}
     assert cp(capsys, "history", specs, "--verify").code == 0
+
+
+def test_a_store_of_schema_8_keeps_its_placeholders_one_per_job(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Version 8 kept one placeholder per workload and cluster, so a second fan-out
+    candidate submitted on a cluster replaced the first (user trial): the table is made
+    again with the job in its key, and what it held is kept."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "store", "init", specs).code == 0
+    sql(specs, "DROP TABLE placeholders")
+    sql(specs, "CREATE TABLE placeholders (workload VARCHAR NOT NULL, cluster VARCHAR NOT NULL, "
+        "job VARCHAR NOT NULL, plan_id VARCHAR NOT NULL, submitted_at DATETIME NOT NULL, "
+        "PRIMARY KEY (workload, cluster))")  # fmt: skip
+    sql(specs, "INSERT INTO placeholders VALUES ('nlp/notebook', 'sim', '77', 'p', "
+        "'2026-11-19 23:59:30')")  # fmt: skip
+    sql(specs, "UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    assert cp(capsys, "plan", specs, "--now", "2026-11-20T00:00:00Z").code == 0
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        key = [row[1] for row in db.execute("PRAGMA table_info(placeholders)") if row[5]]
+        rows = db.execute("SELECT workload, cluster, job FROM placeholders").fetchall()
+    assert key == ["workload", "cluster", "job"]
+    assert rows == [("nlp/notebook", "sim", "77")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -99,3 +100,44 @@ def test_a_cancelled_placeholder_is_not_cancelled_again(
     assert [(a["op"], a["workload"]) for a in applied["actions"]] == [("cancel", "p/fan")]
     again = cp(capsys, "plan", specs, "--json", "--detailed-exitcode", *now)
     assert again.code == 0 and again.json()["actions"] == [], again.out
+
+
+def test_two_candidates_on_one_cluster_are_two_placeholders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store kept one placeholder per workload and cluster: of two fan-out candidates
+    submitted on one cluster only the second was remembered. With the first not shown yet
+    (observation lag) and the second cancelled before it started, the plan submitted the
+    first one's candidate again (user trial)."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+    ]
+    busy = [
+        cluster(pools=pools),
+        project("p", gpus=12),
+        project("q", gpus=12),
+        workload("ba", "q", gpus=8, nodePools=["a100"], walltime="2h"),
+        workload("bv", "q", gpus=4, nodePools=["v100"], walltime="2h"),
+    ]
+    specs = write_specs(tmp_path / "s", busy)
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-01T00:00:00Z").code == 0
+    fan = {"fanOut": True, "maxParallel": 2}
+    write_specs(specs, [*busy, workload("fan", "p", gpus=4, walltime="6h", strategy=fan)])
+    at = ["--now", "2026-11-01T00:10:00Z"]
+    applied = cp(capsys, "apply", specs, "--auto-approve", "--json", *at).json()
+    first, second = [a["job"] for a in applied["actions"] if a["workload"] == "p/fan"]
+
+    state = specs / ".cp" / "simulator" / "sim.json"
+    saved = json.loads(state.read_text())
+    jobs = [j for j in saved["state"]["jobs"] if j["id"] != first]  # not shown yet
+    for j in jobs:
+        if j["id"] == second:  # cancelled by hand before it started
+            j["state"], j["endedAt"] = "CANCELLED", "2026-11-01T00:10:30Z"
+    saved["state"]["jobs"] = jobs
+    state.write_text(json.dumps(saved))
+    plan = cp(capsys, "plan", specs, "--json", "--now", "2026-11-01T00:11:00Z").json()
+    assert plan["actions"] == [], "the lagging candidate is not submitted again"
+    assert [(p["workload"], p["reason"]["code"]) for p in plan["pending"]] == [
+        ("p/fan", "submitted")
+    ]
