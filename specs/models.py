@@ -334,6 +334,15 @@ class WorkloadSpec(SpecModel):
                     "signalled before it starts",
                 )
             )
+        if "walltime" not in failed and ck is not None and ck.total and self.walltime is None:
+            found.append(
+                at(
+                    "checkpoint.total",
+                    f"checkpoint.total ({format_duration(ck.total)}) runs the workload in "
+                    "segments of at most its walltime, and it has none: set walltime (each "
+                    "segment's limit)",
+                )
+            )
         raise_all(found, type(self).__name__)
         return self
 

@@ -136,6 +136,8 @@ def test_pool_counts_are_bounded(tmp_path: Path, pool: dict[str, int], field: st
         ),
         ({"walltime": "1h", "checkpoint": {"grace": "2h"}}, "spec.checkpoint.grace", "walltime"),
         ({"walltime": "1h", "checkpoint": {"total": "0s"}}, "spec.checkpoint.total", "positive"),
+        # segments without a walltime: the total was dropped, one job ran unbounded (trial)
+        ({"checkpoint": {"total": "2d"}}, "spec.checkpoint.total", "set walltime"),
         ({"command": ["python", "a\x07b"]}, "spec.command.1", "control character"),
     ],
 )
