@@ -36,7 +36,7 @@ The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
    would; a victim whose old place is still free returns there instead of being evicted.
 8. Turn the session's final placement into actions, each with a reason: prune jobs whose
    workload left the specs, cancel duplicate jobs of one workload (and the candidates of
-   a fan-out workload once one of them runs: the earliest started wins, ties by job id),
+   a fan-out workload once one of them runs: the earliest started, then the cheaper, wins),
    then compare every workload's replicas with what runs: submit what starts, resize
    what grows or shrinks, move what runs elsewhere, preempt what loses all its GPUs.
 9. Fan-out: a fan-out workload waiting for a start passes KAI's hard checks (limits on

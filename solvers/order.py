@@ -19,7 +19,7 @@ computed once per item is cheaper than a comparison function called per pair.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from specs.snapshot import Job, JobState
@@ -32,6 +32,12 @@ JobKey = tuple[int, int, datetime, str]
 
 # a queue with no share at all compares by allocation scaled far above any real share
 _NO_SHARE_SCALE = 1000
+
+# Starts within this much of each other are the same start: a plan's forecasts are read a
+# moment apart (the cluster's backfill view, then a test submission per candidate), and
+# fan-out candidates that started between two observations started "at once"; a second
+# ticking between two reads must not decide which candidates run, or which one wins.
+SAME_START = timedelta(minutes=1)
 
 
 def queue_order(

@@ -32,9 +32,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
 
+from solvers.order import SAME_START
 from solvers.problem import JobRequest, PoolInfo, PoolKey, Problem
 from solvers.segments import Segments
 from specs.actions import NEVER, Estimate
@@ -213,12 +214,6 @@ def _modes(
 
 
 # ------------------------------------------------------------------ 2-3. judge and choose
-
-
-# The forecasts of one plan are read a moment apart (the cluster's backfill view, then a
-# test submission per candidate): starts within this much of each other are the same start,
-# or a second ticking between two reads would decide which candidates run.
-SAME_START = timedelta(minutes=1)
 
 
 def _start(estimate: Estimate) -> datetime | None:

@@ -14,9 +14,10 @@ several waiting jobs are ``candidates``, not duplicates; once one runs, the othe
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 
-from solvers.order import job_id_order, last_completed
+from solvers.order import SAME_START, job_id_order, last_completed
 from solvers.problem.records import (
     JobRequest,
     NodeInfo,
@@ -85,6 +86,12 @@ def build_problem(
     ]
     _release(nodes, orphans)  # before any queued job is judged stranded on their nodes
     since = {q.workload: q.since for q in observed.queue}
+
+    def hourly(cluster: str, job: Job) -> float:
+        """What a running job costs an hour (its GPUs at its pool's price)."""
+        pool = pools.get(_pool_of(job, cluster, nodes) or ("", ""))
+        return sum(r.gpus for r in job.replicas) * (pool.cost_per_gpu_hour if pool else 0.0)
+
     progress = {p.workload: p for p in observed.progress}
     by_workload = _jobs_by_workload(observed)
     jobs: dict[str, JobRequest] = {}
@@ -127,7 +134,7 @@ def build_problem(
             pool_gone += gone  # not what the specs ask for any more
             active = [cj for cj in active if not any(cj is g for g in gone)]
         if running:
-            cluster, job = _kept(running, req.fan_out, wl.spec.digest, now)
+            cluster, job = _kept(running, req.fan_out, wl.spec.digest, now, hourly)
             req.job_id, req.cluster = job.id, cluster
             req.placed = [
                 node_key(cluster, r.node)
@@ -258,14 +265,22 @@ def _nodes(observed: Snapshot, pools: dict[PoolKey, PoolInfo]) -> dict[str, Node
 
 
 def _kept(
-    running: list[tuple[str, Job]], fan_out: bool, digest: str, now: datetime
+    running: list[tuple[str, Job]],
+    fan_out: bool,
+    digest: str,
+    now: datetime,
+    cost: Callable[[str, Job], float],
 ) -> tuple[str, Job]:
     """The job a workload with several running keeps. Fan-out candidates may start at
-    once: the earliest started. Any other workload runs two only when an apply stopped
-    between a replacement's submit and its cancel (a resize or a move on Slurm, an
-    edit): the replacement, the one of the current spec and else the newer."""
+    once: the earliest started, and of those started together (``SAME_START`` apart) the
+    cheaper to run (job ids of two clusters say nothing). Any other workload runs two
+    only when an apply stopped between a replacement's submit and its cancel (a resize or
+    a move on Slurm, an edit): the replacement, the one of the current spec and else the
+    newer."""
     if fan_out:
-        return min(running, key=lambda cj: (cj[1].started_at or now, job_id_order(cj[1].id)))
+        first = min(j.started_at or now for _, j in running)
+        together = [(c, j) for c, j in running if (j.started_at or now) - first <= SAME_START]
+        return min(together, key=lambda cj: (cost(*cj), job_id_order(cj[1].id)))
     return max(
         running,
         key=lambda cj: (

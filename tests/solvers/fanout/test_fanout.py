@@ -399,6 +399,23 @@ def test_nothing_new_while_candidates_wait_then_losers_are_cancelled() -> None:
     assert "job 11 on sim of p/w runs; candidate sim.v100.1x4.direct" in p.actions[0].reason.message
 
 
+def test_of_candidates_started_together_the_cheaper_wins() -> None:
+    """Two candidates that started between two observations started at once; the lower job
+    id won, though ids of two clusters say nothing, and the dearer candidate ran on (user
+    trial). The cheaper one wins; one that started more than a minute earlier still wins."""
+    d = specs(workload("w", "p", gpus=4, walltime="30m", strategy=FAN))
+    dear = job("11", JobState.RUNNING, node="a100-01", started=at(-1))  # 3 a GPU-hour
+    cheap = job("12", JobState.RUNNING, node="v100-01", pool="v100", started=at(-1))  # 1
+    p = plan(d, world(d, dear, cheap), now=NOW)
+    assert [(a.op, a.job, a.reason.code.value) for a in p.actions] == [
+        (Op.CANCEL, "11", "fan-out-loser")
+    ]
+    dear.started_at = at(-3)  # two minutes before the other
+    assert [(a.op, a.job) for a in plan(d, world(d, dear, cheap), now=NOW).actions] == [
+        (Op.CANCEL, "12")
+    ]
+
+
 def test_a_candidate_that_ran_to_completion_unseen_won_its_round() -> None:
     """Candidate 11 started and completed between two plans; candidate 12, queued by the
     same plan, was left waiting ("the first to run wins"), then ran the workload again
