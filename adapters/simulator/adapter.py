@@ -11,7 +11,8 @@ other's jobs), written to a unique temporary file and renamed over the old one (
 leaves the old state or the new, never half of one), and a file that is not a valid state
 is an error naming it, never silently replaced. A read-only adapter (``cp plan``, a
 what-if at any ``--now``) computes where the clock has taken the cluster but writes
-nothing back.
+nothing back; one that writes refuses a clock earlier than the state's (``--now`` going
+backwards would run ended jobs again).
 """
 
 from __future__ import annotations
@@ -61,28 +62,38 @@ class SimulatorAdapter:
             yield
 
     def _load(self) -> SimulatedCluster:
-        exists = self.path.exists()
-        sim = self._read() if exists else SimulatedCluster(ClusterState(name=self.cluster))
+        fresh = SimulatedCluster(ClusterState(name=self.cluster))
+        sim, clock = self._read() if self.path.exists() else (fresh, None)
         now = self.clock()
+        if not self.read_only and clock is not None and now < clock:
+            raise LocalStateError(
+                f"the simulated cluster {self.cluster} is at {clock.isoformat()}; "
+                f"{now.isoformat()} would run its clock backwards (jobs that ended would be "
+                "running, and history out of order): give a later --now, or delete "
+                f"{self.path} to start the simulated cluster afresh (its jobs are lost)"
+            )
         self._sync_nodes(sim, now)
         sim.refresh(now)
         return sim
 
-    def _read(self) -> SimulatedCluster:
+    def _read(self) -> tuple[SimulatedCluster, datetime | None]:
+        """The state, and the clock it was written at (None: a file from before it was kept)."""
         try:
             raw = json.loads(self.path.read_text())
             state = ClusterState.model_validate(raw["state"])
             next_id = int(raw["nextId"])
             accounting = [JobRun.model_validate(r) for r in raw.get("accounting", [])]
             open_since = {k: datetime.fromisoformat(v) for k, v in raw.get("openSince", {}).items()}
+            clock = datetime.fromisoformat(raw["clock"]) if "clock" in raw else None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LocalStateError(
                 f"{self.path} is not a simulator state ({detail}); delete it to start the "
                 "simulated cluster afresh (its jobs are lost), or restore it"
             ) from None
-        return SimulatedCluster(
-            state, next_id=next_id, accounting=accounting, open_since=open_since
+        return (
+            SimulatedCluster(state, next_id=next_id, accounting=accounting, open_since=open_since),
+            clock,
         )
 
     def _sync_nodes(self, sim: SimulatedCluster, now: datetime) -> None:
@@ -104,6 +115,7 @@ class SimulatorAdapter:
         horizon = self.clock() - timedelta(days=ACCOUNTING_DAYS)
         kept = [r for r in sim.accounting if r.ended_at is None or r.ended_at >= horizon]
         body = {
+            "clock": self.clock().isoformat(),  # where time stands: it only moves on
             "nextId": sim.next_id,
             "state": sim.state.model_dump(mode="json", by_alias=True),
             "accounting": [r.model_dump(mode="json", by_alias=True) for r in kept],

@@ -8,6 +8,9 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
+from adapters.base import LocalStateError
 from adapters.simulator import SimulatorAdapter
 from specs.actions import Action, Op, Reason, ReasonCode, SubmitDetails
 from specs.models import Cluster
@@ -46,3 +49,24 @@ def test_a_removed_node_fails_its_jobs(tmp_path: Path) -> None:
     [run] = [r for r in one.runs(NOW, clock[0]) if r.workload == "p/lost"]
     assert (run.state, run.ended_at) == (JobState.NODE_FAIL, clock[0])
     assert sum(n.gpus for n in one.observe().nodes) == 8
+
+
+def test_the_clock_only_moves_on_but_a_what_if_may_look_back(tmp_path: Path) -> None:
+    """An apply at a --now before the last one was accepted: a job that had ended ran
+    again, and history was recorded out of order (user trial). A writing adapter refuses;
+    a read-only one (cp plan, a what-if at any --now) still answers."""
+    clock = [NOW]
+    sim = SimulatorAdapter(sim_cluster(1), state_dir=tmp_path, clock=lambda: clock[0])
+    node = sim.observe().nodes[0].name
+    assert sim.execute(submit("p/w", node), plan_id="x").ok
+    clock[0] = NOW - timedelta(minutes=5)
+    with pytest.raises(LocalStateError, match="would run its clock backwards"):
+        sim.observe()
+    with pytest.raises(LocalStateError, match="give a later --now"):
+        sim.execute(submit("p/v", node), plan_id="y")
+    looking = SimulatorAdapter(
+        sim_cluster(1), state_dir=tmp_path, clock=lambda: clock[0], read_only=True
+    )
+    assert [j.workload for j in looking.observe().jobs] == ["p/w"]
+    clock[0] = NOW
+    assert [j.workload for j in sim.observe().jobs] == ["p/w"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +273,8 @@ def test_an_interrupted_reviewed_apply_is_resumed_by_the_same_command(
     asked = iter([False, True])  # stop after the first action
     loaded = workflow.load(specs)
     plan = workflow.reviewed_plan(specs, loaded, None)
-    stopped = workflow.apply_saved(plan, specs, loaded, stop=lambda: next(asked, True))
+    at = datetime.fromisoformat(NOW)  # the clock the other applies run at
+    stopped = workflow.apply_saved(plan, specs, loaded, now=at, stop=lambda: next(asked, True))
     assert stopped.stopped and [o.status for o in stopped.outcomes] == ["done"]
 
     resumed = ok(cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)).json()
