@@ -42,6 +42,11 @@ def earlier_names(desired: DesiredState) -> dict[str, str]:
     }
 
 
+def names_of(desired: DesiredState, workload: str) -> list[str]:
+    """``workload`` and its names before its project was renamed (what history has)."""
+    return [workload, *sorted(k for k, v in earlier_names(desired).items() if v == workload)]
+
+
 def renamed(workload: str, names: dict[str, str]) -> str:
     """``workload`` (project/name) under its project's current name."""
     project, _, rest = workload.partition("/")

@@ -17,7 +17,7 @@ tags; and a plan left ``applying`` by a process that is gone is closed as
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
@@ -192,15 +192,16 @@ class History:
             q = select(ActionRow.workload).where(ActionRow.status != "pending").distinct()
             return set(db.exec(q))
 
-    def history(self, workload: str | None = None, limit: int = 50) -> list[HistoryRow]:
-        """Applied or attempted actions, newest first, each with who applied it: the
-        actor of the latest start (or resume) of its plan's apply before it began."""
+    def history(self, workloads: Collection[str] = (), limit: int = 50) -> list[HistoryRow]:
+        """Applied or attempted actions (of ``workloads``: one's names, before and after a
+        rename), newest first, each with who applied it: the actor of the latest start (or
+        resume) of its plan's apply before it began."""
         with self.db.session() as db:
             q = select(ActionRow, PlanRow).where(
                 ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending"
             )
-            if workload:
-                q = q.where(ActionRow.workload == workload)
+            if workloads:
+                q = q.where(col(ActionRow.workload).in_(workloads))
             q = q.order_by(col(ActionRow.started_at).desc(), col(ActionRow.id).desc())
             rows = list(db.exec(q.limit(limit)))
             starts: dict[str, list[tuple[datetime, str]]] = {}

@@ -81,6 +81,11 @@ def test_a_renamed_project_keeps_its_running_jobs_usage_and_budget(
     assert not _plan(capsys, specs)["actions"]
     jobs = cp(capsys, "get", "jobs", specs, "--json", "--now", LATER).json()["items"]
     assert [j["workload"] for j in jobs] == ["cv/train"]
+    # its history goes back beyond the rename: started as vision/train
+    past = cp(capsys, "history", specs, "--workload", "cv/train", "--json").json()
+    assert [(r["op"], r["workload"]) for r in past] == [("submit", "vision/train")]
+    told = cp(capsys, "explain", "cv/train", specs, "--json", "--now", LATER).json()
+    assert [(r["op"], r["workload"]) for r in told["history"]] == [("submit", "vision/train")]
 
 
 def test_a_rename_without_renamed_from_says_what_the_cancels_are(

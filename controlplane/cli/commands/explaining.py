@@ -30,6 +30,7 @@ from controlplane.errors import WorkloadNotFoundError
 from controlplane.eviction import exposure
 from specs.actions import ReasonCode
 from specs.diagnostics import name_hint
+from specs.renames import names_of
 
 
 def _explain_gone(
@@ -39,7 +40,7 @@ def _explain_gone(
     "who cancelled my job" is asked most after it left; else not found, with the closest
     name the specs or the history know."""
     store = workflow.open_store(spec_dir, db, reading=True)
-    past = store.history(workload, 10)
+    past = store.history([workload], 10)
     if not past:
         hint = name_hint(workload, {*known, *store.workloads_in_history()})
         raise WorkloadNotFoundError(
@@ -90,7 +91,7 @@ def explain(
     pending = [p for p in plan.pending if p.workload == workload]
     # a completed workload edited since: not run again (said in place of "nothing to do")
     edited = next((p for p in plan.finished if p.workload == workload), None)
-    past = found.store.history(workload, 10) if found.store is not None else []
+    past = found.store.history(names_of(desired, workload), 10) if found.store else []
     chain = plan.quota_chain(desired.workloads[workload].spec.project)
     # the errors of the clusters it waits for (its reason names them, the plan has them)
     silent = (

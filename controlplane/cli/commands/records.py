@@ -29,7 +29,9 @@ from controlplane.cli.views.history import history_json, print_history
 from controlplane.cli.views.markdown import plan_markdown
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.cli.views.words import counted
-from controlplane.errors import PlanNotFoundError
+from controlplane.errors import ControlPlaneError, PlanNotFoundError
+from specs.diagnostics import SpecError
+from specs.renames import names_of
 
 
 @app.command(
@@ -81,7 +83,7 @@ def history(
         if not verdict.ok:
             raise typer.Exit(1)
         return
-    rows = store.history(workload, limit)
+    rows = store.history(_names(spec_dir, workload) if workload else (), limit)
     if as_json:
         sys.stdout.write(json.dumps(history_json(rows), indent=2) + "\n")
     elif not rows:
@@ -89,6 +91,15 @@ def history(
         out.print(f"No applied actions for {workload}." if workload else "No actions applied yet.")
     else:
         print_history(out, rows)
+
+
+def _names(spec_dir: Path, workload: str) -> list[str]:
+    """``workload``, and its names before its project was renamed (``renamedFrom``) if the
+    specs load: the history of a workload is shown whatever state its specs are in."""
+    try:
+        return names_of(workflow.load(spec_dir).desired, workload)
+    except (SpecError, ControlPlaneError):
+        return [workload]
 
 
 @app.command(epilog=examples("cp show 3f2a9c --dir examples/quickstart --json"))
