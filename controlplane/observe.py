@@ -179,6 +179,7 @@ def _with_last_known(snap: Snapshot, store: Store, desired: DesiredState) -> Sna
     if not down:
         return snap
     known = {name: store.running_on(name) for name in down}
+    running = {(name, k) for name, there in known.items() for k in there}
     plans: dict[str, Plan | None] = {}  # each plan read once, however many jobs it made
     for ph in store.placeholders():
         if ph.cluster in known and not known[ph.cluster].get(ph.workload):
@@ -193,7 +194,8 @@ def _with_last_known(snap: Snapshot, store: Store, desired: DesiredState) -> Sna
         c.model_copy(
             update={
                 "last_known": [
-                    LastKnown(workload=k, gpus=g) for k, g in sorted(known[c.name].items())
+                    LastKnown(workload=k, gpus=g, running=(c.name, k) in running)
+                    for k, g in sorted(known[c.name].items())
                 ]
             }
         )

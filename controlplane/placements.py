@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 
+from controlplane.unreachable import STAND_IN
 from solvers import reasons
 from solvers.drift import Drift
 from solvers.kai.disruption import Ledger
@@ -50,7 +51,9 @@ def prunes(problem: Problem) -> list[Action]:
             where, done = problem.won[key]
             reason = reasons.fan_out_loser(key, done.id, where, candidate, completed=True)
         elif winner is not None and winner.fan_out:
-            reason = reasons.fan_out_loser(key, winner.job_id, winner.cluster, candidate)
+            silent = (winner.job_id or "").startswith(STAND_IN)  # ran there when last seen
+            won = None if silent else winner.job_id
+            reason = reasons.fan_out_loser(key, won, winner.cluster, candidate)
         else:
             reason = reasons.duplicate(key, winner.job_id if winner else None)
         out.append(_cancel(cluster, job, reason))

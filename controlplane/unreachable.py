@@ -41,6 +41,8 @@ from specs.desired import DesiredState
 from specs.models import Cluster, Workload
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 
+STAND_IN = "unreachable:"  # the id a held workload's stand-in job runs under
+
 
 def unreachable(observed: Snapshot) -> dict[str, str]:
     """Clusters that did not answer, with their error."""
@@ -102,9 +104,21 @@ def held(desired: DesiredState, observed: Snapshot) -> dict[str, list[str]]:
         for c in observed.clusters
         if not c.reachable
     }
+    ran = {(c.name, k.workload) for c in observed.clusters for k in c.last_known or [] if k.running}
     out: dict[str, list[str]] = {}
     for key, wl in sorted(desired.workloads.items()):
         jobs = observed.jobs_of(key)
+        won_there = [c for c in sorted(down) if (c, key) in ran]
+        if (
+            wl.spec.strategy is not None
+            and wl.spec.strategy.fan_out
+            and won_there
+            and not any(j.state.holds_gpus and c in seen for c, j in jobs)
+        ):
+            # a fan-out candidate that ran on a silent cluster won: one only queued where we
+            # can see lost (held, the workload's stand-in runs; the plan cancels the other)
+            out[key] = won_there
+            continue
         if any(j.state.active and c in seen for c, j in jobs):
             continue  # it runs (or waits) where we can see it
         if any(j.state == JobState.COMPLETED for _, j in jobs):
@@ -185,9 +199,9 @@ def stand_in(
     extra: dict[str, tuple[list[Node], list[Job]]] = {}
     for key, where in holds.items():
         spec = desired.workloads[key].spec
-        node = Node(name=f"unreachable:{key}", gpus=spec.gpus * spec.replicas, state="down")
+        node = Node(name=f"{STAND_IN}{key}", gpus=spec.gpus * spec.replicas, state="down")
         job = Job(
-            id=f"unreachable:{key}",
+            id=f"{STAND_IN}{key}",
             workload=key,
             state=JobState.RUNNING,
             replicas=[Replica(node=node.name, gpus=spec.gpus) for _ in range(spec.replicas)],

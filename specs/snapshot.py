@@ -166,8 +166,13 @@ class LastKnown(SnapshotModel):
     gpus: int = Field(
         default=0,
         ge=0,
-        description="GPUs its job held when last seen running (0: submitted there, not seen "
-        "starting)",
+        description="GPUs its job held when last seen running, or that its submission asked "
+        "for (0: not known)",
+    )
+    running: bool = Field(
+        default=False,
+        description="its job was running there when last seen (not only submitted)",
+        exclude_if=lambda v: not v,
     )
 
 

@@ -181,15 +181,18 @@ def fan_out_loser(
     *,
     completed: bool = False,
 ) -> Reason:
-    """``completed``: the winner ran to completion before a plan saw it run."""
+    """``completed``: the winner ran to completion before a plan saw it run; no
+    ``winner_job``: it ran on ``cluster`` when last seen, and that cluster does not answer."""
     where = f" on {cluster}" if cluster else ""  # job ids repeat across clusters
     did = "ran to completion" if completed else "runs"
+    won = (
+        f"job {winner_job}{where} of {workload} {did}"
+        if winner_job is not None
+        else f"{workload} ran on {cluster} when last seen (the cluster does not answer now)"
+    )
     return Reason(
         code=ReasonCode.FAN_OUT_LOSER,
-        message=(
-            f"fan-out: job {winner_job}{where} of {workload} {did}; candidate {candidate} is no "
-            "longer needed"
-        ),
+        message=f"fan-out: {won}; candidate {candidate} is no longer needed",
     )
 
 

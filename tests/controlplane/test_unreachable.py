@@ -21,7 +21,7 @@ from rich.console import Console
 
 from adapters import make_adapter
 from adapters.base import ActionResult, Adapter, TemporaryError
-from adapters.simulator import SimulatorAdapter
+from adapters.simulator import SimulatorAdapter, nodes_from_spec
 from controlplane import unreachable
 from controlplane.apply import apply_plan
 from controlplane.cli.views.markdown import plan_markdown
@@ -244,7 +244,9 @@ def test_a_placeholder_whose_plan_is_gone_is_sized_by_its_spec(tmp_path: Path) -
     far.down = True
     snap, planned = run(specs, adapters, store, NOW)
     [down] = [c for c in snap.clusters if c.name == "far"]
-    assert [(k.workload, k.gpus) for k in down.last_known or []] == [("p/w", 8)]
+    assert [(k.workload, k.gpus, k.running) for k in down.last_known or []] == [
+        ("p/w", 8, False)  # submitted, not seen starting
+    ]
     assert planned.projects["p"].unreachable == 8
 
 
@@ -427,7 +429,9 @@ def test_work_never_submitted_to_a_silent_cluster_is_not_held_there(tmp_path: Pa
     far.down = True
     snap, later = run(specs, adapters, store, NOW + timedelta(minutes=3))
     [down] = [c for c in snap.clusters if c.name == "far"]
-    assert [(k.workload, k.gpus) for k in down.last_known or []] == [("p/on-far", 4)]
+    assert [(k.workload, k.gpus, k.running) for k in down.last_known or []] == [
+        ("p/on-far", 4, False)  # submitted there; no observation saw it run before far went
+    ]
     assert later.actions == []
     assert later.projects["p"].unreachable == 4, "on-far is held, big-far (never there) not"
 
@@ -470,3 +474,59 @@ def test_work_that_left_the_specs_while_its_cluster_is_silent_keeps_its_gpus(
     _, again = run(later, adapters, store, NOW + timedelta(minutes=2))
     ops = {(a.op, a.workload) for a in again.actions}
     assert ops == {(Op.CANCEL, "p/old"), (Op.SUBMIT, "p/near-2")}
+
+
+def test_a_fan_out_candidate_running_on_a_silent_cluster_won_the_round() -> None:
+    """Candidates on near (queued) and far (running when last seen); far stops answering.
+    The plan listed only near's candidate as waiting, which then started and ran the
+    workload a second time until far answered (user trial). Far's ran first: near's is
+    cancelled, and the workload is held for far. A candidate that was only submitted to far
+    (not seen starting) decides nothing: near's waits on."""
+    d = desired(
+        [
+            cluster("near", pools=[pool(nodes=1)]),
+            cluster("far", pools=[pool(nodes=1)]),
+            project("p", gpus=8),
+            workload("w", "p", gpus=4, walltime="1h", strategy={"fanOut": True}),
+        ]
+    )
+    queued = {"id": "5", "workload": "p/w", "state": "PENDING", "pool": "a100"}
+    nodes = [n.model_dump() for n in nodes_from_spec(d.clusters["near"])]
+    near = ClusterState.model_validate({"name": "near", "nodes": nodes, "jobs": [queued]})
+
+    def far(running: bool) -> ClusterState:
+        known = [{"workload": "p/w", "gpus": 4, "running": running}]
+        return ClusterState(name="far", reachable=False, error="refused", last_known=known)
+
+    made = plan(d, Snapshot(now=NOW, clusters=[near, far(True)]), now=NOW)
+    [cancel] = made.actions
+    assert (cancel.op, cancel.cluster, cancel.job, cancel.reason.code) == (
+        Op.CANCEL,
+        "near",
+        "5",
+        ReasonCode.FAN_OUT_LOSER,
+    )
+    assert cancel.reason.message.startswith(
+        "fan-out: p/w ran on far when last seen (the cluster does not answer now)"
+    )
+    assert [(p.workload, p.reason.code) for p in made.pending] == [
+        ("p/w", ReasonCode.CLUSTER_UNREACHABLE)
+    ]
+    only_submitted = plan(d, Snapshot(now=NOW, clusters=[near, far(False)]), now=NOW)
+    assert only_submitted.actions == []
+    assert [p.reason.code for p in only_submitted.pending] == [ReasonCode.SUBMITTED]
+
+
+def test_a_job_seen_running_on_a_cluster_that_goes_silent_is_known_running(
+    tmp_path: Path,
+) -> None:
+    specs = desired(
+        [*clusters(), project("p", gpus=8), workload("w", "p", gpus=4, clusters=["far"])]
+    )
+    adapters, far, store = world(tmp_path, specs)
+    apply(specs, adapters, store, NOW)  # submitted on far
+    run(specs, adapters, store, NOW + timedelta(minutes=1))  # and seen running there
+    far.down = True
+    snap, _ = run(specs, adapters, store, NOW + timedelta(minutes=2))
+    [down] = [c for c in snap.clusters if c.name == "far"]
+    assert [(k.workload, k.running) for k in down.last_known or []] == [("p/w", True)]
