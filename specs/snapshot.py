@@ -73,7 +73,10 @@ class Node(SnapshotModel):
 
 
 class Replica(SnapshotModel):
-    node: str | None = Field(description="null where the cluster's own scheduler places")
+    node: str | None = Field(
+        default=None,  # `cp observe` leaves nulls out: a queued job's replica has no node
+        description="null (or absent) where the cluster's own scheduler places",
+    )
     gpus: int = Field(ge=0)
 
 

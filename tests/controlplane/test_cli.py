@@ -539,3 +539,24 @@ def test_apply_refuses_a_made_up_clock_on_a_real_cluster(
     assert "--now sets the clock of simulated clusters only" in res.err
     assert "k8s (kubernetes)" in res.err and "nowhere.kubeconfig" not in res.err
     assert not (specs / ".cp").exists() or not list((specs / ".cp").glob("*.db*"))
+
+
+def test_a_snapshot_cp_observe_wrote_is_read_back_with_a_queued_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job waiting in the cluster's queue has replicas with no node, which `cp observe`
+    leaves out; `cp plan --observed` then refused the snapshot ("node: Field required")
+    (user trial)."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
+    docs = [cluster(pools=pools), project("p", gpus=8), workload("blocker", "p", gpus=8)]
+    specs = write_specs(tmp_path / "s", docs)
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-03-01T00:00:00Z").code == 0
+    fan = workload("f", "p", gpus=8, walltime="3h", strategy={"fanOut": True})
+    write_specs(specs, [*docs, fan])
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-03-01T00:10:00Z").code == 0
+    snapshot = cp(capsys, "observe", specs, "--now", "2026-03-01T00:20:00Z")
+    (tmp_path / "snap.json").write_text(snapshot.out)
+    assert '"node"' not in snapshot.out.split('"p/f"', 1)[1].split("}", 1)[0]  # left out
+    planned = cp(capsys, "plan", specs, "--observed", tmp_path / "snap.json", "--json")
+    assert planned.code == 0, planned.err
+    assert [p["reason"]["code"] for p in planned.json()["pending"]] == ["submitted"]
