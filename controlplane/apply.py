@@ -307,6 +307,7 @@ def _run(
             store.add_placeholder(action.workload, action.cluster, result.job, plan.id)
         elif result.ok and action.op in (Op.CANCEL, Op.PREEMPT) and action.job:  # gone for good
             store.drop_placeholder(action.workload, action.cluster, job=action.job)
+            store.stopped(action.cluster, action.job)
         outcome = ActionOutcome(
             seq, action, "done" if result.ok else "failed", result.job, result.message
         )

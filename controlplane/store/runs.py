@@ -13,10 +13,10 @@ if recorded, and writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from controlplane.store.database import Database
 from controlplane.store.tables import MetaRow, RunRow
@@ -24,12 +24,14 @@ from controlplane.store.tables import aware as _aware
 from specs.snapshot import JobRun, Progress, UsageRecord
 
 Seen = Mapping[str, Iterable[JobRun]]  # cluster -> runs an observation reports
+STOPPED = "STOPPED"  # a run our apply cancelled, until an observation says how it ended
 
 
 class Runs:
     """The runs table (a part of :class:`~controlplane.store.Store`)."""
 
     db: Database
+    clock: Callable[[], datetime]  # when things happen (Store: the wall clock, or --now)
 
     def accounting_since(self, cluster: str) -> datetime | None:
         """Until when the runs of ``cluster`` have been recorded (None: never)."""
@@ -54,6 +56,20 @@ class Runs:
                 db.merge(row)
             for cluster in complete:
                 db.merge(MetaRow(key=f"accounting:{cluster}", value=now.isoformat()))
+            db.commit()
+
+    def stopped(self, cluster: str, job: str) -> None:
+        """Our apply cancelled (or preempted) ``job``: its open run ends now, unless an
+        observation still sees it run (then the cluster's word stands). So a cluster
+        removed from the specs right after does not keep it running for ever (no
+        observation would see it end)."""
+        with self.db.session() as db:
+            q = select(RunRow).where(
+                RunRow.cluster == cluster, RunRow.job == job, col(RunRow.ended_at).is_(None)
+            )
+            for row in db.exec(q):
+                row.ended_at, row.state = self.clock(), STOPPED
+                db.add(row)
             db.commit()
 
     def usage_records(self, now: datetime, seen: Seen | None = None) -> list[UsageRecord]:
@@ -122,8 +138,9 @@ def _merged(rows: list[RunRow], seen: Seen, now: datetime) -> list[RunRow]:
                 state=run.state.value,
                 last_seen=now,
             )
+            stopping = row.state == STOPPED and run.ended_at is None  # it runs on after all
             row.state = run.state.value
-            row.ended_at = run.ended_at or row.ended_at
+            row.ended_at = run.ended_at or (None if stopping else row.ended_at)
             row.time_limit = run.time_limit or row.time_limit
             row.gpus = run.gpus or row.gpus
             row.gpu_type = run.gpu_type or row.gpu_type

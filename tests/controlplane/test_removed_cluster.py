@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from controlplane.store import Store
+from specs.snapshot import JobRun
 from tests.builders import cluster, pool, project, workload
 from tests.builders.cli import cp, write_specs
 
@@ -67,3 +69,37 @@ def test_a_cluster_in_the_specs_is_not_forgotten(tmp_path: Path, capsys: Capsys)
     refused = cp(capsys, "store", "forget-cluster", "west", "--dir", specs)
     assert refused.code == 1
     assert "west is in the specs" in refused.err
+
+
+def test_a_cluster_retired_as_the_readme_says_leaves_nothing_held(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Its workloads removed first (the apply cancels their jobs there), then the Cluster:
+    the store still had the cancelled job's run open (only an observation would have seen
+    it end, and none could any more), so the next plans held it for ever and cp watch
+    --once failed every cycle (user trial, high)."""
+    specs = write_specs(tmp_path / "s", _docs(west=True))
+    for hours in (0, 0.5):
+        assert cp(capsys, "apply", specs, "--auto-approve", "--now", _at(hours)).code == 0
+    docs = _docs(west=True)
+    write_specs(specs, docs[:-1])  # w1 leaves the specs: cancelled on west
+    done = cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", _at(1)).json()
+    assert [(a["op"], a["status"]) for a in done["actions"]] == [("cancel", "done")]
+    write_specs(specs, [d for d in docs[:-1] if d["metadata"]["name"] != "west"])
+    plan = cp(capsys, "plan", specs, "--json", "--now", _at(2)).json()
+    assert "unreachable" not in plan and plan["pending"] == [] and plan["actions"] == []
+    usage = cp(capsys, "usage", specs, "--json", "--now", _at(2)).json()
+    assert usage["projects"]["nlp"]["monthGpuHours"] == pytest.approx(4.0, abs=0.01)  # 4 GPUs 1 h
+
+
+def test_a_cancelled_run_the_cluster_still_shows_running_runs_on(tmp_path: Path) -> None:
+    """The apply's word that it stopped a job stands only until an observation says
+    otherwise: a cancel the cluster did not carry out leaves the run open."""
+    store = Store(f"sqlite:///{tmp_path}/db")
+    store.clock = lambda: T0 + timedelta(hours=1)
+    run = JobRun(job="7", workload="nlp/w1", started_at=T0, gpus=4)
+    store.record_runs({"west": [run]}, T0 + timedelta(minutes=30))
+    store.stopped("west", "7")
+    assert store.running_on("west") == {}
+    store.record_runs({"west": [run]}, T0 + timedelta(hours=2))  # seen running still
+    assert store.running_on("west") == {"nlp/w1": 4}
