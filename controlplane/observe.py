@@ -104,7 +104,7 @@ def observe(
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
     if record:
         store.link_jobs(_tagged(snap))
-        store.record_runs(seen, now, complete=accounted)
+        store.record_runs(seen, now, complete=accounted, prices=_prices(desired))
         store.retire_runs(workloads)
     snap = reap_placeholders(snap, store, record=record)
     snap = recall_completions(snap, store, workloads, record=record)
@@ -134,6 +134,15 @@ def observe(
     snap.versions = store.versions(edited(snap, desired))
     snap.spec_since = _spec_since(snap, desired, store)
     return snap
+
+
+def _prices(desired: DesiredState) -> dict[tuple[str, str], float]:
+    """(cluster, GPU type) -> cost per GPU-hour, as the specs say now."""
+    return {
+        (name, gpu_type): t.cost_per_gpu_hour
+        for name, c in desired.clusters.items()
+        for gpu_type, t in c.spec.gpu_types.items()
+    }
 
 
 def _lost_to_node_failure(snap: Snapshot) -> dict[str, datetime]:

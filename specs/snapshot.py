@@ -238,6 +238,12 @@ class UsageRecord(SnapshotModel):
         "highest price)",
         exclude_if=lambda v: v is None,
     )
+    price: float | None = Field(
+        default=None,
+        description="the cost per GPU-hour it ran at, as recorded: what it counts at once its "
+        "cluster has left the specs",
+        exclude_if=lambda v: v is None,
+    )
     started_at: AwareDatetime | None = Field(
         default=None,
         description="when the GPU-hours began (they were used evenly up to ended_at): "

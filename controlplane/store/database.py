@@ -156,6 +156,7 @@ def migrate(engine: Engine, version: int) -> None:
             "gpus INTEGER DEFAULT 0",  # 3: usage from runs
             "gpu_type VARCHAR",
             "retired BOOLEAN DEFAULT FALSE",
+            "price FLOAT",  # 10: the price it ran at
         ),
     }
     with engine.begin() as conn:

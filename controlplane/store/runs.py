@@ -40,15 +40,22 @@ class Runs:
             return datetime.fromisoformat(row.value) if row is not None else None
 
     def record_runs(
-        self, seen: Seen, now: datetime, *, complete: Iterable[str] | None = None
+        self,
+        seen: Seen,
+        now: datetime,
+        *,
+        complete: Iterable[str] | None = None,
+        prices: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         """Merge the runs observations report; the accounting of each cluster in
-        ``complete`` (default: all of ``seen``) is then recorded up to ``now``."""
+        ``complete`` (default: all of ``seen``) is then recorded up to ``now``. ``prices``:
+        (cluster, GPU type) -> cost per GPU-hour, kept with each run of those."""
         complete = set(seen if complete is None else complete)
         reported = {(c, r.job, _aware(r.started_at)) for c, runs in seen.items() for r in runs}
         with self.db.session() as db:
             for row in _merged(list(db.exec(select(RunRow))), seen, now):
                 key = (row.cluster, row.job, _aware(row.started_at))
+                row.price = (prices or {}).get((row.cluster, row.gpu_type or ""), row.price)
                 if row.ended_at is None and row.cluster in complete and key not in reported:
                     # its job is gone unreported (a deleted Kubernetes job, a Slurm job
                     # forgotten without accounting): it ended after it was last seen
@@ -164,6 +171,7 @@ def _monthly(row: RunRow) -> list[UsageRecord]:
                 ended_at=stop,
                 gpu_type=row.gpu_type,
                 cluster=row.cluster,
+                price=row.price,
                 started_at=start,
             )
         )

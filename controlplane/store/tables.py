@@ -28,7 +28,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class MetaRow(SQLModel, table=True):
@@ -140,6 +140,9 @@ class RunRow(SQLModel, table=True):
     time_limit: int | None = None  # seconds, as the cluster reports it
     gpus: int = 0
     gpu_type: str | None = None
+    # 10: its GPU type's costPerGpuHour on its cluster when recorded: the price a run on a
+    # cluster since removed from the specs counts at (one in the specs: its price there)
+    price: float | None = None
     last_seen: datetime
     # its workload left the specs: the run still counts as usage, no longer as progress
     # (a workload added again starts its segments from zero)

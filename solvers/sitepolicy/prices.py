@@ -11,8 +11,9 @@ from specs.snapshot import UsageRecord
 
 
 class Prices:
-    """Cost per GPU-hour by (cluster, GPU type). A run recorded without its cluster (a
-    snapshot written by hand) counts at the highest price any cluster asks for its type."""
+    """Cost per GPU-hour by (cluster, GPU type). A run on a cluster no longer in the specs
+    counts at the price recorded with it; one recorded without its cluster (a snapshot
+    written by hand) at the highest price any cluster asks for its type."""
 
     def __init__(self, on: Mapping[tuple[str, str], float]) -> None:
         self.on = dict(on)
@@ -31,5 +32,5 @@ class Prices:
 
     def __call__(self, record: UsageRecord) -> float:
         gpu_type = record.gpu_type or ""
-        price = self.on.get((record.cluster or "", gpu_type))
+        price = self.on.get((record.cluster or "", gpu_type), record.price)
         return price if price is not None else self.highest.get(gpu_type, 0.0)

@@ -60,3 +60,26 @@ def test_a_run_costs_what_its_own_cluster_charges(tmp_path: Path, capsys: Capsys
         ("p1/c2", "over-budget")
     ]
     assert "spent 160.00 of its 100.00 cost units" in plan["pending"][0]["reason"]["message"]
+
+
+def test_a_run_keeps_its_price_once_its_cluster_has_left_the_specs(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """The cloud's runs were counted at the other cluster's price of the type (or 0 for a
+    type only the cloud had) once its Cluster document was removed: retiring a cluster
+    gave a budget back (user trial, high)."""
+    specs = _specs(tmp_path / "s")
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", T0.isoformat()).code == 0
+    assert cp(capsys, "observe", specs, "--now", LATER).code == 0  # the runs are recorded
+    write_specs(
+        specs,
+        [
+            _priced("onprem", 1.0),
+            project("p1", gpus=8, budget={"costPerMonth": 100}),
+            project("p2", gpus=8),
+            workload("o1", "p2", gpus=8, clusters=["onprem"], walltime="2h"),
+        ],
+    )
+    usage = cp(capsys, "usage", specs, "--json", "--now", LATER).json()["projects"]
+    assert usage["p1"]["monthCost"] == pytest.approx(160)
+    assert usage["p2"]["monthCost"] == pytest.approx(16)
