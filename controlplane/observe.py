@@ -106,6 +106,7 @@ def observe(
         store.link_jobs(_tagged(snap))
         store.record_runs(seen, now, complete=accounted, prices=_prices(desired))
         store.retire_runs(workloads)
+        store.carry_renames(earlier)
     snap = reap_placeholders(snap, store, record=record)
     snap = recall_completions(snap, store, workloads, record=record)
     active = {

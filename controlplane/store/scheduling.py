@@ -93,6 +93,49 @@ class SchedulingState:
                 known[workload] = max(known.get(workload, 0), gpus)
             return known
 
+    def carry_renames(self, renamed: Mapping[str, str]) -> None:
+        """Projects renamed in the specs (spec.renamedFrom): what is recorded under their
+        workloads' old names (``renamed``: old -> new) is the new names' from now on, so
+        the specs may drop renamedFrom once no job started under an old name runs. Where
+        both names have a record, the earlier queue time stands, the newer completion or
+        failure. History is not rewritten (it is chained): it keeps the names of its day."""
+        if not renamed:
+            return
+        olds = list(renamed)
+        with self.db.session() as db:
+            for run in db.exec(select(RunRow).where(col(RunRow.workload).in_(olds))):
+                run.workload = renamed[run.workload]
+                run.project = run.workload.partition("/")[0]
+                db.add(run)
+            for row in db.exec(
+                select(PlaceholderRow).where(col(PlaceholderRow.workload).in_(olds))
+            ):
+                db.add(PlaceholderRow(**{**row.model_dump(), "workload": renamed[row.workload]}))
+                db.delete(row)
+            for q in db.exec(select(QueueRow).where(col(QueueRow.workload).in_(olds))):
+                queued = db.get(QueueRow, renamed[q.workload])
+                if queued is None:
+                    db.add(QueueRow(workload=renamed[q.workload], since=q.since))
+                else:
+                    queued.since = min(queued.since, q.since)
+                db.delete(q)
+            for done in db.exec(select(CompletionRow).where(col(CompletionRow.workload).in_(olds))):
+                known = db.get(CompletionRow, (renamed[done.workload], done.cluster))
+                if known is None or known.seen_at < done.seen_at:
+                    db.merge(
+                        CompletionRow(**{**done.model_dump(), "workload": renamed[done.workload]})
+                    )
+                db.delete(done)
+            for f in db.exec(select(FailureRow).where(col(FailureRow.workload).in_(olds))):
+                streak = db.get(FailureRow, renamed[f.workload])
+                if streak is None or streak.ended_at < f.ended_at:
+                    db.merge(FailureRow(**{**f.model_dump(), "workload": renamed[f.workload]}))
+                db.delete(f)
+            try:
+                db.commit()
+            except IntegrityError:  # another reconciler carried them over first
+                db.rollback()
+
     def clusters_with_work(self) -> set[str]:
         """The clusters where the store knows work of ours that may still be there: a run
         not seen ending, or a job submitted and not seen starting."""

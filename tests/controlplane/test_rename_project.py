@@ -176,3 +176,11 @@ def test_what_the_store_knows_under_the_old_name_carries_over(
     )
     states = {w["name"]: w["state"] for w in shown.json()["items"]}
     assert states == {"cv/seg": "completed", "cv/short": "completed"}, states
+
+    # once nothing runs under the old name, renamedFrom may go: the store moved its records
+    # (it read them as the new name's, and the completed work ran again: user trial)
+    write_specs(specs, docs("cv"))
+    at = (T0 + timedelta(hours=3.4)).isoformat()
+    assert cp(capsys, "plan", specs, "--json", "--now", at).json()["actions"] == []
+    usage = cp(capsys, "usage", specs, "--json", "--now", at).json()["projects"]["cv"]
+    assert usage["monthGpuHours"] == pytest.approx(2 * 1 + 2 * 3, abs=0.05)  # short, seg
