@@ -18,7 +18,7 @@ Pure: plans and specs in, rows out. The CLI renders them (controlplane/cli/views
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from pydantic import BaseModel
 
@@ -36,10 +36,12 @@ from specs.actions import Op, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.diff import Scalar, flatten
 from specs.durations import format_duration
+from specs.renames import earlier_names
 
 # what a reader cares about in a project's or department's spec (not where its objects go,
 # nor the names it had)
 _NOT_POLICY = frozenset({"namespace", "renamedFrom"})
+RENAMED = "renamedFrom"  # recorded, not compared: it pairs a project with its old name
 # what the quota table has columns for
 _IN_TABLE = ("quota", "rank", "department", "parent")
 _PROJECT_DEFAULTS: dict[str, Scalar] = {
@@ -57,10 +59,11 @@ def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
     and name (a cluster's node pools by name: ``nodePools[a100].nodes``); one added or
     removed is one row (``field`` empty)."""
     out: list[PolicyChange] = []
+    names = _renamed(base.projects, {k: p.spec.renamed_from for k, p in head.projects.items()})
     for kind, before, after in (
         ("cluster", base.clusters, head.clusters),
         ("department", base.departments, head.departments),
-        ("project", base.projects, head.projects),
+        ("project", {names.get(k, k): p for k, p in base.projects.items()}, head.projects),
     ):
         for name in sorted(set(before) | set(after)):
             if name not in before or name not in after:
@@ -74,6 +77,8 @@ def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
                     )
                 )
                 continue
+            if kind == "project" and (was := before[name].metadata.name) != name:
+                out.append(PolicyChange(kind=kind, name=name, field="name", before=was, after=name))
             old, new = (_figures(kind, side[name].spec) for side in (before, after))
             for field in sorted(set(old) | set(new), key=_field_order):
                 if old.get(field) != new.get(field):
@@ -102,11 +107,14 @@ def _figures(kind: str, spec: BaseModel) -> dict[str, Scalar]:
 def policy_figures(kind: str, spec: BaseModel) -> dict[str, Scalar]:
     """What a plan's quota table records of a project's or department's spec beyond its
     own columns (quota, rank, department): the figures :func:`table_changes` compares."""
-    return {
+    figures = {
         field: value
         for field, value in _figures(kind, spec).items()
         if not field.startswith(_IN_TABLE)
     }
+    if renamed := getattr(spec, "renamed_from", None):  # to pair it with its old name
+        figures[RENAMED] = list(renamed)
+    return figures
 
 
 def _field_order(field: str) -> tuple[int, str]:
@@ -122,6 +130,7 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
     applied) and ``after``: deserved, limit, over-quota weight, rank and department, and
     the rest of the spec's (budget, fairshare, walltimes) where ``before`` recorded them."""
     out = []
+    back = {new: old for old, new in _plan_renames(before, after).items()}
     for kind, old_table, new_table in _tables(before, after):
         for name in sorted(set(old_table) | set(new_table)):
             if name not in old_table or name not in new_table:  # added or removed: one row
@@ -136,6 +145,8 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
                 )
                 continue
             old, new = old_table[name], new_table[name]
+            if kind == "project" and (was := back.get(name, name)) != name:
+                out.append(PolicyChange(kind=kind, name=name, field="name", before=was, after=name))
             for field, a, b in (
                 ("quota.gpus", old.deserved, new.deserved),
                 ("quota.limit", old.limit, new.limit),
@@ -147,7 +158,7 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
                 if a != b and not (field in ("quota.overQuotaWeight", "rank") and a is None):
                     out.append(PolicyChange(kind=kind, name=name, field=field, before=a, after=b))
             if old.policy:  # recorded (an older plan did not)
-                for field in sorted(set(old.policy) | set(new.policy)):
+                for field in sorted(set(old.policy) | set(new.policy) - {RENAMED}):
                     a, b = old.policy.get(field), new.policy.get(field)
                     if a != b:
                         out.append(
@@ -188,10 +199,31 @@ def share_changes(
 def _tables(
     before: Plan, after: Plan
 ) -> list[tuple[str, dict[str, QueueStatus], dict[str, QueueStatus]]]:
+    """Both plans' quota tables, kind by kind; a project renamed since (its renamedFrom)
+    under its new name in both."""
+    names = _plan_renames(before, after)
+    projects = {names.get(k, k): q for k, q in before.projects.items()}
     return [
         ("department", before.departments, after.departments),
-        ("project", before.projects, after.projects),
+        ("project", projects, after.projects),
     ]
+
+
+def _plan_renames(before: Plan, after: Plan) -> dict[str, str]:
+    """Old name -> new of the projects ``after`` renamed since ``before``."""
+    renamed_from = {k: q.policy.get(RENAMED, []) for k, q in after.projects.items()}
+    return _renamed(before.projects, renamed_from)
+
+
+def _renamed(before: Collection[str], renamed_from: dict[str, list[str]]) -> dict[str, str]:
+    """Old name -> new of the projects renamed since ``before`` (new name -> its
+    renamedFrom): an old name ``before`` has, that the new side no longer has."""
+    return {
+        old: new
+        for new, olds in renamed_from.items()
+        for old in olds
+        if old in before and old not in renamed_from and new not in before
+    }
 
 
 # ------------------------------------------------------------------ workloads
@@ -231,14 +263,19 @@ def workload_changes(
     base_keys: Collection[str],
     head_keys: Collection[str],
     lost: Iterable[str] = (),
+    renamed: Mapping[str, str] | None = None,
 ) -> list[WorkloadChange]:
     """The workloads whose fate differs between the base plan and this one (of the
     workloads either side's specs name: ``base_keys``, ``head_keys``); ``lost``: those
-    whose running job the change itself ends (a simulated node it removes)."""
+    whose running job the change itself ends (a simulated node it removes); ``renamed``:
+    old name -> new of the workloads of projects the change renames."""
     out = []
     gone = set(lost)
+    renamed = {k: v for k, v in (renamed or {}).items() if k in base_keys}
+    back = {new: old for old, new in renamed.items()}
+    base_keys = {renamed.get(k, k) for k in base_keys}
     for key in sorted(set(base_keys) | set(head_keys)):
-        was, _ = fate(base, key)
+        was, _ = fate(base, back.get(key, key))
         now, why = fate(head, key)
         if key in gone:
             now = LOSES_NODE
@@ -268,7 +305,12 @@ def base_diff(
         changes=spec_changes(base_desired, head_desired),
         shares=share_changes(base, head),
         workloads=workload_changes(
-            base, head, base_desired.workloads.keys(), head_desired.workloads.keys(), lost
+            base,
+            head,
+            base_desired.workloads.keys(),
+            head_desired.workloads.keys(),
+            lost,
+            renamed=earlier_names(head_desired),
         ),
     )
 

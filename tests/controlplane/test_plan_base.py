@@ -173,6 +173,42 @@ def test_against_the_plan_last_applied_names_budget_and_fairshare_changes(
     assert "budget.gpuHoursPerMonth" in text and "fairshare.halfLife" in text
 
 
+def test_a_renamed_project_is_compared_with_its_old_name(tmp_path: Path, capsys: Capsys) -> None:
+    """Project paint renamed canvas (renamedFrom) with its budget raised in the same commit
+    read as one project removed and one added, the budget unmentioned (user trial); with
+    --base, its workloads read "not in the specs" on each side."""
+    docs = org(36)
+    specs = write_specs(tmp_path / "specs", docs)
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    renamed = [
+        project(
+            "canvas",
+            gpus=18,
+            department="arts",
+            renamedFrom=["paint"],
+            budget={"gpuHoursPerMonth": 100},
+        )
+        if d["metadata"]["name"] == "paint"
+        else {**d, "spec": {**d["spec"], "project": "canvas"}}
+        if d["kind"] == "Workload" and d["spec"]["project"] == "paint"
+        else d
+        for d in docs
+    ]
+    write_specs(specs, renamed)
+    policy = ok(cp(capsys, "plan", specs, "--json", "--now", NOW)).json()["policy"]
+    assert [(c["name"], c["field"], c["before"], c["after"]) for c in policy["changes"]] == [
+        ("canvas", "name", "paint", "canvas"),
+        ("canvas", "budget.gpuHoursPerMonth", None, 100),
+    ]
+    [share] = policy["shares"]  # the queue, under its new name, before and after
+    assert share["name"] == "canvas" and share["fairShareBefore"] == share["fairShareAfter"]
+    base = write_specs(tmp_path / "base", docs)
+    diff = ok(cp(capsys, "plan", specs, "--base-dir", base, "--json", "--now", NOW)).json()
+    changes = [(c["name"], c["field"]) for c in diff["policy"]["changes"]]
+    assert changes == [("canvas", "name"), ("canvas", "budget.gpuHoursPerMonth")]
+    assert diff["policy"]["workloads"] == [], "each workload under its two names is one"
+
+
 def test_against_the_plan_last_applied_names_queues_added_and_removed(
     repo: Path, capsys: Capsys
 ) -> None:
