@@ -55,7 +55,8 @@ def prunes(problem: Problem) -> list[Action]:
             won = None if silent else winner.job_id
             reason = reasons.fan_out_loser(key, won, winner.cluster, candidate)
         else:
-            reason = reasons.duplicate(key, winner.job_id if winner else None)
+            kept = (winner.job_id, winner.cluster) if winner else (None, None)
+            reason = reasons.duplicate(key, *kept)
         out.append(_cancel(cluster, job, reason))
     return out
 

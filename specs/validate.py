@@ -161,8 +161,17 @@ def _check_renames(ctx: CheckContext) -> Iterator[Diagnostic]:
     queues = ctx.desired.projects.keys() | ctx.desired.departments.keys()
     claimed: dict[str, str] = {}
     for name, project in sorted(ctx.desired.projects.items()):
-        for old in project.spec.renamed_from:
-            if old in queues:
+        for i, old in enumerate(project.spec.renamed_from):
+            if old == name or old in project.spec.renamed_from[:i]:
+                again = "its own name" if old == name else f"'{old}' twice"
+                yield ctx.at(
+                    "Project",
+                    name,
+                    "spec.renamedFrom",
+                    f"renamedFrom lists {again}: list each earlier name once, not the name "
+                    "it has now",
+                )
+            elif old in queues:
                 what = "project" if old in ctx.desired.projects else "department"
                 yield ctx.at(
                     "Project",

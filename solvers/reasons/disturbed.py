@@ -207,10 +207,12 @@ def member_failed(job: str, why: str | None) -> Reason:
     )
 
 
-def duplicate(workload: str, kept: str | None) -> Reason:
+def duplicate(workload: str, kept: str | None, cluster: str | None = None) -> Reason:
     """A second job of a workload that is not fan-out: left by an apply that stopped
-    between a replacement's submit and its cancel."""
-    other = f"job {kept} of {workload}" if kept else f"another job of {workload}"
+    between a replacement's submit and its cancel (or started again elsewhere while its
+    cluster was out of the specs)."""
+    where = f" on {cluster}" if cluster else ""  # job ids repeat across clusters
+    other = f"job {kept}{where} of {workload}" if kept else f"another job of {workload}"
     return Reason(
         code=ReasonCode.FAN_OUT_LOSER,
         message=f"{other} already holds its place; one job per workload",

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from adapters.simulator import nodes_from_spec
+from controlplane.reconcile import plan
 from controlplane.store import Store
-from specs.snapshot import JobRun
-from tests.builders import cluster, pool, project, workload
+from specs.snapshot import ClusterState, Job, JobRun, Replica, Snapshot
+from tests.builders import cluster, desired, pool, project, workload
 from tests.builders.cli import cp, write_specs
 
 Capsys = pytest.CaptureFixture[str]
@@ -63,12 +65,16 @@ def test_work_on_a_removed_cluster_is_held_until_the_store_forgets_the_cluster(
     assert "unreachable" not in plan
 
 
-def test_a_cluster_in_the_specs_is_not_forgotten(tmp_path: Path, capsys: Capsys) -> None:
+def test_a_cluster_in_the_specs_or_unknown_is_not_forgotten(tmp_path: Path, capsys: Capsys) -> None:
     specs = write_specs(tmp_path / "s", _docs(west=True))
     assert cp(capsys, "apply", specs, "--auto-approve", "--now", _at(0)).code == 0
     refused = cp(capsys, "store", "forget-cluster", "west", "--dir", specs)
     assert refused.code == 1
     assert "west is in the specs" in refused.err
+    write_specs(specs, _docs(west=False))
+    typo = cp(capsys, "store", "forget-cluster", "wset", "--dir", specs)  # said done (trial)
+    assert typo.code == 1
+    assert "no work of ours on a cluster 'wset'" in typo.err and "some on west" in typo.err
 
 
 def test_a_cluster_retired_as_the_readme_says_leaves_nothing_held(
@@ -103,3 +109,36 @@ def test_a_cancelled_run_the_cluster_still_shows_running_runs_on(tmp_path: Path)
     assert store.running_on("west") == {}
     store.record_runs({"west": [run]}, T0 + timedelta(hours=2))  # seen running still
     assert store.running_on("west") == {"nlp/w1": 4}
+
+
+def test_the_job_kept_of_two_is_named_with_its_cluster() -> None:
+    """A workload started again on east while west was out of the specs, then west back:
+    the cancel of west's job 1000 read "job 1000 of nlp/w1 already holds its place", east's
+    job having the same id (user trial)."""
+    d = desired(
+        [
+            cluster("east", pools=[pool(nodes=1)]),
+            cluster("west", pools=[pool(nodes=1)]),
+            project("nlp", gpus=16),
+            workload("w1", "nlp", gpus=4, walltime="1d"),
+        ]
+    )
+
+    def side(name: str, hours: float) -> ClusterState:
+        job = Job(
+            id="1000",
+            workload="nlp/w1",
+            started_at=T0 + timedelta(hours=hours),
+            replicas=[Replica(node="a100-01", gpus=4)],
+            spec_digest=d.workloads["nlp/w1"].spec.digest,
+        )
+        return ClusterState(name=name, nodes=nodes_from_spec(d.clusters[name]), jobs=[job])
+
+    made = plan(
+        d,
+        Snapshot(now=T0 + timedelta(hours=3), clusters=[side("east", 2), side("west", 0)]),
+        now=T0 + timedelta(hours=3),
+    )
+    [cancel] = made.actions
+    assert (cancel.cluster, cancel.job) == ("west", "1000")
+    assert cancel.reason.message.startswith("job 1000 on east of nlp/w1 already holds its place")

@@ -125,6 +125,20 @@ def test_an_old_name_still_in_the_specs_or_claimed_twice_is_an_error(
     assert "spec.renamedFrom: project 'vision' is still in the specs" in done.err
     assert "spec.renamedFrom: project 'a' is renamed from 'old' too" in done.err
     assert "specs.yaml:" in done.err
+    # a name listed twice, or its own: said as such (it read "renamed from 'x' too",
+    # and "remove that document", the project's own: user trial)
+    write_specs(
+        specs,
+        [
+            cluster(),
+            project("z", gpus=4, renamedFrom=["y", "y"]),
+            project("w", gpus=4, renamedFrom=["w"]),
+        ],
+    )
+    done = cp(capsys, "validate", specs)
+    assert "renamedFrom lists 'y' twice" in done.err
+    assert "renamedFrom lists its own name" in done.err
+    assert "too" not in done.err and "remove that document" not in done.err
 
 
 def test_what_the_store_knows_under_the_old_name_carries_over(

@@ -70,6 +70,13 @@ def forget_cluster(
             "and let the plans stop what no workload needs there)"
         )
     store = workflow.open_store(spec_dir, db)
+    known = store.clusters_with_work() - loaded.desired.clusters.keys()
+    if name not in known:  # a typo would pass for done, and the work stay held
+        others = f" (it knows some on {', '.join(sorted(known))})" if known else ""
+        raise ControlPlaneError(
+            f"the store knows no work of ours on a cluster {name!r} outside the specs{others}: "
+            "nothing to forget"
+        )
     runs, placeholders = store.forget_cluster(name)
     if as_json:
         write_json({"cluster": name, "runs": runs, "placeholders": placeholders})
