@@ -158,7 +158,7 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
                 if a != b and not (field in ("quota.overQuotaWeight", "rank") and a is None):
                     out.append(PolicyChange(kind=kind, name=name, field=field, before=a, after=b))
             if old.policy:  # recorded (an older plan did not)
-                for field in sorted(set(old.policy) | set(new.policy) - {RENAMED}):
+                for field in sorted((set(old.policy) | set(new.policy)) - {RENAMED}):
                     a, b = old.policy.get(field), new.policy.get(field)
                     if a != b:
                         out.append(

@@ -106,7 +106,6 @@ def observe(
         store.link_jobs(_tagged(snap))
         store.record_runs(seen, now, complete=accounted, prices=_prices(desired))
         store.retire_runs(workloads)
-        store.carry_renames(earlier)
     snap = reap_placeholders(snap, store, record=record)
     snap = recall_completions(snap, store, workloads, record=record)
     active = {
@@ -124,6 +123,7 @@ def observe(
     snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
     if record:
         record_endings(snap, store, desired)
+        store.carry_renames(earlier)  # what was recorded under old names, this time too
     # recorded above, or (read-only) counted from what was just seen, as if recorded
     unrecorded = None if record else seen
     snap.usage = store.usage_records(now, unrecorded)

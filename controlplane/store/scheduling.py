@@ -98,7 +98,10 @@ class SchedulingState:
         workloads' old names (``renamed``: old -> new) is the new names' from now on, so
         the specs may drop renamedFrom once no job started under an old name runs. Where
         both names have a record, the earlier queue time stands, the newer completion or
-        failure. History is not rewritten (it is chained): it keeps the names of its day."""
+        failure. A completion's or failure's spec digest is dropped: it is the old name's
+        spec's, which no spec of the new name can equal (so it would read as an edit, and
+        completed work run again). History is not rewritten (it is chained): it keeps the
+        names of its day."""
         if not renamed:
             return
         olds = list(renamed)
@@ -122,14 +125,14 @@ class SchedulingState:
             for done in db.exec(select(CompletionRow).where(col(CompletionRow.workload).in_(olds))):
                 known = db.get(CompletionRow, (renamed[done.workload], done.cluster))
                 if known is None or known.seen_at < done.seen_at:
-                    db.merge(
-                        CompletionRow(**{**done.model_dump(), "workload": renamed[done.workload]})
-                    )
+                    moved = {"workload": renamed[done.workload], "spec_digest": None}
+                    db.merge(CompletionRow(**{**done.model_dump(), **moved}))
                 db.delete(done)
             for f in db.exec(select(FailureRow).where(col(FailureRow.workload).in_(olds))):
                 streak = db.get(FailureRow, renamed[f.workload])
                 if streak is None or streak.ended_at < f.ended_at:
-                    db.merge(FailureRow(**{**f.model_dump(), "workload": renamed[f.workload]}))
+                    moved = {"workload": renamed[f.workload], "spec_digest": None}
+                    db.merge(FailureRow(**{**f.model_dump(), **moved}))
                 db.delete(f)
             try:
                 db.commit()

@@ -198,3 +198,31 @@ def test_what_the_store_knows_under_the_old_name_carries_over(
     assert cp(capsys, "plan", specs, "--json", "--now", at).json()["actions"] == []
     usage = cp(capsys, "usage", specs, "--json", "--now", at).json()["projects"]["cv"]
     assert usage["monthGpuHours"] == pytest.approx(2 * 1 + 2 * 3, abs=0.05)  # short, seg
+
+
+def test_work_that_completed_after_the_rename_stays_completed_without_renamed_from(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A job running at the rename completed after it (recorded with the spec it ran,
+    the old project's); renamedFrom dropped later, the workload ran again: its new spec
+    differed from that one, an edit made while it ran (user trial)."""
+    docs = [cluster(), project("vision", gpus=8), workload("t", "vision", gpus=4, walltime="2h")]
+    specs = write_specs(tmp_path / "s", docs)
+
+    def apply(hours: float) -> None:
+        at = (T0 + timedelta(hours=hours)).isoformat()
+        assert cp(capsys, "apply", specs, "--auto-approve", "--now", at).code == 0
+
+    apply(0)
+    renamed = [
+        cluster(),
+        project("cv", gpus=8, renamedFrom=["vision"]),
+        workload("t", "cv", gpus=4, walltime="2h"),
+    ]
+    write_specs(specs, renamed)
+    apply(1)
+    apply(3)  # t completed at 2h, seen completed
+    renamed[1] = project("cv", gpus=8)
+    write_specs(specs, renamed)
+    plan = cp(capsys, "plan", specs, "--json", "--now", (T0 + timedelta(hours=3)).isoformat())
+    assert plan.json()["actions"] == []
