@@ -219,3 +219,51 @@ def test_a_new_namespace_or_default_image_replaces_running_jobs(
     assert live() == [("chem-lab", "busybox:1.37")]
     wait_for(lambda: running(pods))
     assert ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()["actions"] == []
+
+
+def test_a_renamed_project_keeps_its_pods_where_its_namespace_stays(
+    make_cluster_doc: Helper, tmp_path: Path, capsys: Capsys, pods: Helper, wait_for: Helper
+) -> None:
+    """Project chem renamed bio (spec.renamedFrom): with its namespace kept, the pod runs
+    on, untouched; left to follow the new name, the namespace changes and the pod tagged
+    chem/train is replaced, the cancel carrying that tag (which the adapter checks)."""
+    specs = tmp_path / "specs"
+    cluster_doc = make_cluster_doc()
+
+    def uids() -> list[tuple[str, str]]:
+        found = pods("controlplane.io/workload=train")
+        return [
+            (p.metadata.namespace, p.metadata.uid)
+            for p in found
+            if not p.metadata.deletion_timestamp
+        ]
+
+    write_specs(
+        specs,
+        [
+            cluster_doc,
+            doc("Project", "chem", quota={"gpus": 8}),
+            workload("train", "chem", 1, "a100_80"),
+        ],
+    )
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    wait_for(lambda: running(pods))
+    before = uids()
+    assert [ns for ns, _ in before] == ["cp-chem"]
+
+    bio = workload("train", "bio", 1, "a100_80")
+    kept = doc("Project", "bio", quota={"gpus": 8}, renamedFrom=["chem"], namespace="cp-chem")
+    write_specs(specs, [cluster_doc, kept, bio])
+    assert ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()["actions"] == []
+    assert uids() == before
+
+    write_specs(
+        specs, [cluster_doc, doc("Project", "bio", quota={"gpus": 8}, renamedFrom=["chem"]), bio]
+    )
+    moved = ok(cp(capsys, "plan", specs, "--json")).json()
+    ops = sorted((a["op"], a["workload"], a.get("taggedAs")) for a in moved["actions"])
+    assert ops == [("cancel", "bio/train", "chem/train"), ("submit", "bio/train", None)]
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    wait_for(lambda: [ns for ns, _ in uids()] == ["cp-bio"])
+    wait_for(lambda: running(pods))
+    assert ok(cp(capsys, "plan", specs, "--json", "--detailed-exitcode")).json()["actions"] == []
