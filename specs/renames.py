@@ -10,8 +10,10 @@ the snapshot is rewritten once, before planning, so that every step sees one pro
 a job tagged ``old/x`` is ``new/x``'s, keeping its tag in ``tagged_as`` (an adapter
 checks a job's tag before it touches it, and the plan's actions carry it on), and a
 stored spec version of ``old/x`` counts as ``new/x``'s with the project renamed, so an
-otherwise unchanged workload is not taken for an edited one. The store keeps what it
-recorded under the old name; only the reading changes.
+otherwise unchanged workload is not taken for an edited one. The store moves what it
+recorded under an old name to the new one at its next recording observation
+(``carry_renames``, controlplane/store/scheduling.py); until then, and for a plan that
+only reads, this reading does it.
 """
 
 from __future__ import annotations

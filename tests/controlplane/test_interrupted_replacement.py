@@ -50,7 +50,7 @@ def test_the_replacement_stays_and_the_old_job_is_cancelled() -> None:
     made = plan(d, world, now=NOW)
     assert [(a.op, a.job) for a in made.actions] == [(Op.CANCEL, "7")]
     message = made.actions[0].reason.message
-    assert "job 9 of p/w" in message and "one job per workload" in message, message
+    assert "job 9 on sim of p/w" in message and "one job per workload" in message, message
 
 
 def test_of_two_jobs_of_one_version_the_newer_stays() -> None:
