@@ -201,6 +201,7 @@ def _held(
         [p for p in plan.pending if p.workload not in holds and p.workload not in stranded] + waits,
         key=lambda p: p.workload,
     )
+    pending = unreachable.with_silent_candidates(pending, observed)
     actions = unreachable.keep_away(plan.actions, observed)
     by_project, by_department = unreachable.held_gpus(desired, holds)
 

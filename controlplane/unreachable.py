@@ -36,7 +36,7 @@ from dataclasses import replace
 
 from controlplane.inventory import chain_of
 from solvers import reasons
-from specs.actions import Action, Pending
+from specs.actions import Action, Pending, ReasonCode
 from specs.desired import DesiredState
 from specs.models import Cluster, Workload
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
@@ -247,6 +247,23 @@ def keep_away(actions: list[Action], observed: Snapshot) -> list[Action]:
     """No action on a cluster that did not answer (a safety net: stand-ins make none)."""
     down = unreachable(observed)
     return [a for a in actions if a.cluster not in down]
+
+
+def with_silent_candidates(pending: list[Pending], observed: Snapshot) -> list[Pending]:
+    """A workload waiting for its fan-out candidates in the clusters' queues that has one
+    submitted to a cluster that does not answer too: its reason says so (that one may
+    start as well, and win)."""
+    silent: dict[str, list[str]] = {}
+    for c in observed.clusters:
+        if not c.reachable:
+            for k in c.last_known or []:
+                silent.setdefault(k.workload, []).append(c.name)
+    return [
+        Pending(workload=p.workload, reason=reasons.also_submitted_to(p.reason, silent[p.workload]))
+        if p.workload in silent and p.reason.code is ReasonCode.SUBMITTED
+        else p
+        for p in pending
+    ]
 
 
 def pending(holds: dict[str, list[str]], kinds: dict[str, str]) -> list[Pending]:

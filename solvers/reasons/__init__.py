@@ -49,6 +49,7 @@ from solvers.reasons.started import (
     started_short,
 )
 from solvers.reasons.waiting import (
+    also_submitted_to,
     at_fair_share,
     beyond_deserved,
     beyond_fair_share,
@@ -84,6 +85,7 @@ from solvers.reasons.words import (
 
 __all__ = [
     "above_limit",
+    "also_submitted_to",
     "at_fair_share",
     "beyond_deserved",
     "beyond_fair_share",

@@ -346,6 +346,18 @@ def submitted(job: str, cluster_reason: str | None) -> Reason:
     )
 
 
+def also_submitted_to(waiting: Reason, clusters: Sequence[str]) -> Reason:
+    """Fan-out candidates waiting in the clusters' queues (``waiting``), and one submitted
+    to ``clusters`` too, which do not answer."""
+    return Reason(
+        code=waiting.code,
+        message=(
+            f"{waiting.message}; and one submitted to {', '.join(clusters)}, which does not "
+            "answer (it may have started there)"
+        ),
+    )
+
+
 def candidates_waiting(jobs: Sequence[tuple[str, str | None, str | None]]) -> Reason:
     """Fan-out candidates in the clusters' queues: (job id, candidate name, cluster's reason)."""
     listed = ", ".join(

@@ -514,7 +514,11 @@ def test_a_fan_out_candidate_running_on_a_silent_cluster_won_the_round() -> None
     ]
     only_submitted = plan(d, Snapshot(now=NOW, clusters=[near, far(False)]), now=NOW)
     assert only_submitted.actions == []
-    assert [p.reason.code for p in only_submitted.pending] == [ReasonCode.SUBMITTED]
+    [waits] = only_submitted.pending
+    assert waits.reason.code == ReasonCode.SUBMITTED
+    assert waits.reason.message.endswith(  # it was not mentioned (user trial)
+        "; and one submitted to far, which does not answer (it may have started there)"
+    )
 
 
 def test_a_job_seen_running_on_a_cluster_that_goes_silent_is_known_running(
