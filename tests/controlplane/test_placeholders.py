@@ -11,7 +11,7 @@ import pytest
 
 from controlplane.placeholders import Fate, inject, judge
 from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
-from tests.builders import NOW, cluster, project, workload
+from tests.builders import NOW, cluster, pool, project, workload
 from tests.builders.cli import cp, write_specs
 
 
@@ -109,10 +109,7 @@ def test_two_candidates_on_one_cluster_are_two_placeholders(
     submitted on one cluster only the second was remembered. With the first not shown yet
     (observation lag) and the second cancelled before it started, the plan submitted the
     first one's candidate again (user trial)."""
-    pools = [
-        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
-        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
-    ]
+    pools = [pool("a100", nodes=1), pool("v100", gpu_type="v100", gpus_per_node=4, nodes=1)]
     busy = [
         cluster(pools=pools),
         project("p", gpus=12),
