@@ -28,9 +28,8 @@ def prunes(problem: Problem) -> list[Action]:
     second jobs of one workload."""
     namesakes = _namesakes(problem)
     out = [
-        _cancel(c, job, reasons.pruned(w, namesakes.get(w)))
+        _cancel(c, job, reasons.pruned(job.workload or "", namesakes.get(job.workload or "")))
         for c, job in problem.orphans
-        for w in [job.workload or ""]
     ]
     out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
     for c, job in problem.stranded:

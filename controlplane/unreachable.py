@@ -24,6 +24,11 @@ jobs there would look gone. So, before the cycle:
    ``cluster-unreachable`` (the cluster and its error), keeps no action on an unreachable
    cluster, and names the clusters in ``unreachable``.
 
+A cluster removed from the specs while the store knows work of ours there is observed as
+one that does not answer (:func:`removed`): its adapter settings went with its document.
+A fan-out workload whose candidate ran on a silent cluster when last seen is held there,
+and its candidates only queued elsewhere lose (step 8 cancels them).
+
 Everything else is planned as usual on the clusters that answered. The observed digest of
 an unreachable cluster is its name and the fact (specs/snapshot.py), so a plan made while
 it was down is stale once it answers. Pure.
@@ -50,9 +55,10 @@ def unreachable(observed: Snapshot) -> dict[str, str]:
 
 
 def removed(desired: DesiredState, known: set[str]) -> list[ClusterState]:
-    """Clusters gone from the specs on which the store ``known``s work of ours: nothing can
-    reach them, so they are as good as unreachable (what runs there is held, not started
-    a second time elsewhere) until the Cluster is back or the store forgets them."""
+    """The clusters gone from the specs of those the store knows work of ours on
+    (``known``): nothing can reach them, so they are as good as unreachable (what runs
+    there is held, not started a second time elsewhere) until the Cluster is back or the
+    store forgets them."""
     return [
         ClusterState(
             name=name,
