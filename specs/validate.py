@@ -164,32 +164,22 @@ def _check_renames(ctx: CheckContext) -> Iterator[Diagnostic]:
         for i, old in enumerate(project.spec.renamed_from):
             if old == name or old in project.spec.renamed_from[:i]:
                 again = "its own name" if old == name else f"'{old}' twice"
-                yield ctx.at(
-                    "Project",
-                    name,
-                    "spec.renamedFrom",
-                    f"renamedFrom lists {again}: list each earlier name once, not the name "
-                    "it has now",
-                )
+                why = f"renamedFrom lists {again}: list each earlier name once, not the name it has now"
             elif old in queues:
                 what = "project" if old in ctx.desired.projects else "department"
-                yield ctx.at(
-                    "Project",
-                    name,
-                    "spec.renamedFrom",
+                why = (
                     f"{what} '{old}' is still in the specs; a project renamed from it takes "
-                    "its place: remove that document, or this entry",
+                    "its place: remove that document, or this entry"
                 )
             elif old in claimed:
-                yield ctx.at(
-                    "Project",
-                    name,
-                    "spec.renamedFrom",
+                why = (
                     f"project '{claimed[old]}' is renamed from '{old}' too; its jobs and "
-                    "usage can carry on in one project only: keep it in one list",
+                    "usage can carry on in one project only: keep it in one list"
                 )
             else:
                 claimed[old] = name
+                continue
+            yield ctx.at("Project", name, "spec.renamedFrom", why)
 
 
 def _check_quota_types(

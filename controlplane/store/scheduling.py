@@ -165,15 +165,13 @@ class SchedulingState:
             db.commit()
             return len(runs), len(placed)
 
-    def drop_placeholder(self, workload: str, cluster: str, job: str | None = None) -> None:
-        """Forget the placeholder of ``job`` (None: every one of the workload's there)."""
+    def drop_placeholder(self, workload: str, cluster: str, job: str) -> None:
+        """Forget the placeholder of ``job``."""
         with self.db.session() as db:
-            q = select(PlaceholderRow).where(
-                PlaceholderRow.workload == workload, PlaceholderRow.cluster == cluster
-            )
-            for row in db.exec(q if job is None else q.where(PlaceholderRow.job == job)):
+            row = db.get(PlaceholderRow, (workload, cluster, job))
+            if row is not None:
                 db.delete(row)
-            db.commit()
+                db.commit()
 
     def record_completions(
         self, done: dict[tuple[str, str], tuple[str, str | None]], now: datetime

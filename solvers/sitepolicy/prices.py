@@ -25,11 +25,6 @@ class Prices:
     def of(cls, problem: Problem) -> Prices:
         return cls({(p.key[0], p.gpu_type): p.cost_per_gpu_hour for p in problem.pools.values()})
 
-    @classmethod
-    def flat(cls, by_type: Mapping[str, float]) -> Prices:
-        """One price per type, whatever the cluster."""
-        return cls({("", gpu_type): price for gpu_type, price in by_type.items()})
-
     def __call__(self, record: UsageRecord) -> float:
         gpu_type = record.gpu_type or ""
         price = self.on.get((record.cluster or "", gpu_type), record.price)

@@ -138,7 +138,7 @@ def test_many_short_runs_add_up_exactly(tmp_path: Path) -> None:
     ]
     end = start + timedelta(days=2)
     store.record_runs({"sim": runs}, end)
-    used = usage_this_month(store.usage_records(end), end, Prices.flat({"a100_80": 1.0}))["p"]
+    used = usage_this_month(store.usage_records(end), end, Prices({("sim", "a100_80"): 1.0}))["p"]
     assert round(used.gpu_hours, 6) == 256 and round(used.cost, 6) == 256
 
 
