@@ -45,8 +45,11 @@ def earlier_names(desired: DesiredState) -> dict[str, str]:
 
 
 def names_of(desired: DesiredState, workload: str) -> list[str]:
-    """``workload`` and its names before its project was renamed (what history has)."""
-    return [workload, *sorted(k for k, v in earlier_names(desired).items() if v == workload)]
+    """``workload`` and its names before its project was renamed (what history has), in
+    the specs or no longer (a pruned workload's history is asked for most)."""
+    project, _, name = workload.partition("/")
+    p = desired.projects.get(project)
+    return [workload, *(f"{old}/{name}" for old in sorted(p.spec.renamed_from if p else []))]
 
 
 def renamed(workload: str, names: dict[str, str]) -> str:

@@ -81,9 +81,17 @@ def test_a_renamed_project_keeps_its_running_jobs_usage_and_budget(
     assert not _plan(capsys, specs)["actions"]
     jobs = cp(capsys, "get", "jobs", specs, "--json", "--now", LATER).json()["items"]
     assert [j["workload"] for j in jobs] == ["cv/train"]
-    # its history goes back beyond the rename: started as vision/train
+    # its history goes back beyond the rename: started as vision/train; and so does a
+    # workload's that left the specs since (probe)
     past = cp(capsys, "history", specs, "--workload", "cv/train", "--json").json()
     assert [(r["op"], r["workload"]) for r in past] == [("submit", "vision/train")]
+    gone = cp(capsys, "history", specs, "--workload", "cv/probe", "--json").json()
+    assert [(r["op"], r["workload"]) for r in gone] == [
+        ("cancel", "cv/probe"),
+        ("submit", "vision/probe"),
+    ]
+    told = cp(capsys, "explain", "cv/probe", specs, "--json", "--now", LATER).json()
+    assert [r["workload"] for r in told["history"]] == ["cv/probe", "vision/probe"]
     told = cp(capsys, "explain", "cv/train", specs, "--json", "--now", LATER).json()
     assert [(r["op"], r["workload"]) for r in told["history"]] == [("submit", "vision/train")]
 

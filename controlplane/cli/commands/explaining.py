@@ -34,13 +34,14 @@ from specs.renames import names_of
 
 
 def _explain_gone(
-    spec_dir: Path, db: str | None, workload: str, known: Iterable[str], as_json: bool
+    spec_dir: Path, db: str | None, names: list[str], known: Iterable[str], as_json: bool
 ) -> None:
     """A workload that is not in the specs (any more): its history, if it has one, since
     "who cancelled my job" is asked most after it left; else not found, with the closest
     name the specs or the history know."""
+    workload = names[0]  # and its names before its project was renamed
     store = workflow.open_store(spec_dir, db, reading=True)
-    past = store.history([workload], 10)
+    past = store.history(names, 10)
     if not past:
         hint = name_hint(workload, {*known, *store.workloads_in_history()})
         raise WorkloadNotFoundError(
@@ -79,7 +80,7 @@ def explain(
     loaded = load(spec_dir)
     desired = loaded.desired
     if workload not in desired.workloads:
-        _explain_gone(spec_dir, db, workload, desired.workloads, as_json)
+        _explain_gone(spec_dir, db, names_of(desired, workload), desired.workloads, as_json)
         return
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
     plan = found.plan
