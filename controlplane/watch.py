@@ -12,9 +12,11 @@ stop on the first problem. So each cycle:
    A prune guard, like Argo CD's: when the plan would cancel more than
    ``max_prune_share`` of the running workloads because they left the specs (and more
    than one), it is shown but not applied without ``allow_mass_prune``.
-4. Reports what happened in one timestamped line. A lease held elsewhere, a broken state
-   file or store, an unreachable cluster: reported the same way, and retried with
-   backoff (the interval, doubled per failure in a row, at most ``MAX_BACKOFF``).
+4. Reports what happened in one timestamped line. A broken state file or store, an
+   unreachable cluster: reported the same way, and retried with backoff (the interval,
+   doubled per failure in a row, at most ``MAX_BACKOFF``). A lease held elsewhere (a
+   person applying by hand) is reported too, but retried at the interval: somebody else
+   acting is not the loop failing.
 
 SIGINT or SIGTERM (see :meth:`Watcher.stop`) lets the action in flight finish, leaves
 the plan resumable and ends the loop.
@@ -35,7 +37,7 @@ from pathlib import Path
 
 from adapters.base import AdapterError
 from controlplane import workflow
-from controlplane.errors import ControlPlaneError
+from controlplane.errors import ControlPlaneError, LeaseHeldError
 from controlplane.plan import Plan
 from specs.actions import ReasonCode
 from specs.diagnostics import SpecError
@@ -63,6 +65,7 @@ class Cycle:
     line: str
     failed: bool = False
     partial: bool = False  # failed for some clusters only: the interval stays as it is
+    busy: bool = False  # another reconciler held the lease: the interval stays as it is
     held_back: bool = False  # the prune guard held the plan back: it needs a person
 
 
@@ -98,7 +101,8 @@ class Watcher:
             # stayed for as long as the loop ran
             gc.collect()
             self.failed, self.held_back = outcome.failed, outcome.held_back
-            self.failures = self.failures + 1 if outcome.failed and not outcome.partial else 0
+            backs_off = outcome.failed and not (outcome.partial or outcome.busy)
+            self.failures = self.failures + 1 if backs_off else 0
             delay = self.delay()
             retry = f"; retrying in {delay:g}s" if outcome.failed and not once else ""
             self.log(f"{_stamp()} {outcome.line}{retry}")
@@ -182,6 +186,8 @@ class Watcher:
                 f"{first}); nothing applied",
                 failed=True,
             )
+        except LeaseHeldError as exc:
+            return Cycle(f"{head} {exc}", failed=True, busy=True)
         except (ControlPlaneError, AdapterError) as exc:
             return Cycle(f"{head} {exc}", failed=True)
         summary = _summary(plan)

@@ -412,3 +412,28 @@ def test_the_loop_does_not_keep_what_its_cycles_threw_away(tmp_path: Path) -> No
     watcher.run(ticks())
     assert len(counts) == 14
     assert counts[-1] - counts[4] < 100, counts
+
+
+def test_a_lease_held_by_an_interactive_apply_does_not_slow_the_loop(tmp_path: Path) -> None:
+    """A lease held elsewhere counted as a failure of the loop, doubling its delay per
+    cycle up to ten minutes: a person applying by hand a few times while watch ran left
+    the loop asleep long after they were done (earlier user trial). Somebody else acting
+    is not the loop failing: the cycle says so, and the next one comes at the interval."""
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    lines: list[str] = []
+    watcher = Watcher(specs, WatchOptions(quiet=0, auto_approve=True, interval=30), lines.append)
+    (specs / ".cp").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    store = Store(default_url(specs))
+    try:
+        assert store.acquire_lease(f"{here()}:{holder.pid}") is None
+        for _ in range(3):
+            watcher.run(once=True)
+            assert watcher.failed and "another reconciler is applying" in lines[-1]
+            assert watcher.delay() == 30
+    finally:
+        store.release_lease(f"{here()}:{holder.pid}")
+        holder.kill()
+        holder.wait()
+    watcher.run(once=True)  # the lease is free: the cycle applies
+    assert not watcher.failed and "applied" in lines[-1], lines[-1]
