@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
+import pydantic_core
 import typer
 
 try:  # recent typer carries its own copy of click; its exceptions are that copy's
@@ -350,5 +351,9 @@ def wants_json(args: list[str]) -> bool:
 
 
 def write_json(doc: object) -> None:
-    """One JSON document on stdout, as is (rich would wrap long strings at the width)."""
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    """One JSON document on stdout, as is (rich would wrap long strings at the width), in
+    UTF-8. pydantic's serializer, not the json module's: with an indent, that one encodes in
+    Python (0.3 s for a 4,000-node plan, against 0.05 s)."""
+    sys.stdout.flush()  # anything written before it comes first
+    sys.stdout.buffer.write(pydantic_core.to_json(doc, indent=2) + b"\n")
+    sys.stdout.buffer.flush()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -202,7 +201,7 @@ def _apply_to_snapshot(plan_file: Path, snapshot_file: Path, as_json: bool) -> N
         snap.model_dump_json(by_alias=True, indent=2, exclude_none=True) + "\n"
     )
     if as_json:
-        sys.stdout.write(json.dumps({"plan": plan.id, "actions": results}, indent=2) + "\n")
+        write_json({"plan": plan.id, "actions": results})
     else:
         out.print(f"Applied {len(results)} actions of plan {plan.id} to {snapshot_file}.")
 

@@ -93,7 +93,7 @@ def observe_cmd(
 
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
     else:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        write_json(data)
 
 
 @app.command(
@@ -209,7 +209,7 @@ def plan_cmd(
     if full_plan:
         full_plan.write_text(plan_markdown(plan, loaded.warnings, max_chars=0, alerts=alerts))
     if as_json:
-        doc = json.loads(plan.to_json())
+        doc = plan.model_dump(mode="json", by_alias=True)
         # the specs' warnings ride along; they are not part of the sealed plan (--out)
         doc["warnings"] = [diagnostic_json(w) for w in loaded.warnings]
         write_json(doc)
@@ -319,6 +319,6 @@ def cost(
         )
     table = candidate_table(loaded.desired, snap, workload, when, adapters if forecast else None)
     if as_json:
-        sys.stdout.write(json.dumps(table.to_json(), indent=2) + "\n")
+        write_json(table.to_json())
         return
     print_candidates(out, table)

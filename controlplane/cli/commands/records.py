@@ -85,7 +85,7 @@ def history(
         return
     rows = store.history(_names(spec_dir, workload) if workload else (), limit)
     if as_json:
-        sys.stdout.write(json.dumps(history_json(rows), indent=2) + "\n")
+        write_json(history_json(rows))
     elif not rows:
         # a workload may have left the specs and still have a past: no spec check here
         out.print(f"No applied actions for {workload}." if workload else "No actions applied yet.")
@@ -130,7 +130,7 @@ def show(
         raise PlanNotFoundError(f"no stored plan matches {plan_ref!r} (see `cp history`)")
     rows = store.actions(plan.id)
     if as_json:
-        doc = json.loads(plan.to_json())
+        doc = plan.model_dump(mode="json", by_alias=True)
         doc["applyStatus"] = store.plan_status(plan.id)  # None: the store never saw it
         doc["outcomes"] = recorded_json(rows)
         write_json(doc)

@@ -218,3 +218,18 @@ def _refused() -> ActionOutcome:
     why = Reason(code=ReasonCode.WITHIN_DESERVED, message="x")
     action = Action(op=Op.SUBMIT, workload="p/w", cluster="k8s", reason=why)
     return ActionOutcome(0, action, "failed", message="PermanentError: 403 Forbidden")
+
+
+def test_json_output_is_utf8_and_keeps_the_order(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--json` documents are written by pydantic's serializer (the json module encodes in
+    Python once there is an indent: 0.3 s of a 4,000-node plan): valid JSON in UTF-8, keys
+    in the order given, indented as before."""
+    from controlplane.cli.app import write_json
+
+    print("before", flush=False)
+    write_json({"z": "café — ✓", "a": [1, 2.5, None, True], "m": {"b": 1e-5}})
+    out = capsys.readouterr().out
+    assert out.startswith('before\n{\n  "z": "café — ✓",\n')
+    doc = json.loads(out.split("\n", 1)[1])
+    assert list(doc) == ["z", "a", "m"] and doc["a"] == [1, 2.5, None, True]
+    assert doc["m"]["b"] == 1e-5
