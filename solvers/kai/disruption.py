@@ -425,6 +425,10 @@ def return_home(session: Session, trial: Statement, job: JobRequest, home: list[
     extra = (len(home) - len(now)) * job.gpus
     if any(q.limit is not None and s.alloc[q.id] + extra > q.limit for q in s.chain(job.queue)):
         return False
+    pool = s.pool.get(job.key)
+    gpu_type = s.problem.pools[pool].gpu_type if pool is not None else None
+    if s.per_type and extra > 0 and gpu_type and s.over_type_quota(job, gpu_type, extra):
+        return False  # and the limit of its GPU type
     trial.evict(job, now)
     trial.put(job, home)
     return True

@@ -2,8 +2,9 @@
 
 KAI's ``limit`` only gates new allocations; work already running above a limit that was
 just lowered would keep its GPUs until it ends. A declarative control plane acts on the
-change instead: when a project or department holds more than its ``quota.limit``, its
-preemptible work is taken back until it fits, victims chosen as reclaim chooses them:
+change instead: when a project or department holds more than its ``quota.limit`` (or, with
+a per-GPU-type quota, more of a type than that type's limit), its preemptible work (on
+that type) is taken back until it fits, victims chosen as reclaim chooses them:
 first from the project of the subtree that stands furthest above its allocatable share,
 inside it in victim order (lowest priority, then youngest; an elastic job's replicas
 above ``minReplicas`` one at a time before its core gang). No more than needed: a job
@@ -35,49 +36,91 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
     recording what was taken back, and why, in ``ledger``."""
     s = session
     queues = sorted(
-        (q for q in s.problem.queues.values() if q.limit is not None),
+        (q for q in s.problem.queues.values() if q.limit is not None or q.typed),
         key=lambda q: (len(s.chain(q.id)), q.id),  # departments before their projects
     )
     for q in queues:
-        assert q.limit is not None
-        if s.alloc[q.id] <= q.limit:
-            continue
-        held_before = s.alloc[q.id]
-        taken = []
-        for victim, replicas in _needed(_victims(s, q), s.alloc[q.id] - q.limit):
-            nodes = s.tasks[victim.key][-replicas:]
-            Statement(s).evict(victim, nodes)
-            ledger.lost.setdefault(victim.key, []).extend(nodes)
-            taken.append(victim.key)
-        kept = _kept_by_min_runtime(s, q) if s.alloc[q.id] > q.limit else []
-        for key in taken:
-            reason = reasons.down_to_limit(q, held_before, key, s.alloc[q.id], kept)
-            ledger.disrupted[key] = reason
-            if not s.tasks.get(key):
-                ledger.waiting[key] = reason
+        for cap in _caps(s, q):
+            if cap.held() <= cap.limit:
+                continue
+            held_before = cap.held()
+            taken = []
+            victims = [v for v in _victims(s, q) if cap.counts(v.job)]
+            for victim, replicas in _needed(victims, held_before - cap.limit):
+                nodes = s.tasks[victim.key][-replicas:]
+                Statement(s).evict(victim, nodes)
+                ledger.lost.setdefault(victim.key, []).extend(nodes)
+                taken.append(victim.key)
+            kept = _kept_by_min_runtime(s, q, cap) if cap.held() > cap.limit else []
+            for key in taken:
+                reason = reasons.down_to_limit(
+                    q, held_before, key, cap.held(), kept, cap.limit, cap.gpu_type
+                )
+                ledger.disrupted[key] = reason
+                if not s.tasks.get(key):
+                    ledger.waiting[key] = reason
 
 
 def above_limit(session: Session, q: Queue) -> str | None:
-    """Why ``q`` still holds more than its limit once the plan is made (None: it does
-    not): the work minRuntime keeps for now, and non-preemptible work, never taken back."""
-    s = session
-    if q.limit is None or s.alloc[q.id] <= q.limit:
-        return None
-    inside = _projects_under(s, q)
-    fixed = sum(
-        len(nodes) * s.problem.jobs[key].gpus
-        for key, nodes in s.tasks.items()
-        if nodes and s.problem.jobs[key].queue in inside and not s.problem.jobs[key].preemptible
-    )
-    return reasons.above_limit(q, s.alloc[q.id], _kept_by_min_runtime(s, q), fixed)
+    """Why ``q`` still holds more than its limit (or a type's) once the plan is made (None:
+    it does not): the work minRuntime keeps for now, and non-preemptible work, never
+    taken back."""
+    s, inside = session, _projects_under(session, q)
+    out = []
+    for cap in _caps(s, q):
+        if cap.held() <= cap.limit:
+            continue
+        fixed = sum(
+            len(nodes) * s.problem.jobs[key].gpus
+            for key, nodes in s.tasks.items()
+            if nodes
+            and s.problem.jobs[key].queue in inside
+            and not s.problem.jobs[key].preemptible
+            and cap.counts(s.problem.jobs[key])
+        )
+        kept = _kept_by_min_runtime(s, q, cap)
+        out.append(reasons.above_limit(q, cap.held(), kept, fixed, cap.limit, cap.gpu_type))
+    return "; ".join(out) or None
 
 
-def _kept_by_min_runtime(s: Session, q: Queue) -> list[tuple[str, datetime]]:
-    """The work under ``q`` that minRuntime keeps, with when its protection ends."""
+class _Cap:
+    """A limit of a queue: on all its GPUs (``gpu_type`` None) or on one type's."""
+
+    def __init__(self, s: Session, q: Queue, limit: float, gpu_type: str | None) -> None:
+        self.s, self.q, self.limit, self.gpu_type = s, q, limit, gpu_type
+
+    def held(self) -> float:
+        if self.gpu_type is None:
+            return self.s.alloc[self.q.id]
+        return self.s.alloc_t[self.q.id, self.gpu_type]
+
+    def counts(self, job: JobRequest) -> bool:
+        """Whether the GPUs ``job`` holds count against this limit."""
+        if self.gpu_type is None:
+            return True
+        pool = self.s.pool.get(job.key)
+        return pool is not None and self.s.problem.pools[pool].gpu_type == self.gpu_type
+
+
+def _caps(s: Session, q: Queue) -> list[_Cap]:
+    caps = [_Cap(s, q, q.limit, None)] if q.limit is not None else []
+    for gpu_type, quota in sorted((q.typed or {}).items()):
+        if quota.limit is not None:
+            caps.append(_Cap(s, q, quota.limit, gpu_type))
+    return caps
+
+
+def _kept_by_min_runtime(
+    s: Session, q: Queue, cap: _Cap | None = None
+) -> list[tuple[str, datetime]]:
+    """The work under ``q`` that minRuntime keeps (of what counts against ``cap``), with
+    when its protection ends."""
     inside = _projects_under(s, q)
     out = []
     for key, nodes in s.tasks.items():
         job = s.problem.jobs[key]
+        if cap is not None and not cap.counts(job):
+            continue
         if nodes and job.queue in inside and job.preemptible and protected(s, job):
             assert job.started_at is not None and job.min_runtime is not None
             out.append((key, job.started_at + timedelta(seconds=job.min_runtime)))

@@ -102,11 +102,13 @@ def down_to_limit(
     victim: str,
     left: float | None = None,
     kept: Sequence[tuple[str, datetime]] = (),
+    limit: float | None = None,
+    gpu_type: str | None = None,
 ) -> Reason:
     """A queue above a limit that was lowered gives back its preemptible work; ``left``:
     what it holds after, above the limit while minRuntime ``kept`` work (with when its
-    protection ends)."""
-    head = f"{q.kind} {q.name} holds {gpus(held)} GPUs, above its limit of {gpus(q.limit)}: "
+    protection ends). ``limit`` and ``gpu_type``: a per-type limit (default: the queue's)."""
+    head = f"{q.kind} {q.name} holds {_above(q, held, limit, gpu_type)}: "
     if not kept or left is None:
         return Reason(
             code=ReasonCode.RECLAIM,
@@ -123,9 +125,17 @@ def down_to_limit(
     )
 
 
-def above_limit(q: Queue, held: float, kept: Sequence[tuple[str, datetime]], fixed: float) -> str:
-    """Why a queue holds more than its limit after the plan: work inside minRuntime
-    (``kept``, with when each protection ends) and non-preemptible work (``fixed`` GPUs)."""
+def above_limit(
+    q: Queue,
+    held: float,
+    kept: Sequence[tuple[str, datetime]],
+    fixed: float,
+    limit: float | None = None,
+    gpu_type: str | None = None,
+) -> str:
+    """Why a queue holds more than its limit (``limit`` on ``gpu_type``: a per-type one)
+    after the plan: work inside minRuntime (``kept``, with when each protection ends) and
+    non-preemptible work (``fixed`` GPUs)."""
     parts = []
     if kept:
         names = ", ".join(k for k, _ in kept)
@@ -140,7 +150,15 @@ def above_limit(q: Queue, held: float, kept: Sequence[tuple[str, datetime]], fix
             "until it ends"
         )
     why = "; ".join(parts) or "nothing it runs may be taken back now"
-    return f"{q.kind} {q.name} holds {gpus(held)} GPUs, above its limit of {gpus(q.limit)}: {why}"
+    return f"{q.kind} {q.name} holds {_above(q, held, limit, gpu_type)}: {why}"
+
+
+def _above(q: Queue, held: float, limit: float | None, gpu_type: str | None) -> str:
+    if gpu_type is None:
+        return (
+            f"{gpus(held)} GPUs, above its limit of {gpus(limit if limit is not None else q.limit)}"
+        )
+    return f"{gpus(held)} {gpu_type} GPUs, above its {gpu_type} limit of {gpus(limit)}"
 
 
 def then_for(first: Reason, beneficiaries: Sequence[str]) -> Reason:

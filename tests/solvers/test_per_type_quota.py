@@ -3,6 +3,7 @@ where the sum view and the per-type view disagree, the per-type view wins."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from adapters.simulator import nodes_from_spec
@@ -158,3 +159,61 @@ def test_fan_out_candidates_keep_to_type_quotas() -> None:
     )
     p = plan(d, world(d, running), now=NOW)
     assert p.actions and {a.submit.gpu_type for a in p.actions if a.submit} == {"v100"}
+
+
+def test_a_type_limit_cut_below_what_runs_takes_the_type_back_down() -> None:
+    """p's A100 limit is cut to 8 while it runs 12 A100 GPUs (and 4 V100, within their
+    limit). Only the total limit was enforced: the plan said nothing, and a fresh plan of
+    the same specs would refuse the job it kept running (user trial). The type is taken
+    back down to its limit, lowest priority first, and the reason names the type."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 4, "nodes": 4},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+    ]
+    quota = [
+        {"gpuType": "a100_80", "gpus": 8, "limit": 8},
+        {"gpuType": "v100", "gpus": 4, "limit": 8},
+    ]
+    d = desired(
+        [
+            cluster(pools=pools),
+            document("Project", "p", {"quota": quota}),
+            *[
+                workload(f"a{i}", "p", gpus=4, priority=10 + i, gpuTypes=["a100_80"])
+                for i in range(3)
+            ],
+            workload("v", "p", gpus=4, priority=1, gpuTypes=["v100"]),
+        ]
+    )
+
+    def job(key: str, node: str, pool: str) -> Job:
+        return Job(
+            id=key.replace("/", "-"),
+            workload=key,
+            replicas=[Replica(node=node, gpus=4)],
+            started_at=NOW - timedelta(hours=1),
+            pool=pool,
+        )
+
+    jobs = [job(f"p/a{i}", f"a100-0{i + 1}", "a100") for i in range(3)]
+    p = plan(d, world(d, *jobs, job("p/v", "v100-01", "v100")), now=NOW)
+    assert [(a.op.value, a.workload) for a in p.actions] == [("preempt", "p/a0")]
+    message = p.actions[0].reason.message
+    assert "12 a100_80 GPUs, above its a100_80 limit of 8" in message, message
+    assert p.projects["p"].above_limit is None
+    # kept by minRuntime: the project says so, by type
+    young = [j.model_copy(update={"started_at": NOW - timedelta(minutes=1)}) for j in jobs]
+    d2 = desired(
+        [
+            cluster(pools=pools),
+            document("Project", "p", {"quota": quota, "minRuntime": "10m"}),
+            *[
+                workload(f"a{i}", "p", gpus=4, priority=10 + i, gpuTypes=["a100_80"])
+                for i in range(3)
+            ],
+        ]
+    )
+    p2 = plan(d2, world(d2, *young), now=NOW)
+    assert not p2.actions
+    above = p2.projects["p"].above_limit
+    assert above is not None and "above its a100_80 limit of 8" in above, above
