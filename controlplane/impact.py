@@ -106,11 +106,13 @@ def _figures(kind: str, spec: BaseModel) -> dict[str, Scalar]:
 
 def policy_figures(kind: str, spec: BaseModel) -> dict[str, Scalar]:
     """What a plan's quota table records of a project's or department's spec beyond its
-    own columns (quota, rank, department): the figures :func:`table_changes` compares."""
+    own columns (the quota's sums, rank, department): the figures :func:`table_changes`
+    compares."""
+    # a per-GPU-type quota's figures (``quota[a100].limit``) are not the table's sums
     figures = {
         field: value
         for field, value in _figures(kind, spec).items()
-        if not field.startswith(_IN_TABLE)
+        if not field.startswith(_IN_TABLE) or field.startswith("quota[")
     }
     if renamed := getattr(spec, "renamed_from", None):  # to pair it with its old name
         figures[RENAMED] = list(renamed)

@@ -173,6 +173,29 @@ def test_against_the_plan_last_applied_names_budget_and_fairshare_changes(
     assert "budget.gpuHoursPerMonth" in text and "fairshare.halfLife" in text
 
 
+def test_against_the_plan_last_applied_names_per_type_quota_changes(
+    repo: Path, capsys: Capsys
+) -> None:
+    """A quota rewritten per GPU type with the same sums (deserved and limit) showed no
+    change at all, though the per-type limit took work back (user trial): only the sums
+    were compared. Each type's figures are compared too."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    docs = org(36)
+    chem = project("chem", gpus=12, department="science")
+    chem["spec"]["quota"] = [
+        {"gpuType": "a100_80", "gpus": 8, "limit": 12, "overQuotaWeight": 0.5},
+        {"gpuType": "v100", "gpus": 4, "overQuotaWeight": 0.5},
+    ]
+    docs[5] = chem
+    write_specs(specs, docs)
+    policy = ok(cp(capsys, "plan", specs, "--json", "--now", NOW)).json()["policy"]
+    rows = [(c["name"], c["field"], c["before"], c["after"]) for c in policy["changes"]]
+    assert ("chem", "quota[a100_80].limit", None, 12) in rows, rows
+    assert ("chem", "quota[v100].gpus", None, 4) in rows, rows
+    assert not [r for r in rows if not r[1].startswith("quota[")], rows
+
+
 def test_a_renamed_project_is_compared_with_its_old_name(tmp_path: Path, capsys: Capsys) -> None:
     """Project paint renamed canvas (renamedFrom) with its budget raised in the same commit
     read as one project removed and one added, the budget unmentioned (user trial); with
