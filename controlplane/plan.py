@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from specs.actions import Action, Op, Pending, Reason, ReasonCode
+from specs.snapshot import JobState, Snapshot
 
 
 class PlanModel(BaseModel):
@@ -49,6 +50,35 @@ class QueueStatus(PlanModel):
         "`budget.gpuHoursPerMonth`, `fairshare.halfLife`, `maxWalltime` ...",
         exclude_if=lambda v: not v,  # none recorded (an older plan): sealed plans still verify
     )
+
+
+class NodeRemoved(PlanModel):
+    """A node the cluster's spec removes (a simulated cluster's nodes are its spec), and the
+    workloads whose running job ends with it (NODE_FAIL)."""
+
+    cluster: str
+    node: str
+    workloads: list[str]
+
+
+def nodes_removed(observed: Snapshot) -> list[NodeRemoved]:
+    """The nodes ``observed`` found removed that took running jobs of ours down with them
+    (an idle node removed ends nothing: it is no change)."""
+    out = []
+    for c in observed.clusters:
+        for node in c.removed_nodes:
+            ended = sorted(
+                {
+                    j.workload
+                    for j in c.jobs
+                    if j.workload is not None
+                    and j.state is JobState.NODE_FAIL
+                    and any(r.node == node for r in j.replicas)
+                }
+            )
+            if ended:
+                out.append(NodeRemoved(cluster=c.name, node=node, workloads=ended))
+    return out
 
 
 class PolicyChange(PlanModel):
@@ -136,12 +166,24 @@ class Plan(PlanModel):
         "`--base`), fair shares before -> after, and the workloads the change affects",
         exclude_if=lambda v: v is None,
     )
+    nodes_removed: list[NodeRemoved] = Field(
+        default_factory=list,
+        description="nodes the clusters' specs remove (simulated clusters), with the "
+        "workloads whose running job ends there (NODE_FAIL): a change no action makes",
+        exclude_if=lambda v: not v,
+    )
     # sha256 of everything above (sealed): an edited plan file is refused by `cp apply`
     digest: str | None = None
 
     @property
     def empty(self) -> bool:
         return not self.actions
+
+    @property
+    def changes(self) -> bool:
+        """Whether applying it changes the clusters: its actions, or nodes that leave with
+        running work (``--detailed-exitcode``)."""
+        return bool(self.actions or self.nodes_removed)
 
     def repeats(self, last: Plan) -> bool:
         """An empty plan with the outcome of ``last``, an empty one: the same specs, nothing

@@ -65,7 +65,7 @@ from datetime import datetime
 from controlplane import unreachable
 from controlplane.converge import Round, converge
 from controlplane.placements import placements, prunes, retried, segment, unlisted
-from controlplane.plan import Plan, QueueStatus, SolverReport, plan_id
+from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id
 from controlplane.quotas import quota_tables
 from controlplane.sequence import sort_actions
 from solvers import reasons
@@ -187,10 +187,13 @@ def _held(
     observed: Snapshot,
     gone: dict[str, list[str]],
 ) -> Plan:
-    """The plan says which clusters did not answer, what waits for them, and how much of
-    each queue's allocation is held for them (step 0). ``desired``: with the workloads
+    """The plan says which nodes the specs remove with running work, which clusters did not
+    answer, what waits for them, and how much of each queue's allocation is held for them
+    (step 0). ``desired``: with the workloads
     that left the specs while their job ran there (``gone``)."""
-    plan = plan.model_copy(update={"actions": tagged(plan.actions, observed)})
+    plan = plan.model_copy(
+        update={"actions": tagged(plan.actions, observed), "nodes_removed": nodes_removed(observed)}
+    )
     down = unreachable.unreachable(observed)
     if not down:
         return plan

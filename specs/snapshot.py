@@ -209,6 +209,13 @@ class ClusterState(SnapshotModel):
         description="runs of our jobs since the last observation, from the cluster's "
         "accounting (jobs that started and ended in between included)",
     )
+    removed_nodes: list[str] = Field(
+        default_factory=list,
+        description="nodes this observation found removed from the cluster's spec (a "
+        "simulated cluster's nodes are its spec): the jobs running there ended with them "
+        "(NODE_FAIL) as of this observation",
+        exclude_if=lambda v: not v,
+    )
     reachable: bool = Field(default=True, exclude_if=lambda v: v is True)
     error: str | None = Field(
         default=None, description="why it could not be observed", exclude_if=lambda v: v is None

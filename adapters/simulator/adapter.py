@@ -98,7 +98,9 @@ class SimulatorAdapter:
 
     def _sync_nodes(self, sim: SimulatedCluster, now: datetime) -> None:
         """The spec's pools are the simulator's hardware: add new nodes, drop removed ones
-        (a removed node's running jobs end NODE_FAIL, as on a real cluster)."""
+        (a removed node's running jobs end NODE_FAIL, as on a real cluster). The nodes
+        removed are reported by the observation that removes them (a read-only one: every
+        one until an apply does), so that the plan can say what ends there."""
         wanted = {n.name: n for n in nodes_from_spec(self.spec)}
         have = {n.name: n for n in sim.state.nodes}
         nodes = []
@@ -106,6 +108,7 @@ class SimulatorAdapter:
             old = have.get(name)
             nodes.append(node if old is None or old.gpus != node.gpus else old)
         sim.state.nodes = nodes
+        sim.state.removed_nodes = sorted(set(have) - set(wanted))
         alive = set(wanted)
         for job in sim.state.jobs:
             if job.state.active and any(r.node not in alive for r in job.replicas if r.node):
@@ -117,7 +120,7 @@ class SimulatorAdapter:
         body = {
             "clock": self.clock().isoformat(),  # where time stands: it only moves on
             "nextId": sim.next_id,
-            "state": sim.state.model_dump(mode="json", by_alias=True),
+            "state": sim.state.model_dump(mode="json", by_alias=True, exclude={"removed_nodes"}),
             "accounting": [r.model_dump(mode="json", by_alias=True) for r in kept],
             "openSince": {k: v.isoformat() for k, v in sim.open_since.items()},
         }

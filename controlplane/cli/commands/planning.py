@@ -243,7 +243,7 @@ def plan_cmd(
             markup=False,
         )
         raise typer.Exit(1)
-    if detailed_exitcode and not plan.empty:
+    if detailed_exitcode and plan.changes:
         raise typer.Exit(2)
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from controlplane import collector
-from controlplane.cli.views.plan import cut_short, placement, short_commit, summary
+from controlplane.cli.views.plan import cut_short, node_removed, placement, short_commit, summary
 from controlplane.cli.views.policy import policy_sections
 from controlplane.cli.views.policy import summary as policy_summary
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, render
@@ -54,6 +54,7 @@ def plan_top(plan: Plan, alerts: Sequence[str] = ()) -> str:
             f"> **cluster `{name}` did not answer** ({cell(error)}): nothing is planned there",
             "",
         ]
+    lines += [line for gone in plan.nodes_removed for line in (f"> **{node_removed(gone)}**", "")]
     if plan.solver.cut_short:
         lines += [f"> {cut_short(plan)}", ""]
     lines += [line for alert in alerts for line in (f"> **Warning:** {cell(alert)}", "")]

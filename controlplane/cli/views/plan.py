@@ -12,7 +12,7 @@ from controlplane.cli.views.entries import print_entries
 from controlplane.cli.views.policy import print_policy
 from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.words import agrees, counted
-from controlplane.plan import Plan
+from controlplane.plan import NodeRemoved, Plan
 from solvers.reasons import shape, stamp
 from specs.actions import Action, Op, Pending, ReasonCode
 
@@ -43,8 +43,19 @@ def short_commit(commit: str) -> str:
 def summary(plan: Plan) -> str:
     counts = Counter(a.op for a in plan.actions)
     parts = [f"{counts[op]:,} to {op.value}" for op in Op if counts[op]]
+    if plan.nodes_removed:
+        parts.append(f"{counted(len(plan.nodes_removed), 'node')} removed with running work")
     body = ", ".join(parts) if parts else "no changes"
     return f"Plan: {body}; {len(plan.pending):,} waiting."
+
+
+def node_removed(removed: NodeRemoved) -> str:
+    """A node the specs remove, and what ends with it."""
+    jobs = ", ".join(removed.workloads)
+    return (
+        f"node {removed.node} of {removed.cluster} leaves (its Cluster spec no longer has "
+        f"it): the job of {jobs} running there ends (NODE_FAIL)"
+    )
 
 
 def cut_short(plan: Plan) -> str:
@@ -71,6 +82,8 @@ def print_plan(console: Console, plan: Plan) -> None:
             ),
             soft_wrap=True,
         )
+    for removed in plan.nodes_removed:
+        console.print(Text.assemble(("  ! ", "red"), node_removed(removed)), soft_wrap=True)
     if plan.actions:
         rows = []
         for a in plan.actions:
@@ -88,6 +101,8 @@ def print_plan(console: Console, plan: Plan) -> None:
                 )
             )
         print_entries(console, rows)
+    elif plan.nodes_removed:
+        console.print("No actions; work ends with the nodes the specs remove (above).")
     elif plan.unreachable:  # nothing was checked there: no claim that they match
         console.print("[green]No changes[/] on the clusters that answered.")
     elif over := len(plan.above_limits):
