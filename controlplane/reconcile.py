@@ -405,13 +405,14 @@ def _protected_wait(
     session: Session, job: JobRequest, reason: Reason, protected_by: Protected
 ) -> Reason:
     """A wait for room, or under a limit, that only minRuntime (or for room, the project's
-    past usage) causes says so."""
+    past usage) causes says so. MinRuntime first: a project above its fair share may not
+    reclaim, but may still preempt its own lower-priority work once protection ends."""
     if reason.code is ReasonCode.OVER_LIMIT:
         return protection_wait(session, job, protected_by, at_limit=True) or reason
     if reason.code not in (ReasonCode.NO_CAPACITY, ReasonCode.GANG_UNPLACEABLE):
         return reason
+    if (kept := protection_wait(session, job, protected_by)) is not None:
+        return kept
     if (bent := usage_wait(session, job, reason)) is not reason:
         return bent
-    return protection_wait(session, job, protected_by) or leaving_wait(
-        session, job, reason, protected_by
-    )
+    return leaving_wait(session, job, reason, protected_by)

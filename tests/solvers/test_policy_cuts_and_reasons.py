@@ -219,3 +219,29 @@ def test_a_wait_at_a_limit_that_only_min_runtime_keeps_names_it() -> None:
     assert "10:02" in waits.reason.message  # the first of them may be taken then
     later = plan(d, world(d, *jobs), now=NOW + timedelta(minutes=2, seconds=1))
     assert {a.workload for a in later.actions} >= {"p/critical"}
+
+
+def test_a_wait_on_min_runtime_in_its_own_project_names_it_beyond_fair_share() -> None:
+    """p (deserved 8) holds all 32 GPUs, above its fair share; p/hi (priority 200) outranks
+    p's work, all of it inside minRuntime. It waited `no-capacity: ... above its fair share:
+    GPUs are reclaimed only for work within fair share`, though preemption inside its own
+    project (not reclaim) would start it once the protection ends (user trial)."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=8, minRuntime="30m"),
+            project("q", gpus=24),
+            *[workload(f"low{i}", "p", gpus=4, priority=50) for i in range(8)],
+            workload("hi", "p", gpus=4, priority=200),
+        ]
+    )
+    jobs = [running(f"p/low{i}", f"a100-0{i + 1}", minutes_ago=10) for i in range(8)]
+    p = plan(d, world(d, *jobs), now=NOW)
+    assert p.actions == []
+    [waits] = p.pending
+    assert waits.workload == "p/hi"
+    assert waits.reason.code.value == "min-runtime", waits.reason.message
+    assert "project p (minRuntime 30m" in waits.reason.message
+    later = plan(d, world(d, *jobs), now=NOW + timedelta(minutes=21))
+    preempted = [a.workload for a in later.actions if a.op.value == "preempt"]
+    assert preempted and all(w.startswith("p/low") for w in preempted), preempted
