@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from controlplane.plan import Plan, QueueStatus
+from controlplane.plan import Plan, QueueStatus, shrinks
 from solvers.order import last_completed
 from solvers.reasons import gpus as n
 from solvers.segments import progress_from_jobs, segments_of
@@ -148,6 +148,14 @@ def _threats(
         p.workload.split("/", 1)[0] for p in plan.pending if p.reason.code in _WAITS_FOR_ROOM
     }
     out: list[Threat] = []
+    # what this plan does to it comes first: the quotas below are as the plan leaves them,
+    # where a victim's project may be back within its deserved quota
+    evicted = [a for a in plan.actions if a.workload == key and (a.op.evicts or shrinks(a))]
+    for a in evicted:
+        verb = "shrinks" if shrinks(a) else f"{a.op.value}s"
+        out.append(
+            Threat(a.reason.code.value, f"this plan {verb} it now: {a.reason.message}", [], [])
+        )
 
     # reclaim: each level of the chain that holds more than it deserves
     chain: list[tuple[str, str, QueueStatus]] = plan.quota_chain(spec.project)
@@ -183,7 +191,7 @@ def _threats(
                 waiting,
             )
         )
-    if not over and chain:
+    if not over and chain and not evicted:
         names = " and ".join(f"{k} {name}" for k, name, _ in chain)
         stay = "stays within its" if len(chain) == 1 else "stay within their"
         out.append(

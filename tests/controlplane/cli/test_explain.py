@@ -242,3 +242,29 @@ def test_what_could_evict_it_counts_what_runs_and_who_could_take_now(
         "ads now (below its fair share); search only once below its fair share"
         in (department["message"])
     )
+
+
+def test_a_workload_the_plan_evicts_is_not_called_safe(tmp_path: Path, capsys: Capsys) -> None:
+    """`cp explain` said "safe from reclaim while project vision and department research
+    stay within their deserved quota" in the same answer that showed the plan reclaiming
+    it: the threats were read off the quotas as the plan leaves them, where the victim's
+    project is back within deserved (user trial). What the plan does to it comes first."""
+    import shutil
+
+    quickstart = tmp_path / "q"
+    root = Path(__file__).resolve().parents[3]
+    shutil.copytree(root / "examples" / "quickstart", quickstart)
+    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01").code == 0
+    with (quickstart / "workloads" / "product.yaml").open("a") as f:
+        f.write(
+            "---\napiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: urgent}\n"
+            "spec: {project: search, gpus: 4, gpuTypes: [a100_80], walltime: 6h}\n"
+        )
+    at = ["--now", "2027-01-01T01:00:00Z"]
+    doc = cp(capsys, "explain", "vision/vit-train", quickstart, "--json", *at).json()
+    assert [(a["op"], a["reason"]["code"]) for a in doc["actions"]] == [("preempt", "reclaim")]
+    threats = doc["running"]["couldEvict"]
+    assert not [t for t in threats if t["message"].startswith("safe from")], threats
+    assert threats[0]["kind"] == "reclaim" and "this plan" in threats[0]["message"], threats
+    text = cp(capsys, "explain", "vision/vit-train", quickstart, *at).out
+    assert "safe from reclaim" not in text, text
