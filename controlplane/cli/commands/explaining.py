@@ -23,7 +23,7 @@ from controlplane.cli.app import (
     spec_dir_of,
     write_json,
 )
-from controlplane.cli.views.clusters import describe_job, jobs_json
+from controlplane.cli.views.clusters import describe_job, ended_jobs, jobs_json
 from controlplane.cli.views.explain import explain_json, print_explain
 from controlplane.cli.views.history import history_json, print_history
 from controlplane.errors import WorkloadNotFoundError
@@ -124,4 +124,5 @@ def explain(
             waiting_jobs,
             edited,
             silent,
+            ended_jobs(found.snapshot, workload),
         )

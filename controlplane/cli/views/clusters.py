@@ -11,7 +11,7 @@ from rich.text import Text
 
 from controlplane.cli.views.tables import Cell, Column, print_table
 from solvers.reasons import gpus as n
-from solvers.reasons import shape
+from solvers.reasons import shape, stamp
 from solvers.reasons.words import gpu_count
 from specs.snapshot import Job, Snapshot
 
@@ -115,6 +115,19 @@ def describe_job(cluster: str, job: Job) -> str:
     per = job.replicas[0].gpus if job.replicas else 0
     where = f" on {', '.join(nodes)}" if nodes else ""
     return f"{cluster}: job {job.id} {job.state.value}, {shape(len(job.replicas), per)}{where}"
+
+
+def ended_jobs(snap: Snapshot, workload: str, last: int = 3) -> list[str]:
+    """How and when the workload's last jobs the clusters still show ended, the latest
+    last: ``sim: job 1009 ended NODE_FAIL at 2027-01-01T01:00:00Z``."""
+    ended = sorted(
+        ((c, j) for c, j in snap.jobs_of(workload) if not j.state.active and j.ended_at),
+        key=lambda cj: cj[1].ended_at or snap.now,
+    )
+    return [
+        f"{c}: job {j.id} ended {j.state.value} at {stamp(j.ended_at or snap.now)}"
+        for c, j in ended[-last:]
+    ]
 
 
 def jobs_json(snap: Snapshot, workload: str) -> list[dict[str, Any]]:

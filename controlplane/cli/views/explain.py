@@ -81,12 +81,15 @@ def print_explain(
     queued: Sequence[str] = (),  # its jobs waiting in a cluster's queue
     edited: Pending | None = None,  # completed, and edited since (the plan's ``finished``)
     unreachable: Mapping[str, str] | None = None,  # clusters it waits for: their errors
+    ended: Sequence[str] = (),  # how and when its last jobs the clusters show ended
 ) -> None:
     console.print(Text.assemble((row.name, "bold"), f": {row.state}"), highlight=False)
     if exposure is not None:
         _print_running(console, exposure, now)
     if queued:
         _bullets(console, " ", [f"queued on {q}" for q in queued])
+    if ended:
+        _bullets(console, " ", list(ended))
     for a in actions:
         console.print(
             f"[bold]{a.op.value}[/] planned on {a.cluster} — {a.reason.code.value}: "

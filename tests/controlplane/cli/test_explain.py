@@ -268,3 +268,24 @@ def test_a_workload_the_plan_evicts_is_not_called_safe(tmp_path: Path, capsys: C
     assert threats[0]["kind"] == "reclaim" and "this plan" in threats[0]["message"], threats
     text = cp(capsys, "explain", "vision/vit-train", quickstart, *at).out
     assert "safe from reclaim" not in text, text
+
+
+def test_the_text_says_how_and_when_its_last_job_ended(tmp_path: Path, capsys: Capsys) -> None:
+    """ "Why did my job stop?": the text said only "pending / no-capacity", and of a
+    completed workload "it ran to completion" with no time; how and when the job ended
+    (NODE_FAIL on a node that left, at 01:00) was in --json only (user trial)."""
+    import shutil
+
+    quickstart = tmp_path / "q"
+    root = Path(__file__).resolve().parents[3]
+    shutil.copytree(root / "examples" / "quickstart", quickstart)
+    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01").code == 0
+    cluster_file = quickstart / "cluster.yaml"
+    cluster_file.write_text(
+        cluster_file.read_text().replace("gpusPerNode: 8, nodes: 4", "gpusPerNode: 8, nodes: 3")
+    )
+    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01T01:00Z").code == 0
+    text = cp(capsys, "explain", "vision/vit-train", quickstart, "--now", "2027-01-01T01:05Z").out
+    assert "job 1009 ended NODE_FAIL at 2027-01-01T01:00" in text, text
+    done = cp(capsys, "explain", "nlp/notebook", quickstart, "--now", "2027-01-01T09:00Z").out
+    assert "ended COMPLETED at 2027-01-01T08:00" in done, done
