@@ -19,7 +19,7 @@ from yaml.nodes import Node
 from specs import cache
 from specs.desired import DesiredState, SourceRef, document_name
 from specs.diagnostics import Diagnostic, Issue, Loc, describe_errors
-from specs.fields import FAILED
+from specs.fields import FAILED, WRITTEN
 from specs.models import Cluster, Department, Project, Workload
 from specs.validate import validate
 from specs.yaml_nodes import name_position
@@ -51,7 +51,10 @@ def shadow(
         lenient = {**value, "spec": kept}
         try:
             document = model.model_validate(
-                lenient, by_alias=True, by_name=False, context={FAILED: frozenset(failed)}
+                lenient,
+                by_alias=True,
+                by_name=False,
+                context={FAILED: frozenset(failed), WRITTEN: True},
             )
         except ValidationError as err:
             found = err.errors(include_url=False)

@@ -19,8 +19,11 @@ HINT = "write it like 90s, 45m, 2h59m, 3d or D-HH:MM:SS"
 MAX_SECONDS = 3650 * 86400
 
 
-def parse_duration(text: str | int | float) -> int:
-    """Return the number of whole seconds ``text`` stands for; raise ValueError with a fix hint."""
+def parse_duration(text: object) -> int:
+    """Return the number of whole seconds ``text`` stands for; raise ValueError with a fix hint.
+
+    A number is taken as seconds: what our own dumps hold. Spec files may not say one
+    (specs/fields.py refuses it there, as it has no unit)."""
     if isinstance(text, bool):
         raise ValueError(f"expected a duration, got {text!r}; {HINT}")
     if isinstance(text, (int, float)):

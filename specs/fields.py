@@ -13,6 +13,7 @@ Every bound is checked at ``cp validate`` time, with the field's position in the
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
@@ -27,7 +28,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from specs.durations import parse_duration
+from specs.durations import HINT, MAX_SECONDS, format_duration, parse_duration
 
 # ------------------------------------------------------------------ names and text
 
@@ -104,9 +105,37 @@ def _positive(seconds: int) -> int:
     return seconds
 
 
-Duration = Annotated[int, BeforeValidator(parse_duration), _DURATION_SCHEMA]
+def _duration(value: object, info: ValidationInfo) -> int:
+    """Seconds, from a spelling with a unit. A bare number in a spec has none: Slurm reads
+    ``--time=90`` as minutes, and read as seconds the job was killed after 90 s, so it is
+    refused there. Our own dumps read back (the load cache, the store's spec versions, a
+    snapshot's copy) hold whole seconds, and are not validated as written."""
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and written(info)
+        # .inf keeps its own message: a unit would not make it finite
+        and (isinstance(value, int) or math.isfinite(value))
+    ):
+        raise ValueError(_no_unit(value))
+    return parse_duration(value)
+
+
+def _no_unit(value: float) -> str:
+    if not 0 < value <= MAX_SECONDS:  # (an int too large for a float compares all the same)
+        return f"a bare number has no unit; {HINT}"
+    if float(value).is_integer():
+        n = int(value)
+        longer = format_duration(n * 60)
+        hint = f"{n}m or {n}s" if longer == f"{n}m" else f"{n}m, {n}s or {longer}"
+    else:
+        hint = HINT.removeprefix("write ")
+    return f"{value} has no unit (minutes? seconds?); write {hint}"
+
+
+Duration = Annotated[int, BeforeValidator(_duration), _DURATION_SCHEMA]
 PositiveDuration = Annotated[
-    int, BeforeValidator(parse_duration), AfterValidator(_positive), _DURATION_SCHEMA
+    int, BeforeValidator(_duration), AfterValidator(_positive), _DURATION_SCHEMA
 ]
 
 # ------------------------------------------------------------------ signals
@@ -162,6 +191,18 @@ def raise_all(found: list[ValueError], model: str) -> None:
 # schema and stand at their defaults (specs/broken_docs.py): checks across fields leave
 # them out rather than judge the default
 FAILED = "failed"
+
+
+# the validation context's key marking a document as people write it (a spec file read by
+# specs/loader.py), not one of our own dumps read back: only the former is held to the
+# spellings of the spec language where a dump differs (durations: whole seconds there)
+WRITTEN = "written"
+
+
+def written(info: ValidationInfo) -> bool:
+    """Whether the document being validated was written by people (see ``WRITTEN``)."""
+    context = info.context
+    return isinstance(context, dict) and context.get(WRITTEN) is True
 
 
 def failed_fields(info: ValidationInfo) -> frozenset[str]:

@@ -40,6 +40,7 @@ from specs.diagnostics import (
     dotted,
     sort_diagnostics,
 )
+from specs.fields import WRITTEN
 from specs.files import display, spec_files
 from specs.models import API_GROUP, API_VERSION, KINDS, Cluster, Department, Project, Workload
 from specs.validate import errors_of_duplicates, find_duplicates, validate
@@ -185,7 +186,9 @@ def _read_document(
     # 3. The schema of the kind; locs come back as camelCase aliases.
     model = KINDS[kind]
     try:
-        document = model.model_validate(value, by_alias=True, by_name=False)
+        document = model.model_validate(
+            value, by_alias=True, by_name=False, context={WRITTEN: True}
+        )
     except ValidationError as err:
         issues = describe_errors(err.errors(include_url=False), value, model)
         for issue in issues:

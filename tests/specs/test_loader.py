@@ -221,6 +221,39 @@ spec: {project: chem, walltime: 3x}
     )
 
 
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (workload(walltime=97), "spec.walltime"),
+        (workload(walltime="2h", checkpoint={"grace": 97}), "spec.checkpoint.grace"),
+        (workload(walltime="2h", checkpoint={"total": 97}), "spec.checkpoint.total"),
+        (project("p2", maxWalltime=97), "spec.maxWalltime"),
+        (project("p2", minRuntime=97), "spec.minRuntime"),
+        (project("p2", fairshare={"halfLife": 97}), "spec.fairshare.halfLife"),
+        (cluster("other", pools=[pool(maxWalltime=97)]), "spec.nodePools.0.maxWalltime"),
+    ],
+)
+def test_a_bare_number_is_not_a_duration(repo: Path, doc: dict[str, object], field: str) -> None:
+    """``walltime: 90`` was read as 90 seconds, where Slurm reads ``--time=90`` as 90
+    minutes: the job was killed 90 s after it started. A number without a unit is an error
+    in every duration field, which says what to write instead."""
+    path = write(repo, "d.yaml", dump(doc))
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "97")
+    assert found.field == field
+    assert found.message == "97 has no unit (minutes? seconds?); write 97m, 97s or 1h37m"
+
+
+@pytest.mark.parametrize(("value", "hint"), [("45", "45m or 45s"), ("1.5", "it like 90s, 45m")])
+def test_a_bare_number_names_the_unit_to_add(repo: Path, value: str, hint: str) -> None:
+    """A short number has no hours to spell out; a fraction is no whole number of either."""
+    head = "apiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: x}\n"
+    write(repo, "w.yaml", f"{head}spec: {{project: chem, walltime: {value}}}\n")
+    found = single(repo)
+    assert (found.line, found.column, found.field) == (4, 33, "spec.walltime")
+    assert found.message.startswith(f"{value} has no unit (minutes? seconds?); write {hint}")
+
+
 def test_bad_name(repo: Path) -> None:
     path = write(repo, "w.yaml", dump(workload("MD_run!")))
     found = single(repo)
@@ -607,6 +640,23 @@ def test_json_schema_has_the_four_kinds_in_camel_case() -> None:
     assert "gpus_per_node" not in text
     assert defs["Checkpoint"]["properties"]["grace"]["default"] == "10m"  # type: ignore[index]
     assert defs["Workload"]["additionalProperties"] is False  # type: ignore[index]
+
+
+def test_json_schema_types_every_duration_as_text() -> None:
+    """A bare number is no duration in a spec (it has no unit), so no schema may offer one."""
+    defs = json_schema()["$defs"]
+    fields = {
+        "WorkloadSpec": ["walltime"],
+        "Checkpoint": ["grace", "total"],
+        "ProjectSpec": ["maxWalltime", "minRuntime"],
+        "Fairshare": ["halfLife"],
+        "NodePool": ["maxWalltime"],
+    }
+    for model, names in fields.items():
+        for name in names:
+            field = defs[model]["properties"][name]  # type: ignore[index]
+            types = {option.get("type") for option in field.get("anyOf", [field])}
+            assert types <= {"string", "null"} and "string" in types, (model, name, types)
 
 
 def test_json_schema_references_resolve() -> None:
