@@ -75,6 +75,21 @@ def closest(word: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str
     return close[0] if close else None
 
 
+def edits(a: str, b: str) -> int:
+    """How many letters to insert, delete, replace or swap with a neighbour to turn ``a``
+    into ``b`` (optimal string alignment). For near misses of one fixed word, where
+    difflib's ratio favours long words sharing a prefix over a typo of a short one."""
+    before, row = list(range(len(b) + 1)), list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        earlier, before, row = before, row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            row[j] = min(before[j] + 1, row[j - 1] + 1, before[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], earlier[j - 2] + 1)
+    return row[len(b)]
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` to end a message about a key, kind or keyword; else ``""``."""
     guess = closest(word, candidates)

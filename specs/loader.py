@@ -38,6 +38,7 @@ from specs.diagnostics import (
     describe_errors,
     did_you_mean,
     dotted,
+    edits,
     sort_diagnostics,
 )
 from specs.fields import WRITTEN
@@ -139,7 +140,8 @@ def _read_document(
             ]
         )
 
-    # 1. Only mappings with apiVersion controlplane/... are ours; the rest belongs to other tools.
+    # 1. Only mappings with apiVersion controlplane/... are ours; the rest belongs to other
+    #    tools, but for near misses of our group: typos of ours.
     if not isinstance(value, dict):
         return skipped((), "not a controlplane document (no apiVersion)")
     api_version = value.get("apiVersion")
@@ -156,6 +158,10 @@ def _read_document(
             )
         return skipped((), "not a controlplane document (no apiVersion)")
     if not isinstance(api_version, str) or not api_version.startswith(f"{API_GROUP}/"):
+        if isinstance(api_version, str) and _near_ours(api_version):
+            message = f"unknown apiVersion {api_version!r}; did you mean {API_VERSION}?"
+            reason = "(too close to ours to skip as another tool's)"
+            return _DocumentOutcome(errors=[error(("apiVersion",), f"{message} {reason}")])
         return skipped(("apiVersion",), f"apiVersion {api_version!r} belongs to another tool")
 
     # 2. Our document from here on: every problem is an error.
@@ -204,6 +210,15 @@ def _read_document(
         line=line, column=column, document=document, digest=cache.document_digest(document)
     )
     return _DocumentOutcome(placed=placed, errors=errors)
+
+
+def _near_ours(api_version: str) -> bool:
+    """Whether an apiVersion not ours is a typo of ours rather than another tool's: its
+    group within two edits of ours, in any case. Skipped as foreign, a typo on a running
+    workload had it pruned by the next apply; Kueue's ``kueue.x-k8s.io`` or Cluster API's
+    ``controlplane.cluster.x-k8s.io`` are far from it."""
+    group = api_version.partition("/")[0].lower()
+    return abs(len(group) - len(API_GROUP)) <= 2 and edits(group, API_GROUP) <= 2
 
 
 def _read_bounded(path: Path, shown: str, budget: int, errors: list[Diagnostic]) -> bytes | None:

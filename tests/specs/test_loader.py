@@ -481,6 +481,52 @@ def test_foreign_documents_are_skipped_with_a_warning(repo: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("api_version", "kind"),
+    [
+        ("contolplane/v1", "Workload"),
+        ("controlpalne/v1", "Workload"),
+        ("ControlPlane/v1", "Project"),
+        ("controlplane", "Workload"),
+        ("controlplanev1", "Cluster"),
+        ("contolplane/v1", "Deployment"),
+    ],
+)
+def test_a_near_miss_of_our_api_version_is_an_error(
+    repo: Path, api_version: str, kind: str
+) -> None:
+    """``apiVersion: contolplane/v1`` on a running workload was skipped as another tool's
+    document with a warning only: validate passed and the next apply pruned the workload.
+    A group that close to ours is a typo of it, whatever the kind."""
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: md-run}}\n"
+    write(repo, "w.yaml", text + "spec: {project: chem, gpus: 4}\n")
+    assert str(single(repo)) == (
+        f"w.yaml:1:13: error: apiVersion: unknown apiVersion '{api_version}'; "
+        "did you mean controlplane/v1? (too close to ours to skip as another tool's)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"),
+    [
+        ("kueue.x-k8s.io/v1beta1", "Workload"),
+        ("cluster.x-k8s.io/v1beta1", "Cluster"),
+        ("controlplane.cluster.x-k8s.io/v1beta1", "KubeadmControlPlane"),
+        ("batch/v1", "Job"),
+    ],
+)
+def test_other_tools_documents_of_our_kinds_are_still_skipped(
+    repo: Path, api_version: str, kind: str
+) -> None:
+    """Kueue has a Workload, Cluster API a Cluster (and a controlplane.cluster.x-k8s.io
+    group): far from ours, they stay other tools' documents."""
+    write(repo, "w.yaml", f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\n")
+    assert [str(w) for w in load_specs(repo).warnings] == [
+        f"w.yaml:1:13: warning: apiVersion: apiVersion '{api_version}' belongs to another "
+        "tool; document skipped"
+    ]
+
+
 def test_foreign_documents_may_break_our_rules(repo: Path) -> None:
     write(repo, "k8s.yaml", "apiVersion: v1\nkind: ConfigMap\ndata: {a: 1, a: 2}\nx: !Secret y\n")
     assert len(load_specs(repo).warnings) == 1
