@@ -13,16 +13,17 @@ the loader then resolves to the field's own line and column.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 
 from specs.checking import CheckContext
 from specs.desired import DesiredState, Document, SourceRef
 from specs.diagnostics import Diagnostic, name_hint, sort_diagnostics
 from specs.durations import format_duration
+from specs.fit import gpu_memory, shortfalls
+from specs.gangs import check_gangs
 from specs.hierarchy import department_cycles
 from specs.kubernetes import check_kubernetes
-from specs.models import Cluster, NodePool, QuotaSpec, Workload
+from specs.models import QuotaSpec, Workload
 from specs.promises import check_capacity, check_non_preemptible_demand, check_overcommitted
 
 __all__ = ["errors_of_duplicates", "find_duplicates", "validate"]
@@ -45,6 +46,7 @@ def validate(
         *check_kubernetes(desired, ctx.at),
         *_check_workloads(ctx),
         *check_non_preemptible_demand(ctx),
+        *check_gangs(ctx),
         *check_capacity(ctx),
         *check_overcommitted(ctx),
     ]
@@ -314,7 +316,7 @@ def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
 
 def _fits(ctx: CheckContext, workload: Workload, known: dict[tuple[object, ...], bool]) -> bool:
     """Whether some pool can hold a replica, worked out once per distinct ask (the fields
-    ``_shortfalls`` reads): thousands of workloads ask alike."""
+    ``shortfalls`` reads): thousands of workloads ask alike."""
     spec = workload.spec
     ask = (
         None if spec.clusters is None else tuple(spec.clusters),
@@ -326,62 +328,11 @@ def _fits(ctx: CheckContext, workload: Workload, known: dict[tuple[object, ...],
     )
     if ask not in known:
         known[ask] = any(
-            not _shortfalls(workload, cluster, pool)
+            not shortfalls(workload, cluster, pool)
             for cluster in ctx.desired.clusters.values()
             for pool in cluster.spec.node_pools
         )
     return known[ask]
-
-
-@dataclass(frozen=True)
-class _Shortfall:
-    field: str
-    reason: str
-
-
-def _shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[_Shortfall]:
-    """Why one replica of ``workload`` can never run on a node of ``pool``."""
-    spec = workload.spec
-    gpu = cluster.spec.gpu_types.get(pool.gpu_type)
-    out = []
-    if spec.clusters is not None and cluster.metadata.name not in spec.clusters:
-        out.append(
-            _Shortfall("spec.clusters", f"cluster '{cluster.metadata.name}' is not in clusters")
-        )
-    if spec.node_pools is not None and pool.name not in spec.node_pools:
-        out.append(_Shortfall("spec.nodePools", f"pool '{pool.name}' is not in nodePools"))
-    if spec.gpu_types is not None and pool.gpu_type not in spec.gpu_types:
-        out.append(_Shortfall("spec.gpuTypes", f"gpuType '{pool.gpu_type}' is not in gpuTypes"))
-    need_memory = spec.min_gpu_memory_gib
-    if need_memory is not None and (gpu is None or gpu.memory_gib < need_memory):
-        has = f"{gpu.memory_gib:g} GiB" if gpu is not None else "unknown memory"
-        out.append(
-            _Shortfall(
-                "spec.minGpuMemoryGiB",
-                f"its GPUs have {has}, below minGpuMemoryGiB {need_memory:g}",
-            )
-        )
-    if pool.gpus_per_node < spec.gpus:
-        out.append(
-            _Shortfall(
-                "spec.gpus",
-                f"it has {pool.gpus_per_node} GPUs per node, fewer than the "
-                f"{spec.gpus} each replica needs",
-            )
-        )
-    if (
-        spec.walltime is not None
-        and pool.max_walltime is not None
-        and spec.walltime > pool.max_walltime
-    ):
-        out.append(
-            _Shortfall(
-                "spec.walltime",
-                f"its maxWalltime {format_duration(pool.max_walltime)} is shorter than "
-                f"walltime {format_duration(spec.walltime)}",
-            )
-        )
-    return out
 
 
 # the fields by which a workload chooses pools, rather than asks of them
@@ -400,14 +351,14 @@ def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnost
             len(reasons),
             -min(pool.max_walltime or walltime, walltime),
             -pool.gpus_per_node,
-            -_memory(cluster, pool),
+            -gpu_memory(cluster, pool),
             cluster.metadata.name,
             pool.name,
             reasons,
         )
         for cluster in ctx.desired.clusters.values()
         for pool in cluster.spec.node_pools
-        for reasons in [_shortfalls(workload, cluster, pool)]
+        for reasons in [shortfalls(workload, cluster, pool)]
     ]
     spec = workload.spec
     need = f"one replica needs {spec.gpus} GPU{'s' if spec.gpus != 1 else ''} on one node"
@@ -426,8 +377,3 @@ def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnost
             f"{cluster_name}/{pool_name}, but {why}",
         )
     ]
-
-
-def _memory(cluster: Cluster, pool: NodePool) -> float:
-    gpu = cluster.spec.gpu_types.get(pool.gpu_type)
-    return gpu.memory_gib if gpu is not None else 0.0

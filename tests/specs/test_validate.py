@@ -513,6 +513,79 @@ def test_non_preemptible_workload_over_deserved_is_a_warning(repo: Path) -> None
     )
 
 
+def test_a_gang_above_its_projects_limit_is_a_warning(repo: Path) -> None:
+    """A preemptible gang of 5 x 8 GPUs under a project limit of 32 was planned as an
+    ordinary ``over-limit`` wait, whose remedy (wait for other work of the project to
+    finish) can never help, and ``cp validate`` said nothing. It can never start."""
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(),
+        project(department="science", limit=24),
+    )
+    write(repo, "w.yaml", workload("big-gang", gpus=8, replicas=4))
+    (warning,) = load_specs(repo).warnings
+    assert (warning.severity, warning.field) == ("warning", "spec.replicas")
+    assert where(warning) == at(repo / "w.yaml", "replicas: 4", offset=len("replicas: "))
+    assert warning.message.startswith(
+        "this workload needs 32 GPUs at once (gpus x replicas) but project 'chem' may hold "
+        "at most 24 (quota.limit): it can never start"
+    ), warning.message
+    assert "shrink it" in warning.message and "raise that limit" in warning.message
+
+
+def test_an_elastic_gang_above_a_departments_limit_is_a_warning(repo: Path) -> None:
+    """The minimum of an elastic gang is what must fit; a limit on any level above counts."""
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(gpus=8, limit=12),
+        project(department="science"),
+    )
+    write(
+        repo,
+        "w.yaml",
+        workload("elastic", gpus=4, replicas=6, minReplicas=4),
+        workload("fits", gpus=4, replicas=6, minReplicas=3),  # grows beyond: fine
+    )
+    (warning,) = load_specs(repo).warnings
+    assert (warning.field, where(warning)) == (
+        "spec.minReplicas",
+        at(repo / "w.yaml", "minReplicas: 4", offset=len("minReplicas: ")),
+    )
+    assert warning.message.startswith(
+        "this workload needs 16 GPUs at once (gpus x minReplicas) but department 'science', "
+        "above project 'chem', may hold at most 12 (quota.limit): it can never start"
+    ), warning.message
+
+
+def test_a_gang_bigger_than_every_pool_it_may_use_is_a_warning(repo: Path) -> None:
+    """A gang is placed inside one pool: 9 x 4 v100 GPUs never fit 8 nodes of 4."""
+    org(repo, workload("wide", gpus=4, replicas=9, gpuTypes=["v100"]))
+    (warning,) = load_specs(repo).warnings
+    assert (warning.severity, warning.field) == ("warning", "spec.replicas")
+    assert warning.message.startswith(
+        "this workload needs 36 GPUs at once (gpus x replicas) inside one node pool, but the "
+        "largest it may use, rivanna/v100, has 32 (8 nodes x 4): it can never start"
+    ), warning.message
+
+
+def test_no_gang_warning_when_a_pool_does_not_declare_its_nodes(repo: Path) -> None:
+    """Real clusters need not declare ``nodes``: their size is observed, not known here."""
+    unknown = [pool(), pool("v100", gpu_type="v100", gpus_per_node=4, nodes=0)]
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", adapter="slurm", pools=unknown),
+        department(),
+        project(department="science"),
+    )
+    write(repo, "w.yaml", workload("wide", gpus=4, replicas=9, gpuTypes=["v100"]))
+    assert load_specs(repo).warnings == []
+
+
 # ----------------------------------------------------------------------- one error, not a cascade
 
 
