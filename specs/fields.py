@@ -83,6 +83,24 @@ MAX_RANK = 1_000_000
 GpuCount = Annotated[int, Field(ge=0, le=MAX_GPUS_PER_NODE)]
 NodeCount = Annotated[int, Field(ge=0, le=MAX_NODES_PER_POOL)]
 Replicas = Annotated[int, Field(ge=1, le=MAX_REPLICAS)]
+
+
+def _some_gpus(count: int) -> int:
+    if count < 1:
+        raise ValueError(
+            "a node pool needs at least 1 GPU per node: pools are GPU nodes, and no workload "
+            "asking for GPUs could run on this one (leave nodes without GPUs out of the specs)"
+        )
+    return count
+
+
+# a pool's nodes: GPU nodes by definition (a workload of gpus: 0 runs beside GPU work on them)
+PoolGpus = Annotated[
+    int,
+    Field(ge=0, le=MAX_GPUS_PER_NODE),
+    AfterValidator(_some_gpus),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_GPUS_PER_NODE}),
+]
 QuotaGpus = Annotated[int, Field(ge=0, le=MAX_QUOTA)]
 Rank = Annotated[int, Field(ge=-MAX_RANK, le=MAX_RANK)]
 Weight = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]

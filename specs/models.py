@@ -31,6 +31,7 @@ from specs.fields import (
     GpuCount,
     Name,
     NodeCount,
+    PoolGpus,
     PositiveDuration,
     QuotaGpus,
     Rank,
@@ -83,7 +84,7 @@ class GpuType(SpecModel):
 class NodePool(SpecModel):
     name: Name
     gpu_type: Name
-    gpus_per_node: GpuCount
+    gpus_per_node: PoolGpus
     nodes: NodeCount = Field(default=0, description="node count; used only by the simulator")
     partition: Text | None = None
     max_walltime: PositiveDuration | None = None

@@ -204,6 +204,19 @@ def test_wrong_type(repo: Path) -> None:
     assert found.message == "expected a whole number, got 'eight'"
 
 
+def test_a_pool_without_gpus_is_an_error_on_the_pool(repo: Path) -> None:
+    """``gpusPerNode: 0`` was accepted, and the errors landed on every workload that
+    could not fit it. Pools are GPU nodes (CPU-only *workloads* run on them): a pool of
+    none is an error of its own, at the pool."""
+    path = write(repo, "c.yaml", dump(cluster("other", pools=[pool(gpus_per_node=0)])))
+    found = single(repo)
+    assert (found.line, found.column) == position(path, "gpusPerNode: 0", offset=13)
+    assert found.field == "spec.nodePools.0.gpusPerNode"
+    assert found.message.startswith("a node pool needs at least 1 GPU per node")
+    schema = json_schema()["$defs"]["NodePool"]["properties"]["gpusPerNode"]  # type: ignore[index]
+    assert schema["minimum"] == 1
+
+
 def test_bad_duration_carries_the_hint(repo: Path) -> None:
     write(
         repo,
