@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from controlplane.plan import Plan, QueueStatus
+from solvers.order import job_id_order
 from specs.actions import Action, Pending, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.models import total_quota
@@ -53,7 +54,7 @@ class WorkloadRow:
     pool: str | None
     job: str | None
     nodes: list[str]
-    since: datetime | None  # started (running), queued (waiting), or None
+    since: datetime | None  # started (running), queued (waiting), ended (completed), or None
     reason: Reason | None  # why it waits, from the plan
     next: Action | None  # what the plan does to it
 
@@ -133,7 +134,11 @@ def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[Wor
             and key not in actions
             and any(j.state.value == "COMPLETED" for _, j in jobs)
         ):
-            state = "completed"
+            state = "completed"  # the job that completed, since it ended
+            cluster, job = max(
+                ((c, j) for c, j in jobs if j.state.value == "COMPLETED"),
+                key=lambda cj: job_id_order(cj[1].id),
+            )
         else:
             state = "pending"
         step = actions.get(key)
@@ -151,12 +156,18 @@ def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[Wor
                 pool=_pool(snapshot, cluster, job) or (step.pool if step else None),
                 job=job.id if job is not None else None,
                 nodes=sorted({r.node for r in job.replicas if r.node}) if job is not None else [],
-                since=(job.started_at or job.submitted_at) if job is not None else queued.get(key),
+                since=_since(state, job) if job is not None else queued.get(key),
                 reason=why.reason if why is not None else None,
                 next=step,
             )
         )
     return rows
+
+
+def _since(state: str, job: Job) -> datetime | None:
+    if state == "completed":
+        return job.ended_at
+    return job.started_at or job.submitted_at
 
 
 def _pool(snapshot: Snapshot, cluster: str | None, job: Job | None) -> str | None:

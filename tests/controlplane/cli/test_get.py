@@ -97,6 +97,14 @@ def test_every_workload_state(world: tuple[Path, Path], capsys: Capsys) -> None:
     small = rows["bio/small"]
     assert small["next"]["op"] == "submit" and small["since"] == "2026-11-22T09:50:00+00:00"
     assert rows["chem/queued"]["reason"]["code"] == "submitted"
+    # a completed workload: the job that completed and when (its `since` was the store's
+    # queue entry, or the observation that saw it, and its job null: user trial)
+    done = rows["chem/done"]
+    assert (done["job"], done["cluster"], done["since"]) == (
+        "13",
+        "sim",
+        "2026-11-22T09:30:00+00:00",
+    )
 
 
 def test_filters(world: tuple[Path, Path], capsys: Capsys) -> None:
