@@ -29,7 +29,7 @@ from rich.console import Console
 
 from benchmarks.busy import busy_org, write_org
 from benchmarks.stages import STAGES, Stopwatch
-from controlplane import collector, workflow
+from controlplane import collector, statefiles
 from controlplane.cli.views.markdown import plan_markdown
 from controlplane.cli.views.plan import print_plan
 from controlplane.plan import Plan, shrinks
@@ -90,7 +90,7 @@ def measure(
         cache = Path(tmp) / "cache"
         _, size.load_cold = _timed(lambda: _load(specs, cache))
         loaded, size.load_warm = _timed(lambda: _load(specs, cache))
-        snap, size.snapshot = _timed(lambda: workflow.read_snapshot(observed))
+        snap, size.snapshot = _timed(lambda: statefiles.read_snapshot(observed))
         for search in searches:
             runs = [
                 _plan(loaded.desired, snap, POLICIES[search](cap))
@@ -176,7 +176,7 @@ def _memory_child(specs: Path, cache: Path, observed: Path, search: str, cap: fl
     peaks: dict[str, float] = {}
     loaded = _load(specs, cache)
     peaks["load specs"] = tracemalloc.get_traced_memory()[1] / 2**20
-    snap = workflow.read_snapshot(observed)
+    snap = statefiles.read_snapshot(observed)
     with _PeakWatch(peaks).active(), collector.planning():
         made = plan(
             loaded.desired, snap, now=snap.now, policy=POLICIES[search](cap), clock=time.monotonic

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchmarks.busy import busy_org, write_org
 from controlplane.reconcile import plan
-from controlplane.workflow import read_snapshot
+from controlplane.statefiles import read_snapshot
 from solvers.kai.disruption import PROGRESS_EVERY
 from specs.loader import load_specs
 

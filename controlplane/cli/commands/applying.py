@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from controlplane import workflow
+from controlplane import statefiles, workflow
 from controlplane.apply import ActionOutcome
 from controlplane.cli import interrupts
 from controlplane.cli.app import (
@@ -153,7 +153,7 @@ def apply(
             spec_dir = spec_dir or Path(".")
             if not target.exists():
                 raise PlanNotFoundError(f"no plan file {target}")
-            plan = workflow.read_plan(target)
+            plan = statefiles.read_plan(target)
             loaded = load(spec_dir)
             unknown = sorted({a.cluster for a in plan.actions} - set(loaded.desired.clusters))
             if unknown:  # before anything is opened: a plan file applied from the wrong folder
@@ -185,8 +185,8 @@ def _apply_to_snapshot(plan_file: Path, snapshot_file: Path, as_json: bool) -> N
 
     if not plan_file.is_file():
         raise PlanNotFoundError(f"no plan file {plan_file} (what-if apply takes a plan file)")
-    plan = workflow.read_plan(plan_file)
-    snap = workflow.read_snapshot(snapshot_file)
+    plan = statefiles.read_plan(plan_file)
+    snap = statefiles.read_snapshot(snapshot_file)
     if observed_digest(snap) != plan.observed_digest:
         raise StalePlanError(f"plan {plan.id} was not made against {snapshot_file}")
     sims = {c.name: SimulatedCluster(c) for c in snap.clusters}

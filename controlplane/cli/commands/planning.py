@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from controlplane import workflow
+from controlplane import statefiles, workflow
 from controlplane.apply import holding_lease
 from controlplane.basespecs import base_specs, unloadable_base
 from controlplane.cli.app import (
@@ -303,7 +303,7 @@ def cost(
     if workload not in loaded.desired.workloads:
         raise WorkloadNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")
     if observed is not None:
-        snap = workflow.read_snapshot(observed)
+        snap = statefiles.read_snapshot(observed)
         when, adapters = (workflow.resolve_now(now) if now is not None else snap.now), None
     else:
         when = workflow.resolve_now(now)

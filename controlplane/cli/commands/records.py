@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from controlplane import workflow
+from controlplane import statefiles, workflow
 from controlplane.cli.app import (
     DbOpt,
     DirAfterArg,
@@ -125,7 +125,7 @@ def show(
     spec_dir = spec_dir_of(given_dir, dir_option)
     path = Path(plan_ref)
     store = workflow.open_store(spec_dir, db, reading=True)
-    plan = workflow.read_plan(path) if path.is_file() else store.get_plan(plan_ref)
+    plan = statefiles.read_plan(path) if path.is_file() else store.get_plan(plan_ref)
     if plan is None:
         raise PlanNotFoundError(f"no stored plan matches {plan_ref!r} (see `cp history`)")
     rows = store.actions(plan.id)
