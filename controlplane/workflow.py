@@ -9,7 +9,9 @@ Who writes what:
 
 - :func:`build_plan` (``cp plan``, status, explain) observes read-only: the clusters, the
   simulator's state and the store's scheduling memory are left as they were, whatever
-  ``--now`` says; the plan itself is stored (``cp show`` finds it).
+  ``--now`` says; the plan itself is stored (``cp show`` finds it): ``cp plan`` starts
+  a spec repo's store for it, status and explain keep it only in a store that is there.
+  No command that only reads creates a database (:func:`open_store`).
 - :func:`apply_specs` and :func:`apply_saved` (``cp apply``, ``cp watch --auto-approve``)
   take the apply lease first, then observe (recording queue times, usage, completions,
   failures), plan or check the saved plan against the clusters, and act; the lease is
@@ -89,19 +91,30 @@ def open_store(
     *,
     init: bool = False,
     reading: bool = False,
+    noting: bool = False,
     now: datetime | None = None,
 ) -> Store:
-    """``--db`` when given, else SQLite under ``spec_dir/.cp/``; ``reading`` (a command that
-    only reads, or notes its plan) without ``.cp/``: an empty store in memory, so a folder
-    without specs (a command run in the wrong place) is left as it was. ``now``
-    (``--now``): what is recorded happens at that time, as the plan and the clusters see
-    it, not on the wall clock."""
-    from controlplane.store import Store, default_url  # sqlalchemy, only once a store is opened
+    """``--db`` when given, else SQLite under ``spec_dir/.cp/``; a ``spec_dir`` that is not
+    there is refused (a typo must not read as an empty history).
 
-    if db:
+    ``reading`` (a command that only reads: history, show, status, get, usage, explain,
+    cost) creates no database: a SQLite file that is not there is an empty store in memory
+    (:meth:`Store.absent`), so a folder without specs is left as it was and a deleted store
+    is not replaced by an empty one. ``noting`` (``cp plan``, which keeps its plan record)
+    starts the store of a spec repo (``.cp/`` exists) and without one has it in memory too.
+    ``now`` (``--now``): what is recorded happens at that time, as the plan and the
+    clusters see it, not on the wall clock."""
+    from controlplane.store import Store, default_url, sqlite_file  # sqlalchemy, only here
+
+    if not spec_dir.is_dir():
+        raise ControlPlaneError(f"{spec_dir} is not a directory of specs")
+    file = sqlite_file(db or default_url(spec_dir))
+    if reading and file is not None and not file.exists() and (not db or file.parent.is_dir()):
+        store = Store.absent(file)  # (--db in a folder that is not there: refused below)
+    elif db:
         store = Store(db, init=init)
-    elif reading and not (spec_dir / ".cp").is_dir():
-        store = Store("sqlite://", init=True)
+    elif noting and file is not None and not (spec_dir / ".cp").is_dir():
+        store = Store.absent(file)
     else:
         store = Store(default_url(spec_dir), init=init, create_dir=True)
         state_dir(spec_dir)
@@ -133,19 +146,21 @@ def survey(
     db: str | None = None,
     forecast: bool = False,
     policy: Policy = DEFAULT_POLICY,
+    noting: bool = False,
 ) -> Survey:
     """Observe ``spec_dir``'s clusters read-only (or read a snapshot file) and plan for it;
     nothing is written anywhere.
 
     ``forecast``: ask the clusters for fan-out candidates' start estimates (never with
-    ``observed``: a snapshot file has no cluster behind it)."""
+    ``observed``: a snapshot file has no cluster behind it). ``noting``: the plan is to be
+    kept (``cp plan``), in a store started for it if need be (see :func:`open_store`)."""
     if observed is not None:
         snap = read_snapshot(observed)
         when = resolve_now(now) if now is not None else snap.now
         plan = _plan(spec_dir, loaded, snap, when, None, policy)
         return Survey(carried_over(loaded.desired, snap), plan, None)
     when = resolve_now(now)
-    store = open_store(spec_dir, db, reading=True)
+    store = open_store(spec_dir, db, reading=not noting, noting=noting)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
     snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = _plan(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
@@ -165,8 +180,9 @@ def build_plan(
     keep: bool = True,
 ) -> Plan:
     """Plan ``spec_dir`` against the clusters (observed now, read-only) or a snapshot file
-    (see :func:`survey`). A plan made against the clusters is stored when ``keep`` (``cp
-    show`` finds it; a watch that does not apply keeps none); nothing else is written."""
+    (see :func:`survey`). A plan made against the clusters is stored when ``keep``, the
+    store started for it if need be (``cp show`` and ``cp apply --reviewed`` find it; a
+    watch that does not apply keeps none); nothing else is written."""
     return plan_and_snapshot(
         spec_dir,
         loaded,
@@ -176,6 +192,7 @@ def build_plan(
         forecast=forecast,
         policy=policy,
         keep=keep,
+        noting=keep,
     )[0]
 
 
@@ -189,10 +206,20 @@ def plan_and_snapshot(
     forecast: bool = False,
     policy: Policy = DEFAULT_POLICY,
     keep: bool = True,
+    noting: bool = False,
 ) -> tuple[Plan, Snapshot]:
-    """:func:`build_plan`, and the snapshot it was made against (where things run now)."""
+    """:func:`build_plan`, and the snapshot it was made against (where things run now);
+    kept only in a store that is there unless ``noting`` (``cp status`` notes its plan,
+    and creates no database for it)."""
     found = survey(
-        spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
+        spec_dir,
+        loaded,
+        observed=observed,
+        now=now,
+        db=db,
+        forecast=forecast,
+        policy=policy,
+        noting=noting,
     )
     if found.store is not None:
         with found.store:
@@ -222,7 +249,7 @@ def plan_change(
         when = resolve_now(now) if now is not None else snap.now
     else:
         when = resolve_now(now)
-        store = open_store(spec_dir, db, reading=True)
+        store = open_store(spec_dir, db, noting=True)
         desired = _union_clusters(loaded, base.loaded)
         adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
         snap = observe(desired, adapters, when, store, record=False)

@@ -3,8 +3,8 @@
 :mod:`~controlplane.store.chain` the tamper-evident history, and
 :mod:`~controlplane.store.store` the :class:`Store` that reads and writes them."""
 
-from controlplane.store.database import default_url
+from controlplane.store.database import default_url, sqlite_file
 from controlplane.store.store import Store
 from controlplane.store.tables import ActionRow, PlaceholderRow, PlanRow
 
-__all__ = ["ActionRow", "PlaceholderRow", "PlanRow", "Store", "default_url"]
+__all__ = ["ActionRow", "PlaceholderRow", "PlanRow", "Store", "default_url", "sqlite_file"]

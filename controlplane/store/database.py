@@ -44,6 +44,12 @@ def default_url(spec_dir: Path) -> str:
     return f"sqlite:///{(spec_dir / '.cp' / 'controlplane.db').resolve()}"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (None: another database, or one in memory), so that a
+    command that only reads can tell a store that is not there before it makes one."""
+    return _sqlite_path(_parse(url))
+
+
 class Database:
     """An engine on a checked URL, with its schema verified (or created, or migrated)."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import Engine
 
@@ -38,6 +39,17 @@ class Store(History, Leases, Runs, SchedulingState, Versions):
         file may be created (only the default store under the spec repo's ``.cp/``)."""
         self.db = Database(url, init=init, create_dir=create_dir)
         self.clock: Callable[[], datetime] = utcnow  # history's times; see ``at``
+        self.missing: Path | None = None  # see ``absent``
+
+    @classmethod
+    def absent(cls, path: Path) -> Store:
+        """An empty store in memory in place of the SQLite file ``path``, which is not there:
+        what a command that only reads is given, so that it creates no database (a folder
+        without specs is left as it was; a deleted store is not silently replaced by an
+        empty one, which would then verify as intact). ``missing`` names the file."""
+        store = cls("sqlite://", init=True)
+        store.missing = path
+        return store
 
     def close(self) -> None:
         """Close the database's pooled connections (the engine stays, one per database

@@ -29,7 +29,7 @@ from controlplane.cli.views.history import history_json, print_history
 from controlplane.cli.views.markdown import plan_markdown
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.cli.views.words import counted
-from controlplane.errors import ControlPlaneError, PlanNotFoundError
+from controlplane.errors import ControlPlaneError, PlanNotFoundError, StoreError
 from specs.diagnostics import SpecError
 from specs.renames import names_of
 
@@ -56,6 +56,12 @@ def history(
     """Who did what to which workload, when, and why (applied actions, newest first)."""
     store = workflow.open_store(spec_dir, db, reading=True)
     if verify:
+        if store.missing is not None:  # nothing to verify is no proof of an intact history
+            raise StoreError(
+                f"no store to verify: {store.missing} does not exist (deleted, or nothing was "
+                "ever planned or applied here); restore it from a backup, or point --db at "
+                "the store to check"
+            )
         verdict = store.verify()
         if as_json:
             sys.stdout.write(
