@@ -5,7 +5,8 @@ record in one chain: it carries the hash of the record before it, and its own ha
 that and its content. Editing a record changes its hash; deleting one breaks the link of
 the next; editing the current-state tables (``actions``, a plan's ``status``) makes them
 disagree with the events they were derived from. :func:`check` walks the chain and names
-the first record that does not hold. It proves tampering afterwards, not prevents it: a
+the first record that does not hold, :func:`state_problem` the first row of current
+state that disagrees. It proves tampering afterwards, not prevents it: a
 person who can rewrite the whole database can rewrite the chain too, so the head hash is
 worth keeping elsewhere (``cp history --verify`` prints it).
 
@@ -19,6 +20,12 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from controlplane.plan import Plan
+
+if TYPE_CHECKING:  # rows, read here; the tables are the store's
+    from controlplane.store.tables import ActionRow, EventRow, PlanRow
 
 GENESIS = "0" * 64
 
@@ -133,3 +140,56 @@ def check(records: Iterable[Record], head: tuple[int, str] | None) -> Verdict:
             "from its end",
         )
     return Verdict(count, prev_hash)
+
+
+def state_problem(
+    plans: Iterable[PlanRow], events: Iterable[EventRow], actions: Iterable[ActionRow]
+) -> str | None:
+    """The first row of current state (a plan's status, an action's row) that disagrees
+    with the records it comes from: the stored plan and the events of the chain."""
+    latest: dict[tuple[str, int | None], EventRow] = {}
+    for e in sorted(events, key=lambda e: e.chain_seq):
+        latest[e.plan_id, e.seq] = e
+    bodies = {p.id: p for p in plans}
+    for p in sorted(bodies.values(), key=lambda p: p.chain_seq or 0):
+        last = latest.get((p.id, None))
+        if p.status != (last.status if last else "planned"):
+            return f"plan {p.id}: its status {p.status!r} is not what its events say"
+    planned: dict[tuple[str, int], dict[str, object]] = {}
+    for p in bodies.values():
+        for seq, action in enumerate(Plan.from_json(p.body).execution_order()):
+            planned[p.id, seq] = {
+                "op": action.op.value,
+                "workload": action.workload,
+                "cluster": action.cluster,
+                "reason_code": action.reason.code.value,
+                "reason": action.reason.message,
+            }
+    actions = list(actions)
+    rows = {(a.plan_id, a.seq) for a in actions}
+    missing = sorted(k for k in planned if k not in rows)
+    if missing:
+        plan_id, seq = missing[0]
+        what = planned[plan_id, seq]
+        return (
+            f"action {seq} of plan {plan_id} ({what['op']} {what['workload']}): the stored "
+            "plan has it, and its row is gone"
+        )
+    for a in sorted(actions, key=lambda a: (a.plan_id, a.seq)):
+        if a.plan_id not in bodies:
+            continue  # a plan from before the chain (schema 1)
+        name = f"action {a.seq} of plan {a.plan_id} ({a.op} {a.workload})"
+        written = {
+            "op": a.op,
+            "workload": a.workload,
+            "cluster": a.cluster,
+            "reason_code": a.reason_code,
+            "reason": a.reason,
+        }
+        if planned.get((a.plan_id, a.seq)) != written:
+            return f"{name}: it differs from the stored plan ({json.dumps(written)[:120]})"
+        last = latest.get((a.plan_id, a.seq))
+        status, job = (last.status, last.job) if last else ("pending", None)
+        if a.status != status or (job is not None and a.job != job):
+            return f"{name}: its state {a.status!r} (job {a.job}) is not what its events say"
+    return None

@@ -16,7 +16,6 @@ tags; and a plan left ``applying`` by a process that is gone is closed as
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 
@@ -329,7 +328,7 @@ class History:
         verdict = chain.check(records, _parse_head(head.value) if head else None)
         if not verdict.ok:
             return verdict
-        problem = _state_problem(plans, events, actions)
+        problem = chain.state_problem(plans, events, actions)
         return chain.Verdict(verdict.records, verdict.head, problem)
 
 
@@ -396,55 +395,3 @@ def _event_name(e: EventRow) -> str:
 def _utc(dt: datetime) -> datetime:
     """In UTC: the chain hashes times as UTC (SQLite gives them back without a zone)."""
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
-
-
-def _state_problem(
-    plans: Iterable[PlanRow], events: Iterable[EventRow], actions: Iterable[ActionRow]
-) -> str | None:
-    """The first row of current state that disagrees with the records it comes from."""
-    latest: dict[tuple[str, int | None], EventRow] = {}
-    for e in sorted(events, key=lambda e: e.chain_seq):
-        latest[e.plan_id, e.seq] = e
-    bodies = {p.id: p for p in plans}
-    for p in sorted(bodies.values(), key=lambda p: p.chain_seq or 0):
-        last = latest.get((p.id, None))
-        if p.status != (last.status if last else "planned"):
-            return f"plan {p.id}: its status {p.status!r} is not what its events say"
-    planned: dict[tuple[str, int], dict[str, object]] = {}
-    for p in bodies.values():
-        for seq, action in enumerate(Plan.from_json(p.body).execution_order()):
-            planned[p.id, seq] = {
-                "op": action.op.value,
-                "workload": action.workload,
-                "cluster": action.cluster,
-                "reason_code": action.reason.code.value,
-                "reason": action.reason.message,
-            }
-    actions = list(actions)
-    rows = {(a.plan_id, a.seq) for a in actions}
-    missing = sorted(k for k in planned if k not in rows)
-    if missing:
-        plan_id, seq = missing[0]
-        what = planned[plan_id, seq]
-        return (
-            f"action {seq} of plan {plan_id} ({what['op']} {what['workload']}): the stored "
-            "plan has it, and its row is gone"
-        )
-    for a in sorted(actions, key=lambda a: (a.plan_id, a.seq)):
-        if a.plan_id not in bodies:
-            continue  # a plan from before the chain (schema 1)
-        name = f"action {a.seq} of plan {a.plan_id} ({a.op} {a.workload})"
-        written = {
-            "op": a.op,
-            "workload": a.workload,
-            "cluster": a.cluster,
-            "reason_code": a.reason_code,
-            "reason": a.reason,
-        }
-        if planned.get((a.plan_id, a.seq)) != written:
-            return f"{name}: it differs from the stored plan ({json.dumps(written)[:120]})"
-        last = latest.get((a.plan_id, a.seq))
-        status, job = (last.status, last.job) if last else ("pending", None)
-        if a.status != status or (job is not None and a.job != job):
-            return f"{name}: its state {a.status!r} (job {a.job}) is not what its events say"
-    return None
