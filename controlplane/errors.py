@@ -3,6 +3,7 @@
     ControlPlaneError
     ├── StalePlanError       the clusters moved on since the plan was made: plan again
     ├── PlanNotFoundError    no plan file or stored plan by that name
+    │   └── AmbiguousPlanError  a prefix that several stored plans' ids begin with
     ├── WorkloadNotFoundError no workload by that name in the specs
     ├── ApplyError           some actions failed; what ran is recorded, a rerun resumes
     ├── LeaseHeldError       another reconciler is applying right now
@@ -26,6 +27,21 @@ class StalePlanError(ControlPlaneError):
 
 class PlanNotFoundError(ControlPlaneError):
     pass
+
+
+class AmbiguousPlanError(PlanNotFoundError):
+    """``ref`` names no one plan: it begins the ids of each of ``ids`` (sorted)."""
+
+    SHOWN = 10  # ids listed in the message; a one-character prefix may match hundreds
+
+    def __init__(self, ref: str, ids: list[str]) -> None:
+        self.ref, self.ids = ref, ids
+        listed = ", ".join(ids[: self.SHOWN])
+        more = f", and {len(ids) - self.SHOWN:,} more" if len(ids) > self.SHOWN else ""
+        super().__init__(
+            f"{ref!r} is ambiguous: the ids of {len(ids):,} stored plans begin with it "
+            f"({listed}{more}); give more of the id"
+        )
 
 
 class WorkloadNotFoundError(ControlPlaneError):

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from controlplane.errors import AmbiguousPlanError
 from controlplane.plan import Plan
 from controlplane.store import chain
 from controlplane.store.database import Database
@@ -60,10 +61,15 @@ class History:
                         raise
 
     def get_plan(self, ref: str) -> Plan | None:
-        """A plan by id or unique id prefix."""
+        """A plan by id or id prefix (None: no plan's id begins so); a prefix several ids
+        begin with is an AmbiguousPlanError naming them, not "no such plan"."""
         with self.db.session() as db:
-            rows = db.exec(select(PlanRow).where(col(PlanRow.id).startswith(ref))).all()
-            return Plan.from_json(rows[0].body) if len(rows) == 1 else None
+            begins = col(PlanRow.id).startswith(ref, autoescape=True)  # '_', '%': no wildcards
+            ids = sorted(db.exec(select(PlanRow.id).where(begins)).all())
+            if len(ids) > 1:
+                raise AmbiguousPlanError(ref, ids)
+            row = db.get(PlanRow, ids[0]) if ids else None
+            return Plan.from_json(row.body) if row else None
 
     def known_plans(self, ids: Iterable[str]) -> set[str]:
         """Those of ``ids`` that are plans this store made (or was shown)."""
