@@ -34,6 +34,17 @@ from specs.diagnostics import SpecError
 from specs.renames import names_of
 
 
+def workload_name(name: str | None) -> str | None:
+    """``--workload`` as ``PROJECT/NAME``, the form workloads are known by: any other is a
+    mistake to point out, not a workload with no past (an empty answer)."""
+    project, slash, rest = (name or "").partition("/")
+    if name is not None and not (project and slash and rest and "/" not in rest):
+        raise typer.BadParameter(
+            f"{name!r} is not a workload name; use PROJECT/NAME (e.g. nlp/llm-finetune)"
+        )
+    return name
+
+
 @app.command(
     epilog=examples(
         "cp history examples/quickstart --workload nlp/llm-finetune", "cp history . --verify"
@@ -41,7 +52,9 @@ from specs.renames import names_of
 )
 def history(
     spec_dir: DirArg = Path("."),
-    workload: Annotated[str | None, typer.Option(help="only this project/name")] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="only this PROJECT/NAME", callback=workload_name)
+    ] = None,
     limit: Annotated[int, typer.Option(help="newest N", min=1)] = 50,
     verify: Annotated[
         bool,

@@ -1,0 +1,30 @@
+"""``cp history --workload`` takes a workload's name, ``PROJECT/NAME``: ``cp history
+--workload garbage`` printed ``[]`` with exit 0, as if a workload of that name had no
+past, where a name of the wrong form is a mistake to point out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.builders.cli import cp
+
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.mark.parametrize("name", ["garbage", "nlp/", "/llm-finetune", "nlp/llm/finetune", ""])
+def test_a_workload_not_of_the_form_project_name_is_a_usage_error(
+    name: str, quickstart: Path, capsys: Capsys
+) -> None:
+    res = cp(capsys, "history", quickstart, "--workload", name, "--json")
+    assert res.code == 2, (res.out, res.err)
+    doc = res.json()
+    assert doc["error"]["kind"] == "usage" and "PROJECT/NAME" in doc["error"]["message"], doc
+    text = cp(capsys, "history", quickstart, "--workload", name)
+    assert text.code == 2 and "PROJECT/NAME" in text.err and text.out == "", text
+
+
+def test_a_workload_without_a_past_is_no_error(quickstart: Path, capsys: Capsys) -> None:
+    res = cp(capsys, "history", quickstart, "--workload", "nlp/never-ran", "--json")
+    assert res.code == 0 and res.json() == []
