@@ -9,8 +9,8 @@ a plan's changes:
   of GPU types that still holds its pool) needs nothing; an elastic workload grows into
   new replicas through the allocator as usual, and one whose ``replicas`` went below what
   runs gives the extra replicas back here (a ``resize``);
-- must be replaced: a change the job cannot follow (``gpus``, ``command``, ``image``,
-  ``walltime``, ``checkpoint``; on Kubernetes also an image or namespace the job runs
+- must be replaced: a change the job cannot follow (``gpus``, ``command``, ``image`` on
+  Kubernetes, ``walltime``, ``checkpoint``; on Kubernetes also an image or namespace the job runs
   with that the specs no longer give it, through the cluster's default image or the
   project's namespace; a placement constraint its pool no longer meets; a gang
   that needs more replicas than run, or a fixed gang given fewer: none of its replicas
@@ -126,7 +126,9 @@ def reconcile_drift(
             continue
         found = changes(old, new) if old is not None else []
         runs = (kube or {}).get(req.cluster or "")
-        if job.image is not None:  # what it runs is known: that, not the spec's past, counts
+        # what it runs is known: that, not the spec's past, counts; and off Kubernetes no
+        # container runs it (the adapters there do not read spec.image)
+        if job.image is not None or runs is None:
             found = [c for c in found if c[0] != "image"]
         else:
             found = _running_image(found, runs.image if runs is not None else None)

@@ -498,6 +498,30 @@ def test_an_image_the_cluster_already_runs_by_default_changes_nothing() -> None:
     assert "image: default (busybox:1.36) -> busybox:1.37" in other.actions[0].reason.message
 
 
+def test_an_image_edit_off_kubernetes_changes_nothing() -> None:
+    """An image written into a workload that runs on the simulator (or Slurm) restarted its
+    job, losing its progress ("spec-changed: image"), though no container runs it there:
+    only Kubernetes clusters read spec.image (user trial). Off Kubernetes it is no change;
+    a command change still is."""
+    org = desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=2, command=["a"])])
+    old = org.workloads["p/w"].spec
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    job = Job(id="1", workload="p/w", state=JobState.RUNNING, pool="a100",
+              started_at=NOW - timedelta(hours=1), replicas=[Replica(node="a100-01", gpus=2)],
+              spec_digest=old.digest)  # fmt: skip
+    world = Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=[node], jobs=[job])])
+    world.versions = {old.digest: old}
+
+    def edited(**spec: Any) -> Any:
+        return desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=2, **spec)])
+
+    same = make_plan(edited(command=["a"], image="pytorch:24.05"), world, now=NOW)
+    assert same.actions == [], [(a.op, a.reason.message) for a in same.actions]
+    other = make_plan(edited(command=["b"], image="pytorch:24.05"), world, now=NOW)
+    assert sorted(a.op.value for a in other.actions) == ["cancel", "submit"]
+    assert "image" not in other.actions[0].reason.message, other.actions[0].reason.message
+
+
 def test_a_job_in_another_namespace_or_image_than_the_specs_now_ask_is_replaced() -> None:
     """A project's new spec.namespace, or the cluster's new default image, left running jobs
     where and as they were, and the plan said nothing (user trial on Kubernetes): neither
