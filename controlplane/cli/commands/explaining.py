@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -30,32 +30,69 @@ from controlplane.errors import WorkloadNotFoundError
 from controlplane.eviction import exposure
 from specs.actions import ReasonCode
 from specs.diagnostics import name_hint
+from specs.loader import LoadResult
 from specs.renames import names_of
 
 
 def _explain_gone(
-    spec_dir: Path, db: str | None, names: list[str], known: Iterable[str], as_json: bool
+    spec_dir: Path,
+    loaded: LoadResult,
+    names: list[str],
+    as_json: bool,
+    observed: Path | None,
+    now: datetime | None,
+    db: str | None,
 ) -> None:
-    """A workload that is not in the specs (any more): its history, if it has one, since
-    "who cancelled my job" is asked most after it left; else not found, with the closest
-    name the specs or the history know."""
+    """A workload that is not in the specs (any more): the jobs of it the clusters still
+    show and what the plan does to them (a prune), and its history, since "who cancelled
+    my job" is asked most after it left; else not found, with the closest name the specs
+    or the history know."""
     workload = names[0]  # and its names before its project was renamed
-    store = workflow.open_store(spec_dir, db, reading=True)
+    found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db)
+    store = found.store or workflow.open_store(spec_dir, db, reading=True)
     past = store.history(names, 10)
-    if not past:
-        hint = name_hint(workload, {*known, *store.workloads_in_history()})
+    jobs = [(c, j) for name in names for c, j in found.snapshot.jobs_of(name)]
+    actions = [a for a in found.plan.actions if a.workload in names]
+    if not past and not jobs and not actions:
+        hint = name_hint(workload, {*loaded.desired.workloads, *store.workloads_in_history()})
         raise WorkloadNotFoundError(
             f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
         )
+    state = "not-in-specs"
+    if any(j.state.holds_gpus for _, j in jobs):
+        state = "running"
+    elif any(j.state.active for _, j in jobs):
+        state = "submitted"
     if as_json:
-        write_json({"workload": workload, "inSpecs": False, "history": history_json(past)})
+        doc: dict[str, object] = {
+            "workload": workload,
+            "state": state,
+            "running": None,
+            "quota": [],
+            "actions": [a.model_dump(mode="json", by_alias=True) for a in actions],
+            "pending": [],
+            "history": history_json(past),
+            "inSpecs": False,
+            "jobs": [j for name in names for j in jobs_json(found.snapshot, name)],
+            "finished": None,
+            "unreachable": {},
+        }
+        write_json(doc)
         return
-    out.print(
-        f"{workload} is not in the specs (any more); what was done to it, newest first:",
-        highlight=False,
-        soft_wrap=True,
-    )
-    print_history(out, past)
+    out.print(f"{workload} is not in the specs (any more): {state}", highlight=False)
+    for c, j in jobs:
+        if j.state.active:
+            out.print(f"  {describe_job(c, j)}", highlight=False)
+    for line in (line for name in names for line in ended_jobs(found.snapshot, name)):
+        out.print(f"  {line}", highlight=False)
+    for a in actions:
+        out.print(
+            f"[bold]{a.op.value}[/] planned on {a.cluster} — {a.reason.code.value}: "
+            f"{a.reason.message}"
+        )
+    if past:
+        out.print("\nWhat was done to it, newest first:")
+        print_history(out, past)
 
 
 @app.command(
@@ -80,7 +117,7 @@ def explain(
     loaded = load(spec_dir)
     desired = loaded.desired
     if workload not in desired.workloads:
-        _explain_gone(spec_dir, db, names_of(desired, workload), desired.workloads, as_json)
+        _explain_gone(spec_dir, loaded, names_of(desired, workload), as_json, observed, now, db)
         return
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
     plan = found.plan
@@ -102,6 +139,7 @@ def explain(
     )
     if as_json:
         doc = explain_json(row, running, actions, pending, chain, past)
+        doc["inSpecs"] = True
         doc["jobs"] = jobs_json(found.snapshot, workload)  # every job of it the clusters show
         doc["finished"] = edited.model_dump(mode="json", by_alias=True) if edited else None
         doc["unreachable"] = silent

@@ -289,3 +289,30 @@ def test_the_text_says_how_and_when_its_last_job_ended(tmp_path: Path, capsys: C
     assert "job 1009 ended NODE_FAIL at 2027-01-01T01:00" in text, text
     done = cp(capsys, "explain", "nlp/notebook", quickstart, "--now", "2027-01-01T09:00Z").out
     assert "ended COMPLETED at 2027-01-01T08:00" in done, done
+
+
+def test_the_json_has_one_shape_and_a_workload_leaving_shows_its_job_and_prune(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """`inSpecs` appeared only when false, and a workload removed from the specs was
+    `{workload, inSpecs, history}` with no state or jobs even while its job still ran and
+    the plan was about to cancel it; never applied, it was "no workload" at all (user
+    trial). Every document has the same keys; one leaving shows its job and the prune."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[3]
+    specs = tmp_path / "q"
+    shutil.copytree(root / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    at = ["--now", "2027-01-01T00:10:00Z"]
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2027-01-01").code == 0
+    kept = cp(capsys, "explain", "ads/ctr-train", "--dir", specs, "--json", *at).json()
+    assert kept["inSpecs"] is True
+    product = specs / "workloads" / "product.yaml"
+    product.write_text(product.read_text().replace("ctr-retrain", "ctr-retrain2"))
+    doc = cp(capsys, "explain", "ads/ctr-retrain", "--dir", specs, "--json", *at).json()
+    assert set(doc) == set(kept), set(doc) ^ set(kept)
+    assert doc["inSpecs"] is False and doc["state"] == "running"
+    assert [(j["id"], j["state"]) for j in doc["jobs"]] == [("1000", "RUNNING")]
+    assert [(a["op"], a["reason"]["code"]) for a in doc["actions"]] == [("cancel", "prune")]
+    text = cp(capsys, "explain", "ads/ctr-retrain", "--dir", specs, *at).out
+    assert "not in the specs" in text and "cancel planned on sim" in text, text
