@@ -30,6 +30,8 @@ from solvers.segments import progress_from_jobs, segments_of
 from specs.actions import ReasonCode
 from specs.desired import DesiredState
 from specs.durations import format_duration
+from specs.fit import shortfalls
+from specs.models import Workload
 from specs.snapshot import Snapshot
 
 
@@ -101,7 +103,14 @@ def exposure(desired: DesiredState, snapshot: Snapshot, plan: Plan, key: str) ->
         min_runtime_ends=ends,
         protected=ends is not None and ends > now,
         threats=(
-            _threats(desired, plan, key, sum(len(j.replicas) for _, j in held), _done(snapshot))
+            _threats(
+                desired,
+                plan,
+                key,
+                sum(len(j.replicas) for _, j in held),
+                _done(snapshot),
+                {(c, j.pool) for c, j in held},
+            )
             if spec.is_preemptible
             else [_never()]
         ),
@@ -127,6 +136,19 @@ _WAITS_FOR_ROOM = frozenset(
 )
 
 
+def _may_use(desired: DesiredState, workload: Workload, where: set[tuple[str, str | None]]) -> bool:
+    """Whether ``workload`` may run in one of the pools ``where`` (an unknown pool: it may):
+    only then can it preempt what runs there."""
+    for cluster_name, pool_name in where:
+        cluster = desired.clusters.get(cluster_name)
+        if cluster is None:
+            return True
+        pools = [p for p in cluster.spec.node_pools if p.name == pool_name]
+        if not pools or not shortfalls(workload, cluster, pools[0]):
+            return True
+    return False
+
+
 def _never() -> Threat:
     return Threat(
         "none",
@@ -138,10 +160,16 @@ def _never() -> Threat:
 
 
 def _threats(
-    desired: DesiredState, plan: Plan, key: str, running: int, done: set[str]
+    desired: DesiredState,
+    plan: Plan,
+    key: str,
+    running: int,
+    done: set[str],
+    where: set[tuple[str, str | None]],
 ) -> list[Threat]:
-    """Who could take GPUs from workload ``key`` (``running`` replicas now), as the plan
-    leaves the quotas (``done``: completed workloads, which run no more)."""
+    """Who could take GPUs from workload ``key`` (``running`` replicas now, in the pools
+    ``where``: (cluster, pool)), as the plan leaves the quotas (``done``: completed
+    workloads, which run no more)."""
     spec = desired.workloads[key].spec
     waiting_workloads = {p.workload for p in plan.pending}
     for_room = {
@@ -212,6 +240,7 @@ def _threats(
         and k != key
         and k not in done
         and w.spec.effective_priority > mine
+        and _may_use(desired, w, where)
     )
     if higher:
         waiting = [k for k in higher if k in waiting_workloads]

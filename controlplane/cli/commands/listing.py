@@ -80,7 +80,7 @@ def get(
     state: Annotated[
         str | None,
         typer.Option(
-            help="workloads: running, submitted, pending, blocked, failed, completed; "
+            help="workloads: running, ending, submitted, pending, blocked, failed, completed; "
             "jobs: RUNNING, PENDING, …; nodes: idle, mixed, allocated, down, drain, "
             "overcommitted"
         ),
@@ -90,7 +90,7 @@ def get(
     now: NowOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """List workloads (with their state: running, submitted, pending, blocked, failed,
+    """List workloads (with their state: running, ending, submitted, pending, blocked, failed,
     completed, and what the plan would do next), projects, departments, nodes or jobs."""
     what = _kind(kind)
     if output is not None and output not in FORMATS:

@@ -316,3 +316,20 @@ def test_the_json_has_one_shape_and_a_workload_leaving_shows_its_job_and_prune(
     assert [(a["op"], a["reason"]["code"]) for a in doc["actions"]] == [("cancel", "prune")]
     text = cp(capsys, "explain", "ads/ctr-retrain", "--dir", specs, *at).out
     assert "not in the specs" in text and "cancel planned on sim" in text, text
+
+
+def test_preemption_names_only_work_that_may_use_its_pool(tmp_path: Path, capsys: Capsys) -> None:
+    """vision/vit-train runs on A100s; vision/debug-shell (priority 100) may use V100s only,
+    so it can never preempt it, yet explain named it as the work that could (user trial)."""
+    import shutil
+
+    quickstart = tmp_path / "q"
+    root = Path(__file__).resolve().parents[3]
+    shutil.copytree(root / "examples" / "quickstart", quickstart)
+    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01").code == 0
+    at = ["--now", "2027-01-01T00:10:00Z"]
+    doc = cp(capsys, "explain", "vision/vit-train", quickstart, "--json", *at).json()
+    assert doc["running"]["jobs"][0]["nodes"][0].startswith("a100")
+    [threat] = [t for t in doc["running"]["couldEvict"] if t["kind"] == "priority"]
+    assert "vision/debug-shell" not in threat["by"], threat
+    assert threat["message"].startswith("no workload of project vision"), threat
