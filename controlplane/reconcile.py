@@ -189,8 +189,8 @@ def _held(
 ) -> Plan:
     """The plan says which nodes the specs remove with running work, which clusters did not
     answer, what waits for them, and how much of each queue's allocation is held for them
-    (step 0). ``desired``: with the workloads
-    that left the specs while their job ran there (``gone``)."""
+    (step 0). ``desired``: with the workloads that left the specs while their job ran
+    there (``gone``)."""
     plan = plan.model_copy(
         update={"actions": tagged(plan.actions, observed), "nodes_removed": nodes_removed(observed)}
     )
