@@ -194,6 +194,17 @@ def test_against_the_plan_last_applied_names_per_type_quota_changes(
     assert ("chem", "quota[a100_80].limit", None, 12) in rows, rows
     assert ("chem", "quota[v100].gpus", None, 4) in rows, rows
     assert not [r for r in rows if not r[1].startswith("quota[")], rows
+    # a department's too (its figures were compared only where the earlier plan had some:
+    # a department without budget or fairshare has none)
+    docs[1] = department("arts", gpus=36)
+    docs[1]["spec"]["quota"] = [{"gpuType": "a100_80", "gpus": 36, "limit": 40}]
+    write_specs(specs, docs)
+    policy = ok(cp(capsys, "plan", specs, "--json", "--now", NOW)).json()["policy"]
+    rows = [(c["name"], c["field"], c["before"], c["after"]) for c in policy["changes"]]
+    assert ("arts", "quota[a100_80].limit", None, 40) in rows, rows
+    # the table shows the brackets (rich read "[a100_80]" as markup and dropped it)
+    text = ok(cp(capsys, "plan", specs, "--now", NOW)).out
+    assert "quota[a100_80].limit" in text, text
 
 
 def test_a_renamed_project_is_compared_with_its_old_name(tmp_path: Path, capsys: Capsys) -> None:

@@ -104,8 +104,8 @@ def _table(
             min_width=None if fold else widest if fixed else min(widest, TEXT_MIN_WIDTH),
             overflow="fold",
         )
-    for r in rows:
-        table.add_row(*r)
+    for r in rows:  # plain text: a name like quota[a100].limit is no markup
+        table.add_row(*(Text(c) if isinstance(c, str) else c for c in r))
     return table
 
 
