@@ -133,6 +133,9 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
     the rest of the spec's (budget, fairshare, walltimes) where ``before`` recorded them."""
     out = []
     back = {new: old for old, new in _plan_renames(before, after).items()}
+    # whether ``before`` recorded its queues' other figures (an older plan did not): a
+    # project's always has some (defaults), a department's may have none
+    recorded = any(q.policy for q in before.projects.values())
     for kind, old_table, new_table in _tables(before, after):
         for name in sorted(set(old_table) | set(new_table)):
             if name not in old_table or name not in new_table:  # added or removed: one row
@@ -159,7 +162,7 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
                 # a field the older plan did not record is not a change
                 if a != b and not (field in ("quota.overQuotaWeight", "rank") and a is None):
                     out.append(PolicyChange(kind=kind, name=name, field=field, before=a, after=b))
-            if old.policy:  # recorded (an older plan did not)
+            if recorded:
                 for field in sorted((set(old.policy) | set(new.policy)) - {RENAMED}):
                     a, b = old.policy.get(field), new.policy.get(field)
                     if a != b:
