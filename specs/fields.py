@@ -136,6 +136,8 @@ def _duration(value: object, info: ValidationInfo) -> int:
         and (isinstance(value, int) or math.isfinite(value))
     ):
         raise ValueError(_no_unit(value))
+    if isinstance(value, str) and value.strip().isdigit() and written(info):
+        raise ValueError(_no_unit(int(value)))  # Slurm's plain minutes: a third reading
     return parse_duration(value)
 
 

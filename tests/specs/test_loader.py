@@ -793,3 +793,13 @@ def test_the_cache_key_covers_every_module_a_document_is_validated_by() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specs."):
                 todo.append(node.module.removeprefix("specs.") + ".py")  # type: ignore[union-attr]
     assert seen <= set(cache._SALTED_MODULES), seen - set(cache._SALTED_MODULES)
+
+
+def test_a_quoted_bare_number_is_not_a_duration_either(repo: Path) -> None:
+    """`walltime: 90` is refused, but `walltime: "90"` was read as 90 minutes (Slurm's plain
+    minutes), a third reading of the same digits (user trial): refused the same way."""
+    head = "apiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: x}\n"
+    write(repo, "w.yaml", f'{head}spec: {{project: chem, walltime: "90"}}\n')
+    found = single(repo)
+    assert (found.line, found.field) == (4, "spec.walltime")
+    assert found.message.startswith("90 has no unit (minutes? seconds?); write 90m, 90s"), found
