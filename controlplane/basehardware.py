@@ -1,12 +1,11 @@
 """The base of a change on its own simulated hardware (``cp plan --base``).
 
 A simulated cluster's nodes are its Cluster spec's pools, so a change to them is a change
-to the hardware: a pull request that removes a node ends the jobs running there. Both
-sides of a comparison are planned on one observation, made with the working specs, and
-the base plan then saw those jobs ended too: the comparison read "no changes". So a
-simulated cluster whose spec the change edits is observed again as the base's specs have
-it (read-only), for the base plan; the workloads whose running jobs only the change's
-hardware ends are named.
+to the hardware: a pull request that removes a node drains it, and the plan moves its work
+off it. Both sides of a comparison are planned on one observation, made with the working
+specs, and the base plan then saw the node draining too: the comparison read "no
+changes". So a simulated cluster whose spec the change edits is observed again as the
+base's specs have it (read-only), for the base plan.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from controlplane.observe import adapters_for
 from specs.desired import DesiredState
-from specs.snapshot import JobState, Snapshot
+from specs.snapshot import Snapshot
 
 
 def base_world(
@@ -27,9 +26,9 @@ def base_world(
     head: DesiredState,
     state_dir: Path,
     clock: Callable[[], datetime],
-) -> tuple[Snapshot, set[str]]:
+) -> Snapshot:
     """``observed`` with each simulated cluster the change edits as the ``base`` specs have
-    it, and the workloads whose jobs run there but lose their node under ``head``."""
+    it."""
     changed = {
         name: cluster
         for name, cluster in base.clusters.items()
@@ -38,23 +37,11 @@ def base_world(
         and head.clusters[name].spec != cluster.spec
     }
     if not changed:
-        return observed, set()
+        return observed
     adapters = adapters_for(
         dataclasses.replace(base, clusters=changed), state_dir, clock, read_only=True
     )
     theirs = {name: adapter.observe() for name, adapter in adapters.items()}
-    world = observed.model_copy(
+    return observed.model_copy(
         update={"clusters": [theirs.get(c.name, c) for c in observed.clusters]}
     )
-    return world, lost_to(observed, world)
-
-
-def lost_to(head: Snapshot, base: Snapshot) -> set[str]:
-    """Workloads whose job runs in ``base`` and lost its node in ``head``."""
-    running = {(c.name, j.id) for c in base.clusters for j in c.jobs if j.state.holds_gpus}
-    return {
-        j.workload
-        for c in head.clusters
-        for j in c.jobs
-        if j.workload is not None and j.state is JobState.NODE_FAIL and (c.name, j.id) in running
-    }

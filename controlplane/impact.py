@@ -258,7 +258,6 @@ def fate(plan: Plan, workload: str) -> tuple[str, Reason | None]:
     return "unchanged", None
 
 
-LOSES_NODE = "loses its node"
 ABSENT = "not in the specs"
 
 
@@ -267,23 +266,18 @@ def workload_changes(
     head: Plan,
     base_keys: Collection[str],
     head_keys: Collection[str],
-    lost: Iterable[str] = (),
     renamed: Mapping[str, str] | None = None,
 ) -> list[WorkloadChange]:
     """The workloads whose fate differs between the base plan and this one (of the
-    workloads either side's specs name: ``base_keys``, ``head_keys``); ``lost``: those
-    whose running job the change itself ends (a simulated node it removes); ``renamed``:
-    old name -> new of the workloads of projects the change renames."""
+    workloads either side's specs name: ``base_keys``, ``head_keys``); ``renamed``: old
+    name -> new of the workloads of projects the change renames."""
     out = []
-    gone = set(lost)
     renamed = {k: v for k, v in (renamed or {}).items() if k in base_keys}
     back = {new: old for old, new in renamed.items()}
     base_keys = {renamed.get(k, k) for k in base_keys}
     for key in sorted(set(base_keys) | set(head_keys)):
         was, _ = fate(base, back.get(key, key))
         now, why = fate(head, key)
-        if key in gone:
-            now = LOSES_NODE
         if key not in base_keys:  # "unchanged" would say it was there
             was = ABSENT
         if key not in head_keys and now == "unchanged":
@@ -299,11 +293,9 @@ def base_diff(
     base: Plan,
     head: Plan,
     label: str,
-    lost: Iterable[str] = (),
 ) -> PolicyDiff:
     """``cp plan --base``: the change between two spec trees planned on one observation
-    (the simulator's hardware each as its own specs have it: ``lost``, the workloads whose
-    jobs the change's hardware ends)."""
+    (the simulator's hardware each as its own specs have it)."""
     return PolicyDiff(
         against=f"{label} (plan {base.id})",
         base=label,
@@ -314,7 +306,6 @@ def base_diff(
             head,
             base_desired.workloads.keys(),
             head_desired.workloads.keys(),
-            lost,
             renamed=earlier_names(head_desired),
         ),
     )

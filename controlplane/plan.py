@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from specs.actions import Action, Op, Pending, Reason, ReasonCode
-from specs.snapshot import JobState, Snapshot
+from specs.snapshot import Snapshot
 
 
 class PlanModel(BaseModel):
@@ -53,8 +53,9 @@ class QueueStatus(PlanModel):
 
 
 class NodeRemoved(PlanModel):
-    """A node the cluster's spec removes (a simulated cluster's nodes are its spec), and the
-    workloads whose running job ends with it (NODE_FAIL)."""
+    """A node the cluster's spec removes (a simulated cluster's nodes are its spec) that
+    still runs work: the workloads whose job the plan moves off it (or that wait for room
+    to). The node takes no new work, and leaves once empty."""
 
     cluster: str
     node: str
@@ -62,22 +63,19 @@ class NodeRemoved(PlanModel):
 
 
 def nodes_removed(observed: Snapshot) -> list[NodeRemoved]:
-    """The nodes ``observed`` found removed that took running jobs of ours down with them
-    (an idle node removed ends nothing: it is no change)."""
+    """The nodes ``observed`` reports removed from their spec, with the workloads whose
+    active job has a replica there."""
     out = []
     for c in observed.clusters:
         for node in c.removed_nodes:
-            ended = sorted(
-                {
-                    j.workload
-                    for j in c.jobs
-                    if j.workload is not None
-                    and j.state is JobState.NODE_FAIL
-                    and any(r.node == node for r in j.replicas)
-                }
-            )
-            if ended:
-                out.append(NodeRemoved(cluster=c.name, node=node, workloads=ended))
+            there = {
+                j.workload
+                for j in c.jobs
+                if j.workload is not None
+                and j.state.active
+                and any(r.node == node for r in j.replicas)
+            }
+            out.append(NodeRemoved(cluster=c.name, node=node, workloads=sorted(there)))
     return out
 
 
@@ -168,8 +166,8 @@ class Plan(PlanModel):
     )
     nodes_removed: list[NodeRemoved] = Field(
         default_factory=list,
-        description="nodes the clusters' specs remove (simulated clusters), with the "
-        "workloads whose running job ends there (NODE_FAIL): a change no action makes",
+        description="nodes the clusters' specs remove (simulated clusters) that still run "
+        "work, with its workloads: the plan moves their jobs off (or they wait for room)",
         exclude_if=lambda v: not v,
     )
     # sha256 of everything above (sealed): an edited plan file is refused by `cp apply`
@@ -178,12 +176,6 @@ class Plan(PlanModel):
     @property
     def empty(self) -> bool:
         return not self.actions
-
-    @property
-    def changes(self) -> bool:
-        """Whether applying it changes the clusters: its actions, or nodes that leave with
-        running work (``--detailed-exitcode``)."""
-        return bool(self.actions or self.nodes_removed)
 
     def repeats(self, last: Plan) -> bool:
         """An empty plan with the outcome of ``last``, an empty one: the same specs, nothing

@@ -281,8 +281,6 @@ def spec_dates(spec_dir: Path) -> dict[str, float]:
 def _summary(plan: Plan) -> str:
     counts = Counter(a.op.value for a in plan.actions)
     parts = [f"{n} to {op}" for op, n in sorted(counts.items())]
-    if plan.nodes_removed:  # the specs remove them: what ran there ends
-        parts.append(f"{len(plan.nodes_removed)} node(s) removed with running work")
     return (", ".join(parts) or "no changes") + f", {len(plan.pending)} waiting"
 
 

@@ -254,14 +254,12 @@ def plan_change(
         adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
         snap = observe(desired, adapters, when, store, record=False)
     use = adapters if forecast else None
-    world, lost = snap, set[str]()
+    world = snap
     if observed is None:  # simulated hardware the change edits: the base on its own
-        world, lost = base_world(
-            snap, base.loaded.desired, loaded.desired, spec_dir / ".cp", clock(now)
-        )
+        world = base_world(snap, base.loaded.desired, loaded.desired, spec_dir / ".cp", clock(now))
     head = _plan(spec_dir, loaded, snap, when, use, policy)
     before = _plan(spec_dir, base.loaded, world, when, use, policy)
-    diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label, lost)
+    diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)
     plan = _with_policy(head, diff)
     if store is not None:
         with store:

@@ -12,7 +12,8 @@ a plan's changes:
 - must be replaced: a change the job cannot follow (``gpus``, ``command``, ``image`` on
   Kubernetes, ``walltime``, ``checkpoint``; on Kubernetes also an image or namespace the job runs
   with that the specs no longer give it, through the cluster's default image or the
-  project's namespace; a placement constraint its pool no longer meets; a gang
+  project's namespace; a placement constraint its pool no longer meets; a node the
+  Cluster spec removed, for a simulated cluster, whose hardware the spec is; a gang
   that needs more replicas than run, or a fixed gang given fewer: none of its replicas
   may stop while the others run) cancels the job and submits the new version. The
   new version is placed before anything else in the cycle, on the GPUs the old job
@@ -108,6 +109,8 @@ def reconcile_drift(
     Kubernetes cluster, its default image and each project's namespace there."""
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
+    # nodes a simulated cluster's spec removed: what runs there moves off them
+    gone = {c.name: set(c.removed_nodes) for c in observed.clusters if c.removed_nodes}
     replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
     saving: set[str] = set()  # of those, workloads whose running job checkpoints
     flips: list[tuple[JobRequest, float, str]] = []  # made non-preemptible in place
@@ -145,8 +148,14 @@ def reconcile_drift(
             drift.waiting[key] = reasons.saves_first(job.id, saves=saves)
             drift.needs[key] = new.gpus * new.effective_min_replicas
             continue
-        if _needs_new_job(req, fields) or _gang_cut(req, old, fields):
-            replace.append((req, job, old, _described(found, old, new)))
+        here = gone.get(req.cluster or "", set())
+        leaving = sorted({r.node for r in job.replicas if r.node is not None and r.node in here})
+        if _needs_new_job(req, fields) or _gang_cut(req, old, fields) or leaving:
+            parts = [_described(found, old, new)] if found else []
+            parts += [
+                f"its node {n} leaves the cluster: the spec no longer has it" for n in leaving
+            ]
+            replace.append((req, job, old, "; ".join(parts)))
             if (old or new).checkpoint is not None:
                 saving.add(key)
             continue

@@ -211,9 +211,9 @@ class ClusterState(SnapshotModel):
     )
     removed_nodes: list[str] = Field(
         default_factory=list,
-        description="nodes this observation found removed from the cluster's spec (a "
-        "simulated cluster's nodes are its spec): the jobs running there ended with them "
-        "(NODE_FAIL) as of this observation",
+        description="nodes the cluster's spec no longer has (a simulated cluster's nodes are "
+        "its spec) that still run work: they drain (take no new work), and leave once the "
+        "plan has moved their work off them",
         exclude_if=lambda v: not v,
     )
     reachable: bool = Field(default=True, exclude_if=lambda v: v is True)

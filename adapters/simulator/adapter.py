@@ -30,7 +30,7 @@ from adapters.base import ActionResult, LocalStateError, PermanentError
 from adapters.simulator.engine import SimulatedCluster, nodes_from_spec
 from specs.actions import Action, Op
 from specs.models import Cluster
-from specs.snapshot import ClusterState, JobRun
+from specs.snapshot import ClusterState, JobRun, Node
 
 ACCOUNTING_DAYS = 400  # ended runs kept: a year of budgets and fairshare, and then some
 
@@ -72,7 +72,7 @@ class SimulatorAdapter:
                 "running, and history out of order): give a later --now, or delete "
                 f"{self.path} to start the simulated cluster afresh (its jobs are lost)"
             )
-        self._sync_nodes(sim, now)
+        self._sync_nodes(sim)
         sim.refresh(now)
         return sim
 
@@ -96,23 +96,24 @@ class SimulatorAdapter:
             clock,
         )
 
-    def _sync_nodes(self, sim: SimulatedCluster, now: datetime) -> None:
-        """The spec's pools are the simulator's hardware: add new nodes, drop removed ones
-        (a removed node's running jobs end NODE_FAIL, as on a real cluster). The nodes
-        removed are reported by the observation that removes them (a read-only one: every
-        one until an apply does), so that the plan can say what ends there."""
+    def _sync_nodes(self, sim: SimulatedCluster) -> None:
+        """The spec's pools are the simulator's hardware: add new nodes; a node the spec no
+        longer has leaves once no job of it is active. Until then it drains (takes no new
+        work) and is reported in ``removedNodes``: the plan moves its work off it, with
+        approval (an observation ends nothing; a declined apply changes nothing)."""
         wanted = {n.name: n for n in nodes_from_spec(self.spec)}
         have = {n.name: n for n in sim.state.nodes}
-        nodes = []
+        busy = {r.node for j in sim.state.jobs if j.state.active for r in j.replicas if r.node}
+        was_leaving = set(sim.state.removed_nodes)  # back in the spec: it drains no more
+        nodes: list[Node] = []
         for name, node in wanted.items():
             old = have.get(name)
-            nodes.append(node if old is None or old.gpus != node.gpus else old)
+            keep = old is not None and old.gpus == node.gpus and name not in was_leaving
+            nodes.append(old if keep and old is not None else node)
+        leaving = sorted(name for name in have if name not in wanted and name in busy)
+        nodes += [have[name].model_copy(update={"state": "drain"}) for name in leaving]
         sim.state.nodes = nodes
-        sim.state.removed_nodes = sorted(set(have) - set(wanted))
-        alive = set(wanted)
-        for job in sim.state.jobs:
-            if job.state.active and any(r.node not in alive for r in job.replicas if r.node):
-                sim.fail(job, now)
+        sim.state.removed_nodes = leaving
 
     def _save(self, sim: SimulatedCluster) -> None:
         horizon = self.clock() - timedelta(days=ACCOUNTING_DAYS)
@@ -120,7 +121,7 @@ class SimulatorAdapter:
         body = {
             "clock": self.clock().isoformat(),  # where time stands: it only moves on
             "nextId": sim.next_id,
-            "state": sim.state.model_dump(mode="json", by_alias=True, exclude={"removed_nodes"}),
+            "state": sim.state.model_dump(mode="json", by_alias=True),
             "accounting": [r.model_dump(mode="json", by_alias=True) for r in kept],
             "openSince": {k: v.isoformat() for k, v in sim.open_since.items()},
         }

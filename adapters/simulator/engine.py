@@ -187,11 +187,6 @@ class SimulatedCluster:
             plan_id=job.plan_id,
         )
 
-    def fail(self, job: Job, now: datetime) -> None:
-        """``job`` ends NODE_FAIL at ``now`` (its node is gone); its run ends with it, as
-        a job's that completes (read off the job while the cluster still shows it)."""
-        job.state, job.ended_at = JobState.NODE_FAIL, now
-
     def _close_run(self, job: Job, now: datetime, state: JobState) -> None:
         run = self._run_of(job) if job.state.holds_gpus else None
         if run is not None:

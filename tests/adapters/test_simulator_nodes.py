@@ -1,7 +1,7 @@
-"""The simulator's hardware follows its Cluster spec: a node removed from a pool takes its
-jobs down with it, as a real cluster's failed node does (NODE_FAIL), recorded in the
-cluster's accounting; they did not silently vanish (user trial: a pool shrunk from two
-nodes to one lost two running workloads from the history and from usage)."""
+"""The simulator's hardware follows its Cluster spec: a node removed from a pool drains (it
+takes no new work) and leaves once no job of it is active; the plan moves the work off it,
+with approval. It used to take its jobs down with it (NODE_FAIL) at any observation, so a
+`cp observe` or a declined apply ended running work (user trial)."""
 
 from __future__ import annotations
 
@@ -34,21 +34,46 @@ def submit(workload: str, node: str) -> Action:
     )
 
 
-def test_a_removed_node_fails_its_jobs(tmp_path: Path) -> None:
+def test_a_removed_node_drains_until_its_work_has_left(tmp_path: Path) -> None:
     clock = [NOW]
     two = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0])
     nodes = sorted(n.name for n in two.observe().nodes)
     assert two.execute(submit("p/stays", nodes[0]), plan_id="x").ok
-    assert two.execute(submit("p/lost", nodes[1]), plan_id="x").ok
+    assert two.execute(submit("p/moves", nodes[1]), plan_id="x").ok
     clock[0] = NOW + timedelta(hours=1)
     one = SimulatorAdapter(sim_cluster(1), state_dir=tmp_path, clock=lambda: clock[0])
-    seen = {j.workload: j for j in one.observe().jobs}
-    assert seen["p/stays"].state == JobState.RUNNING
-    assert seen["p/lost"].state == JobState.NODE_FAIL
-    assert seen["p/lost"].ended_at == clock[0]
-    [run] = [r for r in one.runs(NOW, clock[0]) if r.workload == "p/lost"]
-    assert (run.state, run.ended_at) == (JobState.NODE_FAIL, clock[0])
-    assert sum(n.gpus for n in one.observe().nodes) == 8
+    seen = one.observe()
+    assert {j.workload: j.state for j in seen.jobs} == {
+        "p/stays": JobState.RUNNING,
+        "p/moves": JobState.RUNNING,
+    }
+    assert seen.removed_nodes == [nodes[1]]
+    assert {n.name: n.schedulable for n in seen.nodes} == {nodes[0]: True, nodes[1]: False}
+    [job] = [j for j in seen.jobs if j.workload == "p/moves"]
+    cancel = Action(
+        op=Op.CANCEL,
+        workload="p/moves",
+        cluster="c",
+        job=job.id,
+        reason=Reason(code=ReasonCode.SPEC_CHANGED, message="x"),
+    )
+    assert one.execute(cancel, plan_id="y").ok
+    after = one.observe()
+    assert [n.name for n in after.nodes] == [nodes[0]] and after.removed_nodes == []
+    # back in the spec (before it left): it takes work again
+    three = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0])
+    assert all(n.schedulable for n in three.observe().nodes)
+
+
+def test_a_node_back_in_the_spec_while_it_drains_takes_work_again(tmp_path: Path) -> None:
+    clock = [NOW]
+    two = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0])
+    nodes = sorted(n.name for n in two.observe().nodes)
+    assert two.execute(submit("p/w", nodes[1]), plan_id="x").ok
+    one = SimulatorAdapter(sim_cluster(1), state_dir=tmp_path, clock=lambda: clock[0])
+    assert [n.schedulable for n in one.observe().nodes] == [True, False]
+    back = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0]).observe()
+    assert [n.schedulable for n in back.nodes] == [True, True] and back.removed_nodes == []
 
 
 def test_the_clock_only_moves_on_but_a_what_if_may_look_back(tmp_path: Path) -> None:

@@ -243,7 +243,7 @@ def plan_cmd(
             markup=False,
         )
         raise typer.Exit(1)
-    if detailed_exitcode and plan.changes:
+    if detailed_exitcode and not plan.empty:
         raise typer.Exit(2)
 
 

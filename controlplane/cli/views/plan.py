@@ -44,17 +44,18 @@ def summary(plan: Plan) -> str:
     counts = Counter(a.op for a in plan.actions)
     parts = [f"{counts[op]:,} to {op.value}" for op in Op if counts[op]]
     if plan.nodes_removed:
-        parts.append(f"{counted(len(plan.nodes_removed), 'node')} removed with running work")
+        parts.append(f"{counted(len(plan.nodes_removed), 'node')} to empty and remove")
     body = ", ".join(parts) if parts else "no changes"
     return f"Plan: {body}; {len(plan.pending):,} waiting."
 
 
 def node_removed(removed: NodeRemoved) -> str:
-    """A node the specs remove, and what ends with it."""
-    jobs = ", ".join(removed.workloads)
+    """A node the specs remove, and the work that moves off it first."""
+    work = ", ".join(removed.workloads)
     return (
-        f"node {removed.node} of {removed.cluster} leaves (its Cluster spec no longer has "
-        f"it): the job of {jobs} running there ends (NODE_FAIL)"
+        f"node {removed.node} of {removed.cluster} leaves once empty (its Cluster spec no "
+        f"longer has it; it takes no new work): {work} move{'s' if len(removed.workloads) == 1 else ''} "
+        "off it, or wait for room to (below)"
     )
 
 
@@ -102,7 +103,10 @@ def print_plan(console: Console, plan: Plan) -> None:
             )
         print_entries(console, rows)
     elif plan.nodes_removed:
-        console.print("No actions; work ends with the nodes the specs remove (above).")
+        console.print(
+            "[green]No changes now.[/] The work on the nodes the specs remove waits for room "
+            "elsewhere (above)."
+        )
     elif plan.unreachable:  # nothing was checked there: no claim that they match
         console.print("[green]No changes[/] on the clusters that answered.")
     elif over := len(plan.above_limits):

@@ -18,7 +18,6 @@ _DISRUPTIVE = {
     "cancelled",
     "shrinks",
     "moved",
-    "loses its node",
 }
 
 

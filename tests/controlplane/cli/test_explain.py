@@ -270,25 +270,26 @@ def test_a_workload_the_plan_evicts_is_not_called_safe(tmp_path: Path, capsys: C
     assert "safe from reclaim" not in text, text
 
 
-def test_the_text_says_how_and_when_its_last_job_ended(tmp_path: Path, capsys: Capsys) -> None:
+def test_the_text_says_how_and_when_its_last_job_ended(
+    world: tuple[Path, Path], capsys: Capsys, tmp_path: Path
+) -> None:
     """ "Why did my job stop?": the text said only "pending / no-capacity", and of a
     completed workload "it ran to completion" with no time; how and when the job ended
-    (NODE_FAIL on a node that left, at 01:00) was in --json only (user trial)."""
-    import shutil
-
-    quickstart = tmp_path / "q"
-    root = Path(__file__).resolve().parents[3]
-    shutil.copytree(root / "examples" / "quickstart", quickstart)
-    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01").code == 0
-    cluster_file = quickstart / "cluster.yaml"
-    cluster_file.write_text(
-        cluster_file.read_text().replace("gpusPerNode: 8, nodes: 4", "gpusPerNode: 8, nodes: 3")
-    )
-    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01T01:00Z").code == 0
-    text = cp(capsys, "explain", "vision/vit-train", quickstart, "--now", "2027-01-01T01:05Z").out
-    assert "job 1009 ended NODE_FAIL at 2027-01-01T01:00" in text, text
-    done = cp(capsys, "explain", "nlp/notebook", quickstart, "--now", "2027-01-01T09:00Z").out
-    assert "ended COMPLETED at 2027-01-01T08:00" in done, done
+    (NODE_FAIL, at 09:40) was in --json only (user trial)."""
+    specs, _ = world
+    snapshot = write_snapshot(
+        tmp_path / "failed.json",
+        [
+            job("31", "chem/train", ("a100-01", 8), ("a100-02", 8), state="NODE_FAIL",
+                endedAt="2026-11-22T09:40:00+00:00"),
+            job("24", "chem/done", ("v100-03", 1), state="COMPLETED",
+                endedAt="2026-11-22T09:30:00+00:00"),
+        ],
+    )  # fmt: skip
+    text = cp(capsys, "explain", "chem/train", "--dir", specs, "--observed", snapshot).out
+    assert "sim: job 31 ended NODE_FAIL at 2026-11-22T09:40:00Z" in text, text
+    done = cp(capsys, "explain", "chem/done", "--dir", specs, "--observed", snapshot).out
+    assert "ended COMPLETED at 2026-11-22T09:30:00Z" in done, done
 
 
 def test_the_json_has_one_shape_and_a_workload_leaving_shows_its_job_and_prune(
