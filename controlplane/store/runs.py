@@ -98,14 +98,28 @@ class Runs:
     def progress(
         self, workloads: set[str], *, now: datetime, seen: Seen | None = None
     ) -> list[Progress]:
-        """Run time of the completed runs of each of ``workloads`` (checkpoint segments)."""
-        done: dict[str, list[tuple[datetime, int, int | None]]] = {}
+        """Run time of the completed runs of each of ``workloads`` (checkpoint segments). A
+        job resized in place has a run per stretch at one size (all but the last ended
+        RUNNING: the job went on): its stretches count together, as one segment, when its
+        last one completed."""
+        pieces: dict[tuple[str, str], list[RunRow]] = {}
         for row in self._rows(now, seen):
-            if row.workload not in workloads or row.state != "COMPLETED" or row.retired:
+            if row.workload in workloads and not row.retired:
+                pieces.setdefault((row.cluster, row.job), []).append(row)
+        done: dict[str, list[tuple[datetime, int, int | None]]] = {}
+        for stretches in pieces.values():
+            stretches.sort(key=lambda r: _aware(r.started_at))
+            last = stretches[-1]
+            if last.state != "COMPLETED":
                 continue
-            end = _aware(row.ended_at or row.last_seen)
-            seconds = max(0, int((end - _aware(row.started_at)).total_seconds()))
-            done.setdefault(row.workload, []).append((end, seconds, row.time_limit))
+            end = _aware(last.ended_at or last.last_seen)
+            went_on = [last]  # and the stretches it went on from (a requeue started afresh)
+            for r in reversed(stretches[:-1]):
+                if r.state != "RUNNING":
+                    break
+                went_on.append(r)
+            seconds = sum(_seconds(r) for r in went_on)
+            done.setdefault(last.workload, []).append((end, seconds, last.time_limit))
         out = []
         for workload, runs in sorted(done.items()):
             runs.sort()
@@ -124,6 +138,11 @@ class Runs:
         with self.db.session() as db:
             rows = list(db.exec(select(RunRow)))
         return _merged(rows, seen, now) if seen is not None else rows
+
+
+def _seconds(row: RunRow) -> int:
+    end = _aware(row.ended_at or row.last_seen)
+    return max(0, int((end - _aware(row.started_at)).total_seconds()))
 
 
 def _merged(rows: list[RunRow], seen: Seen, now: datetime) -> list[RunRow]:

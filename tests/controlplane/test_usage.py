@@ -160,3 +160,40 @@ def test_a_run_whose_job_vanished_ends_where_it_was_last_seen(tmp_path: Path) ->
     later = start + timedelta(hours=4)
     used = usage_this_month(store.usage_records(later), later, Prices({}))["p"]
     assert round(used.gpu_hours, 6) == 8  # until it was last seen
+
+
+def test_a_segment_resized_while_it_ran_counts_its_whole_run(tmp_path: Path) -> None:
+    """An elastic workload in checkpoint segments grew in place twice (04:00, 06:00): each
+    resize closes the job's run and opens another, and only the last piece (6 h of a 12 h
+    segment) counted as progress. The segment looked as if it had ended well before its
+    checkpoint time, and the 24 h workload was completed after one segment (user trial).
+    A job's pieces count together, when it completed."""
+    from controlplane.workflow import open_store
+
+    store = open_store(specs(tmp_path / "s"), None)
+    start = datetime(2026, 11, 2, tzinfo=UTC)
+
+    def piece(job: str, begin: int, end: int, state: JobState, gpus: int) -> JobRun:
+        return JobRun(
+            job=job,
+            workload="p/first",
+            started_at=start + timedelta(hours=begin),
+            ended_at=start + timedelta(hours=end),
+            gpus=gpus,
+            gpu_type="a100_80",
+            state=state,
+            time_limit=12 * 3600,
+        )
+
+    runs = [
+        piece("1", 0, 4, JobState.RUNNING, 2),  # resized at 04:00
+        piece("1", 4, 6, JobState.RUNNING, 3),  # resized at 06:00
+        piece("1", 6, 12, JobState.COMPLETED, 4),
+        piece("2", 12, 14, JobState.RUNNING, 4),  # the next segment, resized, then cancelled
+        piece("2", 14, 15, JobState.CANCELLED, 2),
+    ]
+    end = start + timedelta(hours=16)
+    store.record_runs({"sim": runs}, end)
+    [progress] = store.progress({"p/first"}, now=end)
+    assert (progress.elapsed_seconds, progress.segments) == (12 * 3600, 1)
+    assert (progress.last_seconds, progress.last_limit_seconds) == (12 * 3600, 12 * 3600)
