@@ -209,8 +209,8 @@ def plan_and_snapshot(
     noting: bool = False,
 ) -> tuple[Plan, Snapshot]:
     """:func:`build_plan`, and the snapshot it was made against (where things run now);
-    kept only in a store that is there unless ``noting`` (``cp status`` notes its plan,
-    and creates no database for it)."""
+    with ``keep``, kept only in a store that is there unless ``noting`` (no read-only
+    command creates a database for it)."""
     found = survey(
         spec_dir,
         loaded,

@@ -258,8 +258,9 @@ def status(
     """Per project and department: deserved, fair share, GPUs held now and after the plan,
     limit and waiting GPUs; per cluster: GPUs held by our jobs and by others', and which
     projects use which cluster."""
+    # a dashboard polls it: its plans are not kept (each would be a record, every poll)
     plan, snap = workflow.plan_and_snapshot(
-        spec_dir, load(spec_dir), observed=observed, now=now, db=db
+        spec_dir, load(spec_dir), observed=observed, now=now, db=db, keep=False
     )
     if as_json:
         sys.stdout.write(

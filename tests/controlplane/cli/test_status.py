@@ -106,3 +106,22 @@ def test_gpus_of_drained_nodes_are_counted_apart(tmp_path: Path, capsys: Capsys)
     assert "drained" in text
     [line] = [x.split() for x in text.splitlines() if x.split()[:1] == ["c"]]
     assert line[1:7] == ["2", "4", "8", "8", "0", "4"], text  # nodes, GPUs, drained, ours, ...
+
+
+def test_polling_status_adds_nothing_to_the_store(tmp_path: Path, capsys: Capsys) -> None:
+    """Every `cp status` at another time stored its plan: 30 polls of an idle cluster added
+    30 plan records and ~118 KB, ~6 MB a day at one a minute (user trial), where an idle
+    `cp apply` adds nothing. A dashboard's status stores no plan."""
+    import sqlite3
+
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", "2027-01-01T00:00:00Z"))
+
+    def plans() -> int:
+        with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+            return int(db.execute("SELECT count(*) FROM plans").fetchone()[0])
+
+    before = plans()
+    for minute in range(1, 6):
+        ok(cp(capsys, "status", specs, "--now", f"2027-01-01T00:0{minute}:00Z"))
+    assert plans() == before
