@@ -10,7 +10,8 @@ Who writes what:
 - :func:`build_plan` (``cp plan``, status, explain) observes read-only: the clusters, the
   simulator's state and the store's scheduling memory are left as they were, whatever
   ``--now`` says; the plan itself is stored (``cp show`` finds it): ``cp plan`` starts
-  a spec repo's store for it, status and explain keep it only in a store that is there.
+  a spec repo's store for it, explain keeps it only in a store that is there, and
+  status (polled by dashboards) keeps none.
   No command that only reads creates a database (:func:`open_store`).
 - :func:`apply_specs` and :func:`apply_saved` (``cp apply``, ``cp watch --auto-approve``)
   take the apply lease first, then observe (recording queue times, usage, completions,
