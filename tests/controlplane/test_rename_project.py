@@ -234,3 +234,20 @@ def test_work_that_completed_after_the_rename_stays_completed_without_renamed_fr
     write_specs(specs, renamed)
     plan = cp(capsys, "plan", specs, "--json", "--now", (T0 + timedelta(hours=3)).isoformat())
     assert plan.json()["actions"] == []
+
+
+def test_explain_by_an_old_name_explains_the_workload_under_its_new_one(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """`cp explain vision/train` after vision was renamed cv said "not in the specs (any
+    more)", with no job, though job 1000 tagged vision/train ran on as cv/train (user
+    trial). It explains cv/train, and says so."""
+    specs = _running_as_vision(capsys, tmp_path / "s")
+    _renamed(specs, renamedFrom=["vision"])
+    done = cp(capsys, "explain", "vision/train", specs, "--json", "--now", LATER)
+    assert done.code == 0, done.err
+    doc = done.json()
+    assert (doc["workload"], doc["state"], doc["inSpecs"]) == ("cv/train", "running", True)
+    assert "vision/train is cv/train now" in done.err
+    text = cp(capsys, "explain", "vision/train", specs, "--now", LATER)
+    assert text.out.startswith("cv/train: running"), text.out

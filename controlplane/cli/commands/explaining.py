@@ -17,6 +17,7 @@ from controlplane.cli.app import (
     NowOpt,
     ObservedOpt,
     app,
+    err,
     examples,
     load,
     out,
@@ -31,7 +32,7 @@ from controlplane.eviction import exposure
 from specs.actions import ReasonCode
 from specs.diagnostics import name_hint
 from specs.loader import LoadResult
-from specs.renames import names_of
+from specs.renames import earlier_names, names_of
 
 
 def _explain_gone(
@@ -116,6 +117,14 @@ def explain(
     spec_dir = spec_dir_of(given_dir, dir_option)
     loaded = load(spec_dir)
     desired = loaded.desired
+    if (now_named := earlier_names(desired).get(workload)) is not None:
+        old = workload.partition("/")[0]
+        new = now_named.partition("/")[0]
+        err.print(
+            f"note: {workload} is {now_named} now (project {old} was renamed {new})",
+            highlight=False,
+        )
+        workload = now_named
     if workload not in desired.workloads:
         _explain_gone(spec_dir, loaded, names_of(desired, workload), as_json, observed, now, db)
         return
