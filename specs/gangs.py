@@ -30,6 +30,7 @@ def check_gangs(ctx: CheckContext) -> Iterator[Diagnostic]:
     desired = ctx.desired
     tree = build_tree(desired)
     limits: dict[str, _Limit | None] = {}
+    typed_org = any(data["per_type"] for _, data in tree.nodes(data=True))  # per-type quotas
     largest: dict[tuple[object, ...], tuple[Cluster, NodePool] | None] = {}
     for key, workload in desired.workloads.items():
         spec = workload.spec
@@ -40,6 +41,13 @@ def check_gangs(ctx: CheckContext) -> Iterator[Diagnostic]:
             limit = limits[spec.project]
             if limit is not None and need > limit[2]:
                 message = _over_limit(spec, need, limit)
+                yield ctx.at("Workload", key, _size_field(spec), message, severity="warning")
+            elif (
+                typed_org
+                and (typed := _type_limits(ctx, tree, workload))
+                and need > max(typed.values())
+            ):
+                message = _over_type_limits(spec, need, typed)
                 yield ctx.at("Workload", key, _size_field(spec), message, severity="warning")
         if not ctx.clusters_complete:
             continue
@@ -67,6 +75,42 @@ def _tightest_limit(tree: nx.DiGraph, project: str) -> _Limit | None:
         if limit is not None and (found is None or limit < found[2]):
             found = (str(data["kind"]), str(data["name"]), int(limit))
     return found
+
+
+def _type_limits(ctx: CheckContext, tree: nx.DiGraph, workload: Workload) -> dict[str, int]:
+    """Per GPU type the workload may use, the smallest per-type limit on it along its
+    project's chain; empty unless every such type has one (a type without one caps
+    nothing)."""
+    types = {
+        pool.gpu_type
+        for cluster in ctx.desired.clusters.values()
+        for pool in cluster.spec.node_pools
+        if not shortfalls(workload, cluster, pool)
+    }
+    project = project_id(workload.spec.project)
+    chain = [project, *ancestors(tree, project)]
+    caps: dict[str, int] = {}
+    for gpu_type in sorted(types):
+        found = [
+            q.limit
+            for node in chain
+            for q in tree.nodes[node]["per_type"] or []
+            if q.gpu_type == gpu_type and q.limit is not None
+        ]
+        if not found:
+            return {}
+        caps[gpu_type] = min(found)
+    return caps
+
+
+def _over_type_limits(spec: WorkloadSpec, need: int, caps: dict[str, int]) -> str:
+    size, smaller = _gang(spec, need)
+    each = ", ".join(f"{t} at most {n}" for t, n in sorted(caps.items()))
+    return (
+        f"this workload needs {size} of one GPU type, but the per-type limits over project "
+        f"'{spec.project}' allow {each} (quota[TYPE].limit): it can never start, and waiting "
+        f"for other work to finish will not help; shrink it ({smaller}) or raise a limit"
+    )
 
 
 def _largest_pool(ctx: CheckContext, workload: Workload) -> tuple[Cluster, NodePool] | None:

@@ -756,3 +756,21 @@ def test_the_closest_pool_for_a_long_walltime_is_the_one_allowing_the_longest(
     assert "closest is rivanna/v100, but its maxWalltime 7d is shorter than walltime 8d" in (
         found.message
     )
+
+
+def test_a_gang_above_every_per_type_limit_it_could_use_is_a_warning(repo: Path) -> None:
+    """nlp's A100 limit is 8 and llm-finetune (2 x 8, A100 only) can never start; only the
+    summed limit (32) was checked, and `cp validate` said nothing (user trial)."""
+    chem = project(department="science")
+    chem["spec"]["quota"] = [
+        {"gpuType": "a100_80", "gpus": 8, "limit": 8},
+        {"gpuType": "v100", "gpus": 8, "limit": 24},
+    ]
+    write(repo, "org.yaml", cluster(), department(), chem)
+    write(repo, "w.yaml", workload("big", gpus=8, replicas=2, gpuTypes=["a100_80"]))
+    (warning,) = load_specs(repo).warnings
+    assert warning.field == "spec.replicas"
+    assert "allow a100_80 at most 8 (quota[TYPE].limit): it can never start" in warning.message
+    # one that may use V100s too may start there: no warning
+    write(repo, "w.yaml", workload("big", gpus=4, replicas=4))
+    assert load_specs(repo).warnings == []
