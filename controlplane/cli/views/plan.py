@@ -51,11 +51,11 @@ def summary(plan: Plan) -> str:
 
 def node_removed(removed: NodeRemoved) -> str:
     """A node the specs remove, and the work that moves off it first."""
-    work = ", ".join(removed.workloads)
+    work, one = ", ".join(removed.workloads), len(removed.workloads) == 1
+    verbs = "moves off it, or waits" if one else "move off it, or wait"
     return (
         f"node {removed.node} of {removed.cluster} leaves once empty (its Cluster spec no "
-        f"longer has it; it takes no new work): {work} move{'s' if len(removed.workloads) == 1 else ''} "
-        "off it, or wait for room to (below)"
+        f"longer has it; it takes no new work): {work} {verbs} for room to (below)"
     )
 
 
