@@ -135,15 +135,19 @@ def _duration(value: object, info: ValidationInfo) -> int:
         # .inf keeps its own message: a unit would not make it finite
         and (isinstance(value, int) or math.isfinite(value))
     ):
-        raise ValueError(_no_unit(value))
+        raise ValueError(_no_unit(value, info.field_name))
     if isinstance(value, str) and value.strip().isdigit() and written(info):
-        raise ValueError(_no_unit(int(value)))  # Slurm's plain minutes: a third reading
+        # Slurm's plain minutes: a third reading
+        raise ValueError(_no_unit(int(value), info.field_name))
     return parse_duration(value)
 
 
-def _no_unit(value: float) -> str:
+def _no_unit(value: float, field: str | None) -> str:
     if not 0 < value <= MAX_SECONDS:  # (an int too large for a float compares all the same)
         return f"a bare number has no unit; {HINT}"
+    if field == "half_life" and float(value).is_integer():  # a fair-share memory: days
+        n = int(value)
+        return f"{n} has no unit; write {n}d, {n}h or {n}m"
     if float(value).is_integer():
         n = int(value)
         longer = format_duration(n * 60)

@@ -146,7 +146,8 @@ def above_limit(
         )
     if fixed:
         parts.append(
-            f"its non-preemptible work ({gpus(fixed)} GPUs) is never taken back, and stays "
+            f"its non-preemptible work ({gpus(fixed)} GPU{'' if fixed == 1 else 's'}) is never "
+            "taken back, and stays "
             "until it ends"
         )
     why = "; ".join(parts) or "nothing it runs may be taken back now"

@@ -245,3 +245,14 @@ def test_a_wait_on_min_runtime_in_its_own_project_names_it_beyond_fair_share() -
     later = plan(d, world(d, *jobs), now=NOW + timedelta(minutes=21))
     preempted = [a.workload for a in later.actions if a.op.value == "preempt"]
     assert preempted and all(w.startswith("p/low") for w in preempted), preempted
+
+
+def test_one_gpu_of_non_preemptible_work_is_one_gpu() -> None:
+    """Above their limit read "(1 GPUs)" (user trial)."""
+    from solvers.problem import Queue
+    from solvers.reasons.disturbed import above_limit
+
+    q = Queue(id="project:p", name="p", kind="project", parent=None, deserved=1, weight=1.0,
+              limit=1, priority=0)  # fmt: skip
+    assert "work (1 GPU) is never" in above_limit(q, 2, [], 1)
+    assert "work (2 GPUs) is never" in above_limit(q, 3, [], 2)

@@ -254,7 +254,10 @@ def test_a_bare_number_is_not_a_duration(repo: Path, doc: dict[str, object], fie
     found = single(repo)
     assert (found.line, found.column) == position(path, "97")
     assert found.field == field
-    assert found.message == "97 has no unit (minutes? seconds?); write 97m, 97s or 1h37m"
+    if field.endswith("halfLife"):  # a fair-share memory: told in days
+        assert found.message == "97 has no unit; write 97d, 97h or 97m"
+    else:
+        assert found.message == "97 has no unit (minutes? seconds?); write 97m, 97s or 1h37m"
 
 
 @pytest.mark.parametrize(("value", "hint"), [("45", "45m or 45s"), ("1.5", "it like 90s, 45m")])
@@ -803,3 +806,13 @@ def test_a_quoted_bare_number_is_not_a_duration_either(repo: Path) -> None:
     found = single(repo)
     assert (found.line, found.field) == (4, "spec.walltime")
     assert found.message.startswith("90 has no unit (minutes? seconds?); write 90m, 90s"), found
+
+
+def test_a_bare_half_life_is_told_in_days(repo: Path) -> None:
+    """`halfLife: 14` was told "write 14m or 14s": a fair-share half-life is days, not the
+    minutes or seconds of a walltime (user trial)."""
+    head = "apiVersion: controlplane/v1\nkind: Project\nmetadata: {name: bio}\n"
+    write(repo, "p.yaml", f"{head}spec: {{fairshare: {{halfLife: 14}}}}\n")
+    found = single(repo)
+    assert found.field == "spec.fairshare.halfLife"
+    assert found.message.startswith("14 has no unit; write 14d, 14h or 14m"), found.message
