@@ -10,8 +10,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specs.desired import DesiredState
 from specs.durations import format_duration
 from specs.models import Cluster, NodePool, Workload
+
+Pools = list[tuple[Cluster, NodePool]]
+
+
+class Usable:
+    """The pools a replica of a workload may run in, worked out once per distinct ask (the
+    fields :func:`shortfalls` reads): thousands of workloads ask alike."""
+
+    def __init__(self, desired: DesiredState) -> None:
+        self.desired = desired
+        self._known: dict[tuple[object, ...], Pools] = {}
+
+    def __call__(self, workload: Workload) -> Pools:
+        spec = workload.spec
+        ask = (
+            None if spec.clusters is None else tuple(spec.clusters),
+            None if spec.gpu_types is None else tuple(spec.gpu_types),
+            None if spec.node_pools is None else tuple(spec.node_pools),
+            spec.min_gpu_memory_gib,
+            spec.gpus,
+            spec.walltime,
+        )
+        found = self._known.get(ask)
+        if found is None:
+            found = self._known[ask] = [
+                (cluster, pool)
+                for cluster in self.desired.clusters.values()
+                for pool in cluster.spec.node_pools
+                if not shortfalls(workload, cluster, pool)
+            ]
+        return found
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import networkx as nx
 
 from specs.checking import CheckContext
 from specs.diagnostics import Diagnostic
-from specs.fit import shortfalls
+from specs.fit import Pools, Usable
 from specs.hierarchy import ancestors, build_tree, project_id
-from specs.models import Cluster, NodePool, Workload, WorkloadSpec
+from specs.models import Cluster, NodePool, WorkloadSpec
 
 # (kind, name, limit) of the tightest limit over a project's work, on any level
 _Limit = tuple[str, str, int]
@@ -26,15 +26,17 @@ _Limit = tuple[str, str, int]
 
 def check_gangs(ctx: CheckContext) -> Iterator[Diagnostic]:
     """A warning for each workload whose smallest start exceeds a limit of its project or
-    of a department above it, or the GPUs of the largest pool it may use."""
+    of a department above it (on all its GPUs, or on every GPU type it may use), or the
+    GPUs of the largest pool it may use."""
     desired = ctx.desired
     tree = build_tree(desired)
     limits: dict[str, _Limit | None] = {}
     typed_org = any(data["per_type"] for _, data in tree.nodes(data=True))  # per-type quotas
-    largest: dict[tuple[object, ...], tuple[Cluster, NodePool] | None] = {}
+    usable = Usable(desired)
     for key, workload in desired.workloads.items():
         spec = workload.spec
         need = spec.gpus * spec.effective_min_replicas
+        pools = usable(workload)
         if spec.project in desired.projects:
             if spec.project not in limits:
                 limits[spec.project] = _tightest_limit(tree, spec.project)
@@ -44,23 +46,14 @@ def check_gangs(ctx: CheckContext) -> Iterator[Diagnostic]:
                 yield ctx.at("Workload", key, _size_field(spec), message, severity="warning")
             elif (
                 typed_org
-                and (typed := _type_limits(ctx, tree, workload))
+                and (typed := _type_limits(tree, spec.project, pools))
                 and need > max(typed.values())
             ):
                 message = _over_type_limits(spec, need, typed)
                 yield ctx.at("Workload", key, _size_field(spec), message, severity="warning")
         if not ctx.clusters_complete:
             continue
-        ask = (  # what _largest_pool reads: thousands of workloads ask alike
-            *(None if c is None else tuple(c) for c in (spec.clusters, spec.gpu_types)),
-            None if spec.node_pools is None else tuple(spec.node_pools),
-            spec.min_gpu_memory_gib,
-            spec.gpus,
-            spec.walltime,
-        )
-        if ask not in largest:
-            largest[ask] = _largest_pool(ctx, workload)
-        found = largest[ask]
+        found = _largest_pool(pools)
         if found is not None and need > found[1].nodes * found[1].gpus_per_node:
             message = _over_pools(spec, need, *found)
             yield ctx.at("Workload", key, _size_field(spec), message, severity="warning")
@@ -77,18 +70,12 @@ def _tightest_limit(tree: nx.DiGraph, project: str) -> _Limit | None:
     return found
 
 
-def _type_limits(ctx: CheckContext, tree: nx.DiGraph, workload: Workload) -> dict[str, int]:
-    """Per GPU type the workload may use, the smallest per-type limit on it along its
-    project's chain; empty unless every such type has one (a type without one caps
-    nothing)."""
-    types = {
-        pool.gpu_type
-        for cluster in ctx.desired.clusters.values()
-        for pool in cluster.spec.node_pools
-        if not shortfalls(workload, cluster, pool)
-    }
-    project = project_id(workload.spec.project)
-    chain = [project, *ancestors(tree, project)]
+def _type_limits(tree: nx.DiGraph, project: str, pools: Pools) -> dict[str, int]:
+    """Per GPU type of ``pools`` (those the workload may use), the smallest per-type limit
+    on it along its project's chain; empty unless every such type has one (a type without
+    one caps nothing)."""
+    types = {pool.gpu_type for _, pool in pools}
+    chain = [project_id(project), *ancestors(tree, project_id(project))]
     caps: dict[str, int] = {}
     for gpu_type in sorted(types):
         found = [
@@ -113,19 +100,13 @@ def _over_type_limits(spec: WorkloadSpec, need: int, caps: dict[str, int]) -> st
     )
 
 
-def _largest_pool(ctx: CheckContext, workload: Workload) -> tuple[Cluster, NodePool] | None:
-    """The pool with the most GPUs among those a replica may run in; None when there is
-    none (the fit check's error says so) or a pool does not declare its nodes (its size
-    is observed, unknown here)."""
-    usable = [
-        (cluster, pool)
-        for cluster in ctx.desired.clusters.values()
-        for pool in cluster.spec.node_pools
-        if not shortfalls(workload, cluster, pool)
-    ]
-    if not usable or any(pool.nodes <= 0 for _, pool in usable):
+def _largest_pool(pools: Pools) -> tuple[Cluster, NodePool] | None:
+    """The pool with the most GPUs among ``pools`` (those a replica may run in); None when
+    there is none (the fit check's error says so) or a pool does not declare its nodes (its
+    size is observed, unknown here)."""
+    if not pools or any(pool.nodes <= 0 for _, pool in pools):
         return None
-    return max(usable, key=lambda cp: (cp[1].nodes * cp[1].gpus_per_node, cp[0].metadata.name))
+    return max(pools, key=lambda cp: (cp[1].nodes * cp[1].gpus_per_node, cp[0].metadata.name))
 
 
 def _size_field(spec: WorkloadSpec) -> str:

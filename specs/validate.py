@@ -19,7 +19,7 @@ from specs.checking import CheckContext
 from specs.desired import DesiredState, Document, SourceRef
 from specs.diagnostics import Diagnostic, name_hint, sort_diagnostics
 from specs.durations import format_duration
-from specs.fit import gpu_memory, shortfalls
+from specs.fit import Usable, gpu_memory, shortfalls
 from specs.gangs import check_gangs
 from specs.hierarchy import department_cycles
 from specs.kubernetes import check_kubernetes
@@ -247,7 +247,7 @@ def _check_clusters(ctx: CheckContext) -> Iterator[Diagnostic]:
 
 def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
     desired = ctx.desired
-    fits: dict[tuple[object, ...], bool] = {}  # what a replica asks -> some pool holds it
+    usable = Usable(ctx.desired)  # the pools a replica may use, per distinct ask
     pools = {p.name for c in desired.clusters.values() for p in c.spec.node_pools}
     complete = ctx.clusters_complete
     for key, workload in desired.workloads.items():
@@ -309,30 +309,9 @@ def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
                 )
             )
         # The fit check reads the references above: only meaningful once they are sound.
-        if not found and complete and not _fits(ctx, workload, fits):
+        if not found and complete and not usable(workload):
             found.extend(_check_fit(ctx, key, workload))
         yield from found
-
-
-def _fits(ctx: CheckContext, workload: Workload, known: dict[tuple[object, ...], bool]) -> bool:
-    """Whether some pool can hold a replica, worked out once per distinct ask (the fields
-    ``shortfalls`` reads): thousands of workloads ask alike."""
-    spec = workload.spec
-    ask = (
-        None if spec.clusters is None else tuple(spec.clusters),
-        None if spec.gpu_types is None else tuple(spec.gpu_types),
-        None if spec.node_pools is None else tuple(spec.node_pools),
-        spec.min_gpu_memory_gib,
-        spec.gpus,
-        spec.walltime,
-    )
-    if ask not in known:
-        known[ask] = any(
-            not shortfalls(workload, cluster, pool)
-            for cluster in ctx.desired.clusters.values()
-            for pool in cluster.spec.node_pools
-        )
-    return known[ask]
 
 
 # the fields by which a workload chooses pools, rather than asks of them
@@ -340,7 +319,7 @@ _CHOICES = frozenset({"spec.clusters", "spec.gpuTypes", "spec.nodePools"})
 
 
 def _check_fit(ctx: CheckContext, key: str, workload: Workload) -> list[Diagnostic]:
-    """The error for a workload no pool can ever hold (``_fits`` said so), naming the
+    """The error for a workload no pool can ever hold (``Usable`` found none), naming the
     closest pool and why not: first one the workload chose (its clusters, gpuTypes and
     nodePools), then the fewest reasons, then the longest maxWalltime short of the
     walltime, then the biggest."""

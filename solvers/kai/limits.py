@@ -65,11 +65,11 @@ def above_limit(session: Session, q: Queue) -> str | None:
     """Why ``q`` still holds more than its limit (or a type's) once the plan is made (None:
     it does not): the work minRuntime keeps for now, and non-preemptible work, never
     taken back."""
-    s, inside = session, _projects_under(session, q)
-    out = []
+    s, out = session, []
     for cap in _caps(s, q):
         if cap.held() <= cap.limit:
             continue
+        inside = _projects_under(s, q)
         fixed = sum(
             len(nodes) * s.problem.jobs[key].gpus
             for key, nodes in s.tasks.items()
@@ -110,18 +110,20 @@ def _caps(s: Session, q: Queue) -> list[_Cap]:
     return caps
 
 
-def _kept_by_min_runtime(
-    s: Session, q: Queue, cap: _Cap | None = None
-) -> list[tuple[str, datetime]]:
+def _kept_by_min_runtime(s: Session, q: Queue, cap: _Cap) -> list[tuple[str, datetime]]:
     """The work under ``q`` that minRuntime keeps (of what counts against ``cap``), with
     when its protection ends."""
     inside = _projects_under(s, q)
     out = []
     for key, nodes in s.tasks.items():
         job = s.problem.jobs[key]
-        if cap is not None and not cap.counts(job):
-            continue
-        if nodes and job.queue in inside and job.preemptible and protected(s, job):
+        if (
+            nodes
+            and job.queue in inside
+            and job.preemptible
+            and cap.counts(job)
+            and protected(s, job)
+        ):
             assert job.started_at is not None and job.min_runtime is not None
             out.append((key, job.started_at + timedelta(seconds=job.min_runtime)))
     return sorted(out)
