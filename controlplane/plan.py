@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from solvers.leaving import must_leave
 from specs.actions import Action, Op, Pending, Reason, ReasonCode
 from specs.snapshot import Snapshot
 
@@ -53,29 +54,37 @@ class QueueStatus(PlanModel):
 
 
 class NodeRemoved(PlanModel):
-    """A node the cluster's spec removes (a simulated cluster's nodes are its spec) that
-    still runs work: the workloads whose job the plan moves off it (or that wait for room
-    to). The node takes no new work, and leaves once empty."""
+    """A node the cluster's spec removes, or shrinks below what its work holds (a simulated
+    cluster's nodes are its spec): the workloads whose job the plan moves off it (or that
+    wait for room to). The node takes no new work meanwhile; it leaves once empty, or takes
+    its new size (``shrinksTo``) once its work fits."""
 
     cluster: str
     node: str
     workloads: list[str]
+    shrinks_to: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 def nodes_removed(observed: Snapshot) -> list[NodeRemoved]:
-    """The nodes ``observed`` reports removed from their spec, with the workloads whose
-    active job has a replica there."""
+    """The nodes ``observed`` reports removed from their spec or shrunk under their work,
+    with the workloads whose active job must leave them."""
     out = []
     for c in observed.clusters:
-        for node in c.removed_nodes:
+        leaving = must_leave(c)
+        for node in [*c.removed_nodes, *sorted(c.shrinking_nodes)]:
             there = {
                 j.workload
                 for j in c.jobs
-                if j.workload is not None
-                and j.state.active
-                and any(r.node == node for r in j.replicas)
+                if j.workload is not None and any(n == node for n, _ in leaving.get(j.id, []))
             }
-            out.append(NodeRemoved(cluster=c.name, node=node, workloads=sorted(there)))
+            out.append(
+                NodeRemoved(
+                    cluster=c.name,
+                    node=node,
+                    workloads=sorted(there),
+                    shrinks_to=c.shrinking_nodes.get(node),
+                )
+            )
     return out
 
 

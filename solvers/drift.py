@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from solvers import reasons
+from solvers.leaving import must_leave
 from solvers.order import last_completed
 from solvers.placement import FreeIndex
 from solvers.problem import JobRequest, Problem, node_key
@@ -109,9 +110,11 @@ def reconcile_drift(
     Kubernetes cluster, its default image and each project's namespace there."""
     drift = Drift()
     running = {(c.name, j.id): j for c in observed.clusters for j in c.jobs if j.workload}
-    # nodes a simulated cluster's spec removed: what runs there moves off them
-    gone = {c.name: set(c.removed_nodes) for c in observed.clusters if c.removed_nodes}
-    replace: list[tuple[JobRequest, Job, WorkloadSpec | None, str]] = []
+    # nodes a simulated cluster's spec removes or shrinks: what must leave them moves off
+    leave = {
+        c.name: must_leave(c) for c in observed.clusters if c.removed_nodes or c.shrinking_nodes
+    }
+    replace: list[tuple[JobRequest, Job, WorkloadSpec | None, reasons.Cause]] = []
     saving: set[str] = set()  # of those, workloads whose running job checkpoints
     flips: list[tuple[JobRequest, float, str]] = []  # made non-preemptible in place
     # only running work can have drifted: waiting work is built from the specs as they are
@@ -148,14 +151,11 @@ def reconcile_drift(
             drift.waiting[key] = reasons.saves_first(job.id, saves=saves)
             drift.needs[key] = new.gpus * new.effective_min_replicas
             continue
-        here = gone.get(req.cluster or "", set())
-        leaving = sorted({r.node for r in job.replicas if r.node is not None and r.node in here})
+        leaving = leave.get(req.cluster or "", {}).get(job.id, [])
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields) or leaving:
-            parts = [_described(found, old, new)] if found else []
-            parts += [
-                f"its node {n} leaves the cluster: the spec no longer has it" for n in leaving
-            ]
-            replace.append((req, job, old, "; ".join(parts)))
+            nodes = "; ".join(why for _, why in leaving)
+            cause = reasons.Cause(_described(found, old, new) if found else "", nodes)
+            replace.append((req, job, old, cause))
             if (old or new).checkpoint is not None:
                 saving.add(key)
             continue
@@ -305,7 +305,7 @@ def _gang_cut(req: JobRequest, old: WorkloadSpec | None, fields: set[str]) -> bo
 
 def _replace(
     problem: Problem,
-    todo: list[tuple[JobRequest, Job, WorkloadSpec | None, str]],
+    todo: list[tuple[JobRequest, Job, WorkloadSpec | None, reasons.Cause]],
     now: datetime,
     drift: Drift,
     held_now: tuple[Mapping[str, float], Mapping[str, float]],
@@ -317,11 +317,11 @@ def _replace(
     distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
     index = FreeIndex(problem.nodes, distinct)
     held, held_np = defaultdict(float, held_now[0]), defaultdict(float, held_now[1])
-    for req, job, old, text in todo:
+    for req, job, old, cause in todo:
         if req.preemptible and req.min_runtime and req.started_at is not None:
             until = req.started_at + timedelta(seconds=req.min_runtime)
             if now < until:
-                waits = reasons.change_waits_for_min_runtime(text, req.min_runtime, until)
+                waits = reasons.change_waits_for_min_runtime(cause, req.min_runtime, until)
                 _keep_old(drift, req, job, old, waits)
                 continue
         cluster = req.cluster or ""
@@ -329,21 +329,21 @@ def _replace(
         before, after = sum(g for _, g in leaves), req.replicas * req.gpus
         why = _over_quota(problem, req, held, held_np, after - before)
         if why is not None:
-            _keep_old(drift, req, job, old, reasons.change_does_not_fit(text, why))
+            _keep_old(drift, req, job, old, reasons.change_does_not_fit(cause, why))
             continue
         if req.key in trial.kept:  # a cycle that tried it as a new job did not place it
-            _keep_old(drift, req, job, old, reasons.change_not_placed(text, trial.kept[req.key]))
+            _keep_old(drift, req, job, old, reasons.change_not_placed(cause, trial.kept[req.key]))
             continue
         saves_first = req.key in trial.saving
         drift.replaced[req.key] = Replacement(
             job_id=job.id,
             cluster=cluster,
-            submit=reasons.replacing(text, job.id),
-            cancel=reasons.replaced(text),
+            submit=reasons.replacing(cause, job.id),
+            cancel=reasons.replaced(cause),
             saves_first=saves_first,
         )
         if saves_first:  # placed as any replacement is, but only cancelled in this plan
-            drift.waiting[req.key] = reasons.saves_first(job.id, text)
+            drift.waiting[req.key] = reasons.saves_first(job.id, cause)
             drift.needs[req.key] = req.min_replicas * req.gpus
         for n, g in leaves:
             if n in index.free:

@@ -216,6 +216,13 @@ class ClusterState(SnapshotModel):
         "plan has moved their work off them",
         exclude_if=lambda v: not v,
     )
+    shrinking_nodes: dict[str, int] = Field(
+        default_factory=dict,
+        description="nodes the cluster's spec gives fewer GPUs than their work holds (a "
+        "simulated cluster's nodes are its spec), with the GPUs it gives them: they keep "
+        "their old size and drain until the plan has moved off what does not fit",
+        exclude_if=lambda v: not v,
+    )
     reachable: bool = Field(default=True, exclude_if=lambda v: v is True)
     error: str | None = Field(
         default=None, description="why it could not be observed", exclude_if=lambda v: v is None

@@ -22,6 +22,7 @@ import fcntl
 import json
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -100,20 +101,35 @@ class SimulatorAdapter:
         """The spec's pools are the simulator's hardware: add new nodes; a node the spec no
         longer has leaves once no job of it is active. Until then it drains (takes no new
         work) and is reported in ``removedNodes``: the plan moves its work off it, with
-        approval (an observation ends nothing; a declined apply changes nothing)."""
+        approval (an observation ends nothing; a declined apply changes nothing). A node
+        the spec shrinks below the GPUs its work holds keeps its size and drains the same
+        way (``shrinkingNodes``) until the work fits the new one."""
         wanted = {n.name: n for n in nodes_from_spec(self.spec)}
         have = {n.name: n for n in sim.state.nodes}
-        busy = {r.node for j in sim.state.jobs if j.state.active for r in j.replicas if r.node}
-        was_leaving = set(sim.state.removed_nodes)  # back in the spec: it drains no more
+        used: Counter[str] = Counter()  # GPUs held per node
+        busy: set[str] = set()  # nodes with an active job (CPU-only ones too)
+        for job in sim.state.jobs:
+            for r in job.replicas if job.state.active else ():
+                if r.node:
+                    used[r.node] += r.gpus if job.state.holds_gpus else 0
+                    busy.add(r.node)
+        # back in the spec, or at a size its work fits: it drains no more
+        was_leaving = {*sim.state.removed_nodes, *sim.state.shrinking_nodes}
         nodes: list[Node] = []
+        shrinking: dict[str, int] = {}
         for name, node in wanted.items():
             old = have.get(name)
+            if old is not None and old.gpus > node.gpus and used[name] > node.gpus:
+                shrinking[name] = node.gpus
+                nodes.append(old.model_copy(update={"state": "drain"}))
+                continue
             keep = old is not None and old.gpus == node.gpus and name not in was_leaving
             nodes.append(old if keep and old is not None else node)
         leaving = sorted(name for name in have if name not in wanted and name in busy)
         nodes += [have[name].model_copy(update={"state": "drain"}) for name in leaving]
         sim.state.nodes = nodes
         sim.state.removed_nodes = leaving
+        sim.state.shrinking_nodes = shrinking
 
     def _save(self, sim: SimulatedCluster) -> None:
         horizon = self.clock() - timedelta(days=ACCOUNTING_DAYS)

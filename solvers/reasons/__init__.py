@@ -26,6 +26,7 @@ from solvers.reasons.disturbed import (
     then_for,
 )
 from solvers.reasons.edits import (
+    Cause,
     change_does_not_fit,
     change_not_placed,
     change_waits_for_min_runtime,
@@ -84,6 +85,7 @@ from solvers.reasons.words import (
 )
 
 __all__ = [
+    "Cause",
     "above_limit",
     "also_submitted_to",
     "at_fair_share",

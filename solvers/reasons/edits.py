@@ -4,39 +4,66 @@ and a replacement that waits."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple
 
 from solvers.reasons.words import gpus, stamp
 from specs.actions import Reason, ReasonCode
 from specs.durations import format_duration
 
 
-def replacing(changes: str, old_job: str) -> Reason:
-    """The submit of an edited workload's new version."""
+class Cause(NamedTuple):
+    """Why a running job is replaced by a new one: its workload's spec changed (``fields``,
+    the new version runs), or a node it runs on leaves or shrinks (``nodes``: the same
+    version runs elsewhere), or both."""
+
+    fields: str = ""  # "gpus: 4 -> 8; image: ..."
+    nodes: str = ""  # "its node a100-02 leaves the cluster"
+
+    @property
+    def lead(self) -> str:
+        if not self.fields:  # the workload's spec is as it was: its Cluster's changed
+            return self.nodes
+        return f"the spec changed ({'; '.join(p for p in (self.fields, self.nodes) if p)})"
+
+    @property
+    def new(self) -> str:
+        return "the new version" if self.fields else "its new job"
+
+    @property
+    def runs_on(self) -> str:
+        return "running the old version" if self.fields else "running where it is"
+
+
+def replacing(cause: Cause, old_job: str) -> Reason:
+    """The submit that replaces a running job (an edited workload's new version, or the
+    same elsewhere)."""
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
-        message=f"the spec changed ({changes}): the new version replaces job {old_job}",
+        message=f"{cause.lead}: {cause.new} replaces job {old_job}",
     )
 
 
-def saves_first(old_job: str, changes: str | None = None, *, saves: bool = True) -> Reason:
-    """An edited workload whose old job saves its checkpoint first: cancelled by this plan
-    (``changes``: the fields), or winding down already (``saves``: with a checkpoint to
-    save). The new version starts once it has ended."""
-    lead = f"the spec changed ({changes}): " if changes is not None else ""
+def saves_first(old_job: str, cause: Cause | None = None, *, saves: bool = True) -> Reason:
+    """A replaced job that saves its checkpoint first: cancelled by this plan (``change``:
+    why), or winding down already (``saves``: with a checkpoint to save). The new version
+    starts once it has ended."""
+    lead = f"{cause.lead}: " if cause is not None else ""
+    new = cause.new if cause is not None else "the new version"
     ends = (
         "saves its checkpoint first (it winds down in its grace)" if saves else "winds down first"
     )
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
-        message=f"{lead}job {old_job} {ends}; the new version starts once it has ended",
+        message=f"{lead}job {old_job} {ends}; {new} starts once it has ended",
     )
 
 
-def replaced(changes: str) -> Reason:
-    """The cancel of the job an edited workload's new version replaces."""
+def replaced(cause: Cause) -> Reason:
+    """The cancel of the job a new one replaces."""
+    follow = "cannot follow" if cause.fields else "moves off it"
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
-        message=f"the spec changed ({changes}): its running job cannot follow and is replaced",
+        message=f"{cause.lead}: its running job {follow} and is replaced",
     )
 
 
@@ -149,36 +176,35 @@ def fewer_replicas(running: int, wanted: int) -> Reason:
     )
 
 
-def change_waits_for_min_runtime(changes: str, min_runtime: int, until: datetime) -> Reason:
+def change_waits_for_min_runtime(cause: Cause, min_runtime: int, until: datetime) -> Reason:
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
         message=(
-            f"the spec changed ({changes}); replacing the job needs a restart, so it keeps "
-            f"running the old version while its project's minRuntime "
+            f"{cause.lead}; replacing the job needs a restart, so it keeps "
+            f"{cause.runs_on} while its project's minRuntime "
             f"({format_duration(min_runtime)}) protects it, until {stamp(until)}"
         ),
     )
 
 
-def change_does_not_fit(changes: str, why: str) -> Reason:
+def change_does_not_fit(cause: Cause, why: str) -> Reason:
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
         message=(
-            f"the spec changed ({changes}); the new version {why}, so the job keeps running "
-            "the old version until it fits"
+            f"{cause.lead}; {cause.new} {why}, so the job keeps {cause.runs_on} until it fits"
         ),
     )
 
 
-def change_not_placed(changes: str, why: Reason | None) -> Reason:
+def change_not_placed(cause: Cause, why: Reason | None) -> Reason:
     """A replacement that the cycle could not place as a new job, with its old job's GPUs
     free; ``why``: what that new job waited for, when known."""
     told = f" ({why.code.value}: {why.message})" if why is not None else ""
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
         message=(
-            f"the spec changed ({changes}); the new version, waiting as a new job of its "
-            f"project and priority with the old job's GPUs free, was not placed{told}, so "
-            "the job keeps running the old version until it fits"
+            f"{cause.lead}; {cause.new}, waiting as a new job of its project and priority "
+            f"with the old job's GPUs free, was not placed{told}, so the job keeps "
+            f"{cause.runs_on} until it fits"
         ),
     )

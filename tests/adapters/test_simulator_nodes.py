@@ -18,18 +18,20 @@ from specs.snapshot import JobState, Replica
 from tests.builders import NOW, cluster, pool
 
 
-def sim_cluster(nodes: int) -> Cluster:
-    return Cluster.model_validate(cluster("c", pools=[pool("a100", nodes=nodes)]))
+def sim_cluster(nodes: int, gpus_per_node: int = 8) -> Cluster:
+    return Cluster.model_validate(
+        cluster("c", pools=[pool("a100", nodes=nodes, gpus_per_node=gpus_per_node)])
+    )
 
 
-def submit(workload: str, node: str) -> Action:
+def submit(workload: str, node: str, gpus: int = 8) -> Action:
     return Action(
         op=Op.SUBMIT,
         workload=workload,
         cluster="c",
         pool="a100",
-        replicas=[Replica(node=node, gpus=8)],
-        submit=SubmitDetails(gpus_per_replica=8, gpu_type="a100_80"),
+        replicas=[Replica(node=node, gpus=gpus)],
+        submit=SubmitDetails(gpus_per_replica=gpus, gpu_type="a100_80"),
         reason=Reason(code=ReasonCode.WITHIN_DESERVED, message="x"),
     )
 
@@ -74,6 +76,46 @@ def test_a_node_back_in_the_spec_while_it_drains_takes_work_again(tmp_path: Path
     assert [n.schedulable for n in one.observe().nodes] == [True, False]
     back = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0]).observe()
     assert [n.schedulable for n in back.nodes] == [True, True] and back.removed_nodes == []
+
+
+def test_a_node_shrunk_below_its_work_keeps_its_size_and_drains_until_the_work_fits(
+    tmp_path: Path,
+) -> None:
+    """gpusPerNode lowered under running work: the nodes took the new size at once, under
+    their jobs, and the next observation showed them over-committed while the plan said
+    "No changes now" (user trial). A node whose work no longer fits its new size keeps its
+    old one, drains, and is reported shrinking; it takes the new size once the work fits."""
+    clock = [NOW]
+    eight = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0])
+    nodes = sorted(n.name for n in eight.observe().nodes)
+    assert eight.execute(submit("p/big", nodes[0], gpus=6), plan_id="x").ok
+    assert eight.execute(submit("p/fits", nodes[1], gpus=4), plan_id="x").ok
+    four = SimulatorAdapter(sim_cluster(2, 4), state_dir=tmp_path, clock=lambda: clock[0])
+    seen = four.observe()
+    assert seen.shrinking_nodes == {nodes[0]: 4}
+    assert {n.name: (n.gpus, n.schedulable) for n in seen.nodes} == {
+        nodes[0]: (8, False),  # 6 GPUs of work: it keeps its 8 until they leave
+        nodes[1]: (4, True),  # 4 GPUs of work fit its new size
+    }
+    assert {j.workload: j.state for j in seen.jobs} == {
+        "p/big": JobState.RUNNING,
+        "p/fits": JobState.RUNNING,
+    }
+    [big] = [j for j in seen.jobs if j.workload == "p/big"]
+    cancel = Action(
+        op=Op.CANCEL,
+        workload="p/big",
+        cluster="c",
+        job=big.id,
+        reason=Reason(code=ReasonCode.SPEC_CHANGED, message="x"),
+    )
+    assert four.execute(cancel, plan_id="y").ok
+    after = four.observe()
+    assert after.shrinking_nodes == {}
+    assert {n.name: (n.gpus, n.schedulable) for n in after.nodes} == {
+        nodes[0]: (4, True),
+        nodes[1]: (4, True),
+    }
 
 
 def test_the_clock_only_moves_on_but_a_what_if_may_look_back(tmp_path: Path) -> None:

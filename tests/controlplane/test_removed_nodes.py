@@ -72,6 +72,9 @@ def test_the_work_on_a_removed_node_moves_off_it_with_approval(
     ops = sorted((a["op"], a["workload"]) for a in plan["actions"])
     assert ops in ([("cancel", "p/b"), ("submit", "p/b")], [("move", "p/b")]), ops
     assert "a100-02 leaves the cluster" in plan["actions"][0]["reason"]["message"]
+    # the workload's spec did not change: no "new version" of it (user trial)
+    told = [a["reason"]["message"] for a in plan["actions"]]
+    assert not any("version" in m or "the spec changed" in m for m in told), told
     assert cp(capsys, "plan", root_three, "--now", LATER, "--detailed-exitcode").code == 2
 
     assert cp(capsys, "apply", root_three, "--auto-approve", "--now", LATER).code == 0
@@ -87,3 +90,53 @@ def test_an_idle_node_removed_just_goes(tmp_path: Path, capsys: Capsys) -> None:
     plan = cp(capsys, "plan", root, "--json", "--now", LATER).json()
     assert "nodesRemoved" not in plan and plan["actions"] == []
     assert cp(capsys, "plan", root, "--now", LATER, "--detailed-exitcode").code == 0
+
+
+def shrink_specs(root: Path, gpus_per_node: int, spare: bool = False) -> Path:
+    pools = [pool(nodes=1, gpus_per_node=gpus_per_node)]
+    return write_specs(
+        root,
+        [
+            cluster(pools=pools + ([pool("spare", nodes=1)] if spare else [])),
+            project("p", gpus=24),
+            workload("b", "p", gpus=4),
+            workload("c", "p", gpus=4),
+        ],
+    )
+
+
+def test_a_node_shrunk_below_its_work_sheds_what_no_longer_fits(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """gpusPerNode lowered under running work: the plan said "No changes now" and the nodes
+    were over-committed at the next observation (user trial). Now the node keeps its old
+    size and drains until its work fits the new one; the plan names it and moves off only
+    what does not fit."""
+    root = shrink_specs(tmp_path / "s", 8)
+    assert cp(capsys, "apply", root, "--auto-approve", "--now", NOW).code == 0
+    shrink_specs(root, 4)  # a100-01 runs p/b and p/c, 4 GPUs each: one must leave
+
+    plan = cp(capsys, "plan", root, "--json", "--now", LATER).json()
+    [node] = plan["nodesRemoved"]
+    assert node["node"] == "a100-01" and node["shrinksTo"] == 4, node
+    assert node["workloads"] in (["p/b"], ["p/c"]), node  # one of the two, not both
+    assert plan["actions"] == [], plan["actions"]  # nowhere to go: it waits, and runs on
+    text = cp(capsys, "plan", root, "--now", LATER).out
+    assert "node a100-01 of sim shrinks to 4 GPUs once" in text, text
+    assert cp(capsys, "observe", root, "--now", LATER).code == 0
+    gpus = json.loads((root / ".cp" / "simulator" / "sim.json").read_text())["state"]["nodes"]
+    assert [(n["name"], n["gpus"]) for n in gpus] == [("a100-01", 8)]  # not over-committed
+
+    root = shrink_specs(root, 4, spare=True)  # room elsewhere: the one that must leave moves
+    plan = cp(capsys, "plan", root, "--json", "--now", LATER).json()
+    [moving] = {a["workload"] for a in plan["actions"]}
+    assert [moving] == plan["nodesRemoved"][0]["workloads"], plan["actions"]
+    message = plan["actions"][0]["reason"]["message"]
+    assert "its node a100-01 shrinks to 4 GPUs" in message, message
+    assert cp(capsys, "apply", root, "--auto-approve", "--now", LATER).code == 0
+    after = cp(capsys, "plan", root, "--json", "--now", LATER).json()
+    assert "nodesRemoved" not in after and after["actions"] == []  # a fixed point
+    state = json.loads((root / ".cp" / "simulator" / "sim.json").read_text())["state"]
+    assert {n["name"]: n["gpus"] for n in state["nodes"]}["a100-01"] == 4
+    running = sorted(j["workload"] for j in state["jobs"] if j["state"] == "RUNNING")
+    assert running == ["p/b", "p/c"], state["jobs"]

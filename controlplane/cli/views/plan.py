@@ -43,16 +43,26 @@ def short_commit(commit: str) -> str:
 def summary(plan: Plan) -> str:
     counts = Counter(a.op for a in plan.actions)
     parts = [f"{counts[op]:,} to {op.value}" for op in Op if counts[op]]
-    if plan.nodes_removed:
-        parts.append(f"{counted(len(plan.nodes_removed), 'node')} to empty and remove")
+    shrinking = sum(n.shrinks_to is not None for n in plan.nodes_removed)
+    if removed := len(plan.nodes_removed) - shrinking:
+        parts.append(f"{counted(removed, 'node')} to empty and remove")
+    if shrinking:
+        parts.append(f"{counted(shrinking, 'node')} to shrink")
     body = ", ".join(parts) if parts else "no changes"
     return f"Plan: {body}; {len(plan.pending):,} waiting."
 
 
 def node_removed(removed: NodeRemoved) -> str:
-    """A node the specs remove, and the work that moves off it first."""
+    """A node the specs remove or shrink, and the work that moves off it first."""
     work, one = ", ".join(removed.workloads), len(removed.workloads) == 1
     verbs = "moves off it, or waits" if one else "move off it, or wait"
+    if removed.shrinks_to is not None:
+        size = counted(removed.shrinks_to, "GPU")
+        return (
+            f"node {removed.node} of {removed.cluster} shrinks to {size} once its work fits "
+            f"(its Cluster spec gives it {removed.shrinks_to}; it takes no new work): {work} "
+            f"{verbs} for room to (below)"
+        )
     return (
         f"node {removed.node} of {removed.cluster} leaves once empty (its Cluster spec no "
         f"longer has it; it takes no new work): {work} {verbs} for room to (below)"
@@ -104,8 +114,8 @@ def print_plan(console: Console, plan: Plan) -> None:
         print_entries(console, rows)
     elif plan.nodes_removed:
         console.print(
-            "[green]No changes now.[/] The work on the nodes the specs remove waits for room "
-            "elsewhere (above)."
+            "[green]No changes now.[/] The work that must leave the nodes the specs remove or "
+            "shrink waits for room elsewhere (above)."
         )
     elif plan.unreachable:  # nothing was checked there: no claim that they match
         console.print("[green]No changes[/] on the clusters that answered.")
