@@ -54,6 +54,9 @@ class Ledger:
     touched: set[str] = field(default_factory=set)  # placed by a step: waits no more
     # placed by a step: which step, and whom it disturbed for them
     helped: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    moved: dict[str, set[str]] = field(
+        default_factory=dict
+    )  # of those, the ones moved, not evicted
     # the indexes the last step's search left, up to date: the next step may take them over
     indexes: Indexes | None = None
     # victims taken from again after their first eviction: what they were told first (the
@@ -317,7 +320,9 @@ class Disruption:
                 lost += (Counter(before) - Counter(after)).elements()
                 if not after:
                     self.ledger.waiting[key] = reason
+                self.ledger.moved.get(job.key, set()).discard(key)
             else:
+                self.ledger.moved.setdefault(job.key, set()).add(key)
                 reason = reasons.moved(
                     self._nodes(before),
                     self._nodes(after),
@@ -331,9 +336,8 @@ class Disruption:
             earlier = self.ledger.helped[job.key][1]
             names = earlier + [n for n in names if n not in earlier]
         self.ledger.helped[job.key] = (self.name, names)
-        self.ledger.grants[job.key] = Grant(
-            job.key, tuple(s.tasks[job.key]), s.pool[job.key], why_granted(s, job, self.name, names)
-        )
+        why = why_granted(s, job, self.name, names, self.ledger.moved.get(job.key, set()))
+        self.ledger.grants[job.key] = Grant(job.key, tuple(s.tasks[job.key]), s.pool[job.key], why)
 
     def _evicted_again(self, key: str, job: JobRequest) -> Reason | None:
         """A victim taken from again (an elastic job, replica by replica): what it was told
@@ -351,8 +355,11 @@ class Disruption:
         return ", ".join(sorted(self.s.problem.nodes[k].name for k in keys))
 
 
-def why_granted(session: Session, job: JobRequest, step: str, victims: list[str]) -> Reason:
-    """Why a disruptive step placed ``job``: its quota standing and whom it disturbed."""
+def why_granted(
+    session: Session, job: JobRequest, step: str, victims: list[str], moved: set[str]
+) -> Reason:
+    """Why a disruptive step placed ``job``: its quota standing and whom it disturbed
+    (``moved``: those placed again elsewhere)."""
     problem = session.problem
     q = problem.queues[job.queue]
     grows = (len(session.tasks[job.key]), job.replicas) if job.running else None
@@ -363,7 +370,7 @@ def why_granted(session: Session, job: JobRequest, step: str, victims: list[str]
         session.alloc[q.id],
         session.fair.get(q.id, 0),
         grows=grows,
-        room=reasons.room_made(step, [v for v in victims if problem.ran_before(v)], ahead),
+        room=reasons.room_made(step, [v for v in victims if problem.ran_before(v)], ahead, moved),
         held_np=None if job.preemptible else session.alloc_np[q.id],
         cpu_only=job.gpus == 0,
         whole=not job.elastic,
@@ -408,7 +415,10 @@ def restore_displaced(session: Session, ledger: Ledger) -> None:
             ledger.helped[key] = (step, still)
             grant = ledger.grants[key]
             ledger.grants[key] = Grant(
-                grant.key, grant.nodes, grant.pool, why_granted(s, jobs[key], step, still)
+                grant.key,
+                grant.nodes,
+                grant.pool,
+                why_granted(s, jobs[key], step, still, ledger.moved.get(key, set())),
             )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from solvers.reasons.words import gpus
@@ -15,12 +15,19 @@ if TYPE_CHECKING:  # the words need only a queue's name, kind and quota
 # ------------------------------------------------------------------ why work starts or grows
 
 
-def room_made(step: str, victims: Sequence[str], ahead: Sequence[str] = ()) -> str:
+def room_made(
+    step: str, victims: Sequence[str], ahead: Sequence[str] = (), moved: Collection[str] = ()
+) -> str:
     """What a disruptive step did for a workload it placed: the running work it disturbed
-    (``victims``), and the work it went ahead of (``ahead``: work this plan would start
-    otherwise, not disturbed, as it was not running; it starts elsewhere, smaller, or not
-    at all)."""
-    parts = [f"{step} of {', '.join(sorted(victims))} makes room"] if victims else []
+    (``victims``; those in ``moved`` run on elsewhere, not evicted), and the work it went
+    ahead of (``ahead``: work this plan would start otherwise, not disturbed, as it was not
+    running; it starts elsewhere, smaller, or not at all)."""
+    taken = sorted(v for v in victims if v not in moved)
+    shifted = sorted(v for v in victims if v in moved)
+    parts = [f"{step} of {', '.join(taken)} makes room"] if taken else []
+    if shifted:
+        verb = "moves" if len(shifted) == 1 else "move"
+        parts.append(f"{', '.join(shifted)} {verb} to make room ({step})")
     if ahead:
         parts.append(f"it goes ahead of {', '.join(sorted(ahead))} ({step})")
     return "; ".join(parts)

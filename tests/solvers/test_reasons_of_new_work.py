@@ -295,3 +295,45 @@ def test_work_the_plan_places_then_reclaims_whole_waits_with_the_numbers_it_woul
     assert "project alpha would hold 12 with it, 2 over its fair share 10" in hog.reason.message
     assert hog.reason.message.endswith("delta/seg goes first"), hog.reason.message
     assert "holds 12" not in hog.reason.message
+
+
+def test_a_victim_moved_for_the_work_is_not_called_reclaimed() -> None:
+    """A reclaim that moved its victim (placed again elsewhere, not evicted) still read
+    "reclaim of b/small makes room" on the work it placed (user trial)."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+    ]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("a", gpus=4),
+            project("b", gpus=4),
+            workload("want", "a", gpus=4, gpuTypes=["v100"]),
+            workload("small", "b", gpus=2),
+            workload("big", "b", gpus=6, gpuTypes=["a100_80"]),
+        ]
+    )
+    nodes = [
+        Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8),
+        Node(name="v100-01", pool="v100", gpu_type="v100", gpus=4),
+    ]
+    jobs = [
+        Job(
+            id=id,
+            workload=key,
+            pool=node[:4],
+            replicas=[Replica(node=node, gpus=gpus)],
+            started_at=NOW - timedelta(hours=2),
+            spec_digest=d.workloads[key].spec.digest,
+        )
+        for id, key, node, gpus in (("1", "b/small", "v100-01", 2), ("2", "b/big", "a100-01", 6))
+    ]
+    p = plan(
+        d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=jobs)]), now=NOW
+    )
+    ops = {a.workload: a.op for a in p.actions}
+    assert ops == {"a/want": Op.SUBMIT, "b/small": Op.MOVE}, ops
+    why = {a.workload: a.reason.message for a in p.actions}
+    assert "reclaim of" not in why["a/want"], why
+    assert "b/small moves to make room (reclaim)" in why["a/want"], why
