@@ -8,6 +8,12 @@ defaults instead), and the references of that shadow are checked with everything
 only the fields that name another document, a GPU type or a pool, never a check of a
 value that failed. A workload whose project failed (or is missing: no default to fall
 back on) stands on a stand-in project, itself never judged.
+
+In a list of items (a cluster's nodePools, a quota per GPU type) only the failed field of
+an item is left out when it has a default (a pool's ``nodes``): the other items and fields
+stand, and their references and names are checked at once. An item cannot be left out
+alone, as the items after it would be renumbered: a failed field without a default leaves
+out the whole list, as any other top field of spec.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from yaml.nodes import Node
 
 from specs import cache
 from specs.desired import DesiredState, SourceRef, document_name
-from specs.diagnostics import Diagnostic, Issue, Loc, describe_errors
+from specs.diagnostics import Diagnostic, Issue, Loc, describe_errors, model_at
 from specs.fields import FAILED, WRITTEN
 from specs.models import Cluster, Department, Project, Workload
 from specs.validate import validate
@@ -30,16 +36,15 @@ Shadow = tuple[cache.PlacedDocument, frozenset[str]]  # the document, the fields
 def shadow(
     node: Node, value: dict[object, object], model: type[BaseModel], locs: list[Loc]
 ) -> tuple[Shadow | None, list[Issue]]:
-    """The document without the top fields of its spec that failed (their defaults
-    instead), if that validates, and those fields: its references to other documents can
-    then be checked with its schema errors, not once they are fixed. Also the errors of its
+    """The document without the fields of its spec that failed (their defaults instead),
+    if that validates, and those fields: its references to other documents can then be
+    checked with its schema errors, not once they are fixed. Also the errors of its
     checks across fields (``minReplicas`` against ``replicas``), which pydantic holds back
     while a field of the same model fails; a check whose other field failed is left out."""
     spec = value.get("spec")
     if not isinstance(spec, dict) or any(len(loc) < 2 or loc[0] != "spec" for loc in locs):
         return None, []  # an error outside spec's fields: nothing to stand on
-    failed = {loc[1] for loc in locs}
-    kept = {k: v for k, v in spec.items() if k not in failed}
+    kept, failed = _left_out(spec, [loc[1:] for loc in locs], model)
     line, column = name_position(node)
     if model is Workload and not isinstance(kept.get("project"), str):
         # its project is missing or failed: a stand-in (never checked) lets its other
@@ -62,7 +67,7 @@ def shadow(
             if across or len(checks) < len(found):  # a default that does not validate alone
                 return None, across or describe_errors(checks, lenient, model)
             across = describe_errors(checks, lenient, model)
-            spilled = {i.loc[1] for i in across if len(i.loc) >= 2 and i.loc[0] == "spec"}
+            spilled = {str(i.loc[1]) for i in across if len(i.loc) >= 2 and i.loc[0] == "spec"}
             kept = {k: v for k, v in kept.items() if k not in spilled}
             failed |= spilled
             continue
@@ -70,6 +75,56 @@ def shadow(
         placed = cache.PlacedDocument.model_construct(line=line, column=column, document=document)
         return (placed, frozenset(f"spec.{k}" for k in failed)), across
     return None, across
+
+
+def _left_out(
+    spec: dict[object, object], locs: list[Loc], model: type[BaseModel]
+) -> tuple[dict[object, object], set[str]]:
+    """``spec`` without what failed at ``locs`` (below spec), and the dotted paths of what
+    was left out: a field of a list's item alone when the item can do without it (it has
+    a default, or is an unknown key), else the whole top field."""
+    whole: set[str] = set()
+    in_items: dict[tuple[str, int], set[str]] = {}  # (top field, index) -> fields left out
+    for loc in locs:
+        field = _item_field(spec, loc, model)
+        if field is None:
+            whole.add(str(loc[0]))
+        else:
+            in_items.setdefault(field[:2], set()).add(field[2])
+    kept = {k: v for k, v in spec.items() if k not in whole}
+    failed = set(whole)
+    for (top, index), names in in_items.items():
+        items, item = kept.get(top), _item(spec, top, index)
+        if isinstance(items, list) and item is not None:  # its list not left out whole
+            items = kept[top] = list(items)  # a copy: the document's value stays as written
+            items[index] = {k: v for k, v in item.items() if k not in names}
+            failed |= {f"{top}.{index}.{name}" for name in names}
+    return kept, failed
+
+
+def _item_field(
+    spec: dict[object, object], loc: Loc, model: type[BaseModel]
+) -> tuple[str, int, str] | None:
+    """(top field, index, field) when ``loc`` (below spec) is a field of a mapping in a
+    list, such as ``nodePools.1.nodes``, that the item can do without: an unknown key, or
+    a field with a default."""
+    if len(loc) < 3 or not isinstance(loc[1], int) or not isinstance(loc[2], str):
+        return None
+    top, index, name = str(loc[0]), loc[1], loc[2]
+    item = model_at(model, ("spec", top, index))
+    if item is None or _item(spec, top, index) is None:
+        return None
+    fields = {info.alias or key: info for key, info in item.model_fields.items()}
+    if name in fields and fields[name].is_required():
+        return None
+    return top, index, name
+
+
+def _item(spec: dict[object, object], top: str, index: int) -> dict[object, object] | None:
+    """The mapping at ``spec[top][index]``, if that is one."""
+    items = spec.get(top)
+    item = items[index] if isinstance(items, list) and 0 <= index < len(items) else None
+    return item if isinstance(item, dict) else None
 
 
 def _across_fields(error: ErrorDetails) -> bool:
@@ -128,8 +183,17 @@ def references(
                 d.severity == "error"
                 and (d.path, d.line, d.column) == (ref.path, ref.line, ref.column)
                 and d.field is not None
-                and not any(d.field == f or d.field.startswith(f + ".") for f in failed)
+                and not _judges(d.field, failed)
                 and (d.field in _REFERENCE_FIELDS or d.field.startswith(_REFERENCE_LISTS))
             ):
                 found.append(d)
     return found
+
+
+def _judges(field: str, left_out: frozenset[str]) -> bool:
+    """Whether a check at ``field`` may judge a value that failed (at its default in the
+    shadow): one at that value, within it, or at what holds it (a check of a whole pool
+    reads each of its fields)."""
+    return any(
+        field == f or field.startswith(f + ".") or f.startswith(field + ".") for f in left_out
+    )

@@ -679,6 +679,66 @@ def test_checks_across_fields_come_with_the_field_errors(repo: Path) -> None:
     assert "grace (2h) must be shorter than the walltime (1h)" in found[2].message
 
 
+def test_one_bad_pool_field_leaves_the_clusters_other_errors_checked(repo: Path) -> None:
+    """One bad field of a node pool (``nodes: -4``) hid the cluster's other errors (a
+    duplicate pool name, an unknown gpuType) until it was fixed (user trial): the whole
+    ``nodePools`` was left out of the cluster's shadow. Only the failed field is now, at
+    its default; the pools and their names stand."""
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", pools=[pool(), pool(gpu_type="x200", gpus_per_node=4, nodes=-4)]),
+        department(),
+        project(department="science"),
+    )
+    o = repo / "org.yaml"
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(o, "name: a100", 2, offset=len("name: ")), "spec.nodePools.1.name"),
+        (at(o, "x200"), "spec.nodePools.1.gpuType"),
+        (at(o, "-4"), "spec.nodePools.1.nodes"),  # once: its default is not judged
+    ], [str(d) for d in found]
+    assert [d.message for d in found] == [
+        "node pool 'a100' is already defined (spec.nodePools.0); pool names must be unique "
+        "within a cluster",
+        "unknown gpuType 'x200'; declare it under this cluster's spec.gpuTypes "
+        "(declared: a100_80, v100)",
+        "must be at least 0, got -4",
+    ]
+
+
+def test_a_pool_that_cannot_stand_is_not_judged_again(repo: Path) -> None:
+    """A pool whose required field failed (``gpusPerNode: 0``) has no default to stand on:
+    its cluster's pools stay unknown, so a workload naming that pool is not told it does
+    not exist (one typo, one error). A failed field with a default is reported once."""
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", pools=[pool(), pool("h100", gpus_per_node=0, maxWalltime=90)]),
+        department(),
+        project(department="science"),
+    )
+    write(repo, "w.yaml", workload("np", nodePools=["h100"], walltime="2h"))
+    o = repo / "org.yaml"
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(o, "gpusPerNode: 0", offset=len("gpusPerNode: ")), "spec.nodePools.1.gpusPerNode"),
+        (at(o, "90"), "spec.nodePools.1.maxWalltime"),
+    ], [str(d) for d in found]
+
+
+def test_a_check_of_the_whole_pool_does_not_judge_its_failed_field(repo: Path) -> None:
+    """A pool whose ``labels`` failed stands at no labels in its cluster's shadow; on
+    Kubernetes a check of the whole pool (each of several pools needs labels) would judge
+    that default: the failed field is reported, once, and nothing about it."""
+    pools = [pool(labels={"gpu": "a100"}), pool("v100", gpu_type="v100", labels={"gpu": 5})]
+    write(repo, "org.yaml", cluster("k8s", adapter="kubernetes", pools=pools))
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(repo / "org.yaml", "5"), "spec.nodePools.1.labels.gpu"),
+    ], [str(d) for d in found]
+
+
 # ----------------------------------------------------------------------- validate() directly
 
 
