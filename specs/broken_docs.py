@@ -11,12 +11,15 @@ back on) stands on a stand-in project, itself never judged.
 
 In a list of items (a cluster's nodePools, a quota per GPU type) only the failed field of
 an item is left out when it has a default (a pool's ``nodes``): the other items and fields
-stand, and their references and names are checked at once. An item cannot be left out
-alone, as the items after it would be renumbered: a failed field without a default leaves
-out the whole list, as any other top field of spec.
+stand, so a cluster's pools and GPU types are all known, and the references of the
+documents that loaded to them (a workload's nodePools) are checked at once too. An item
+cannot be left out alone, as the items after it would be renumbered: a failed field
+without a default leaves out the whole list, as any other top field of spec.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -152,18 +155,38 @@ _REFERENCE_FIELDS = ("spec.project", "spec.department", "spec.parent")
 _REFERENCE_LISTS = ("spec.clusters.", "spec.gpuTypes.", "spec.nodePools.")
 
 
+def _names_another(field: str) -> bool:
+    """Whether a diagnostic's field names another document, a GPU type or a pool."""
+    return field in _REFERENCE_FIELDS or _names_declared(field)
+
+
+def _names_declared(field: str) -> bool:
+    """Whether a diagnostic's field names what clusters declare, a GPU type or a pool (a
+    quota's entries name a GPU type each: ``spec.quota.0.gpuType``)."""
+    return field.startswith(_REFERENCE_LISTS) or (
+        field.startswith("spec.quota.") and field.endswith(".gpuType")
+    )
+
+
 def references(
     desired: DesiredState,
     shadows: list[tuple[str, cache.PlacedDocument, frozenset[str]]],
     broken: list[tuple[str, str]],
+    checked: Collection[Diagnostic],
 ) -> list[Diagnostic]:
     """The references of documents that failed their schema, checked with the fields that
     failed left out (one more validation, only when some document failed): the errors of
-    the fields that are fine come at once, not after the others are fixed."""
+    the fields that are fine come at once, not after the others are fixed.
+
+    Also the references of the documents that loaded to what clusters declare, which
+    ``checked`` (their validation beside the documents that failed) held back while a
+    cluster failed: its shadow declares them. Their other references count a document
+    that failed as declared either way, only worded otherwise (did you mean …?): they
+    stand as ``checked`` gave them."""
     if not shadows:
         return []
     fuller: DesiredState | None = None  # a copy, made once
-    standing: list[tuple[SourceRef, frozenset[str]]] = []
+    standing: dict[tuple[str, int, int], frozenset[str]] = {}  # where -> the fields that failed
     for path, item, failed in shadows:
         doc, ref = item.document, SourceRef(path, item.line, item.column)
         if (doc.kind, document_name(doc)) in (fuller or desired).sources:
@@ -172,21 +195,20 @@ def references(
             fuller = desired.with_document(doc, ref)
         else:
             fuller.put(doc, ref)
-        standing.append((ref, failed))
+        standing[(ref.path, ref.line, ref.column)] = failed
     if fuller is None:
         return []
     still_broken = [b for b in broken if b not in fuller.sources]
-    found = []
+    found, seen = [], set(checked)
     for d in validate(fuller, broken=still_broken):
-        for ref, failed in standing:
-            if (
-                d.severity == "error"
-                and (d.path, d.line, d.column) == (ref.path, ref.line, ref.column)
-                and d.field is not None
-                and not _judges(d.field, failed)
-                and (d.field in _REFERENCE_FIELDS or d.field.startswith(_REFERENCE_LISTS))
-            ):
+        if d.severity != "error" or d.field is None or not _names_another(d.field):
+            continue
+        left_out = standing.get((d.path, d.line, d.column))
+        if left_out is None:  # a document that loaded: what its first validation held back
+            if _names_declared(d.field) and d not in seen:
                 found.append(d)
+        elif not _judges(d.field, left_out):
+            found.append(d)
     return found
 
 

@@ -360,10 +360,11 @@ def _load(root: Path, cache_dir: Path | None) -> LoadResult:
 
     # 3. Cross-document checks, pointed at the exact field; a duplicate's own errors come
     #    now too, not once its name is fixed.
-    for found in _refine(validate(desired, broken=broken), contents):
+    checked = validate(desired, broken=broken)
+    for found in _refine(checked, contents):
         (errors if found.severity == "error" else warnings).append(found)
     errors.extend(_refine(errors_of_duplicates(desired, duplicates, broken=broken), contents))
-    errors.extend(_refine(broken_docs.references(desired, shadows, broken), contents))
+    errors.extend(_refine(broken_docs.references(desired, shadows, broken, checked), contents))
     if errors:
         raise SpecError(errors, warnings)
     if cache_dir is not None:

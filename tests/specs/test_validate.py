@@ -679,11 +679,13 @@ def test_checks_across_fields_come_with_the_field_errors(repo: Path) -> None:
     assert "grace (2h) must be shorter than the walltime (1h)" in found[2].message
 
 
-def test_one_bad_pool_field_leaves_the_clusters_other_errors_checked(repo: Path) -> None:
+def test_one_bad_pool_field_leaves_the_clusters_other_errors_and_references_checked(
+    repo: Path,
+) -> None:
     """One bad field of a node pool (``nodes: -4``) hid the cluster's other errors (a
-    duplicate pool name, an unknown gpuType) until it was fixed (user trial): the whole
-    ``nodePools`` was left out of the cluster's shadow. Only the failed field is now, at
-    its default; the pools and their names stand."""
+    duplicate pool name, an unknown gpuType) and a workload's unknown pool until it was
+    fixed (user trial): the whole ``nodePools`` was left out of the cluster's shadow. Only
+    the failed field is now, at its default; the pools and their names stand."""
     write(
         repo,
         "org.yaml",
@@ -691,12 +693,14 @@ def test_one_bad_pool_field_leaves_the_clusters_other_errors_checked(repo: Path)
         department(),
         project(department="science"),
     )
-    o = repo / "org.yaml"
+    write(repo, "w.yaml", workload("np", nodePools=["h100"]))
+    o, w = repo / "org.yaml", repo / "w.yaml"
     found = errors(repo)
     assert [(where(d), d.field) for d in found] == [
         (at(o, "name: a100", 2, offset=len("name: ")), "spec.nodePools.1.name"),
         (at(o, "x200"), "spec.nodePools.1.gpuType"),
         (at(o, "-4"), "spec.nodePools.1.nodes"),  # once: its default is not judged
+        (at(w, "h100"), "spec.nodePools.0"),
     ], [str(d) for d in found]
     assert [d.message for d in found] == [
         "node pool 'a100' is already defined (spec.nodePools.0); pool names must be unique "
@@ -704,6 +708,7 @@ def test_one_bad_pool_field_leaves_the_clusters_other_errors_checked(repo: Path)
         "unknown gpuType 'x200'; declare it under this cluster's spec.gpuTypes "
         "(declared: a100_80, v100)",
         "must be at least 0, got -4",
+        "unknown node pool 'h100'; declared pools: a100",
     ]
 
 
@@ -737,6 +742,40 @@ def test_a_check_of_the_whole_pool_does_not_judge_its_failed_field(repo: Path) -
     assert [(where(d), d.field) for d in found] == [
         (at(repo / "org.yaml", "5"), "spec.nodePools.1.labels.gpu"),
     ], [str(d) for d in found]
+
+
+def test_a_reference_to_a_name_near_a_broken_document_is_reported_once(repo: Path) -> None:
+    """With the shadow of department 'science' declared, the unknown 'sciense' of a
+    project that loaded would read differently (did you mean 'science'?): it is the same
+    error, reported once."""
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna"),
+        department(rank="high"),
+        project(department="sciense"),
+    )
+    found = errors(repo)
+    assert [d.field for d in found] == ["spec.rank", "spec.department"], [str(d) for d in found]
+
+
+def test_a_quota_gpu_type_is_checked_beside_a_broken_cluster(repo: Path) -> None:
+    """The GPU types of a cluster whose pool failed are still known, so a project's quota
+    naming one that is not declared comes with the pool's error, not after it."""
+    write(
+        repo,
+        "org.yaml",
+        cluster("rivanna", pools=[pool(nodes=-1)]),
+        department(),
+        document("Project", "bio", {"quota": [{"gpuType": "a100_8", "gpus": 2}]}),
+    )
+    o = repo / "org.yaml"
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(o, "-1"), "spec.nodePools.0.nodes"),
+        (at(o, "gpuType: a100_8\n", offset=len("gpuType: ")), "spec.quota.0.gpuType"),
+    ], [str(d) for d in found]
+    assert found[1].message.startswith("unknown gpuType 'a100_8' (did you mean 'a100_80'?)")
 
 
 # ----------------------------------------------------------------------- validate() directly
