@@ -158,6 +158,12 @@ def _read_document(
             )
         return skipped((), "not a controlplane document (no apiVersion)")
     if not isinstance(api_version, str) or not api_version.startswith(f"{API_GROUP}/"):
+        # the file ends inside it (nothing after it, no kind): half saved, not foreign
+        cut = isinstance(api_version, str) and api_version and kind is None
+        if cut and API_VERSION.startswith(str(api_version)):
+            message = f"apiVersion {api_version!r} is cut short: the start of {API_VERSION}"
+            half = "(a file saved half-written?)"
+            return _DocumentOutcome(errors=[error(("apiVersion",), f"{message} {half}")])
         if isinstance(api_version, str) and _near_ours(api_version):
             message = f"unknown apiVersion {api_version!r}; did you mean {API_VERSION}?"
             reason = "(too close to ours to skip as another tool's)"

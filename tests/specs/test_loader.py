@@ -522,6 +522,18 @@ def test_a_near_miss_of_our_api_version_is_an_error(
     )
 
 
+@pytest.mark.parametrize("api_version", ["controlp", "c", "controlplan"])
+def test_an_api_version_cut_short_is_an_error(repo: Path, api_version: str) -> None:
+    """A spec file cut off inside an apiVersion (half saved: ``apiVersion: controlp``, the
+    rest of the file gone) was skipped as another tool's document with a warning: validate
+    passed, and the workloads after it were pruned (user trial, under cp watch)."""
+    write(repo, "x.yaml", f"apiVersion: {api_version}\n")
+    assert str(single(repo)) == (
+        f"x.yaml:1:13: error: apiVersion: apiVersion '{api_version}' is cut short: the start "
+        "of controlplane/v1 (a file saved half-written?)"
+    )
+
+
 @pytest.mark.parametrize(
     ("api_version", "kind"),
     [
