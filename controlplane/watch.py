@@ -176,7 +176,12 @@ class Watcher:
                 )
             else:
                 plan = workflow.build_plan(
-                    self.spec_dir, loaded, db=self.options.db, forecast=True, keep=False
+                    self.spec_dir,
+                    loaded,
+                    db=self.options.db,
+                    forecast=True,
+                    keep=False,
+                    record=True,  # it observes: the store learns what it sees
                 )
                 report = None
         except SpecError as exc:

@@ -148,22 +148,30 @@ def survey(
     forecast: bool = False,
     policy: Policy = DEFAULT_POLICY,
     noting: bool = False,
+    record: bool = False,
 ) -> Survey:
     """Observe ``spec_dir``'s clusters read-only (or read a snapshot file) and plan for it;
-    nothing is written anywhere.
+    nothing is written anywhere but with ``record``.
 
     ``forecast``: ask the clusters for fan-out candidates' start estimates (never with
     ``observed``: a snapshot file has no cluster behind it). ``noting``: the plan is to be
-    kept (``cp plan``), in a store started for it if need be (see :func:`open_store`)."""
+    kept (``cp plan``), in a store started for it if need be (see :func:`open_store`).
+    ``record``: what is observed is recorded, under the apply lease, as ``cp observe``
+    records it (a ``cp watch`` that does not apply: the store learns of edits and ended
+    jobs at the first observation that sees them)."""
     if observed is not None:
         snap = read_snapshot(observed)
         when = resolve_now(now) if now is not None else snap.now
         plan = _plan(spec_dir, loaded, snap, when, None, policy)
         return Survey(carried_over(loaded.desired, snap), plan, None)
     when = resolve_now(now)
-    store = open_store(spec_dir, db, reading=not noting, noting=noting)
-    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
-    snap = observe(loaded.desired, adapters, when, store, record=False)
+    store = open_store(spec_dir, db, reading=not (noting or record), noting=noting)
+    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=not record)
+    if record:
+        with holding_lease(store):
+            snap = observe(loaded.desired, adapters, when, store, record=True)
+    else:
+        snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = _plan(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
     plan = _with_policy(plan, applied_diff(store.last_applied_plan(), plan))
     return Survey(carried_over(loaded.desired, snap), plan, store)  # as the plan saw it
@@ -179,11 +187,12 @@ def build_plan(
     forecast: bool = False,
     policy: Policy = DEFAULT_POLICY,
     keep: bool = True,
+    record: bool = False,
 ) -> Plan:
-    """Plan ``spec_dir`` against the clusters (observed now, read-only) or a snapshot file
-    (see :func:`survey`). A plan made against the clusters is stored when ``keep``, the
-    store started for it if need be (``cp show`` and ``cp apply --reviewed`` find it; a
-    watch that does not apply keeps none); nothing else is written."""
+    """Plan ``spec_dir`` against the clusters (observed now, read-only but with ``record``,
+    see :func:`survey`) or a snapshot file. A plan made against the clusters is stored
+    when ``keep``, the store started for it if need be (``cp show`` and ``cp apply
+    --reviewed`` find it; a watch that does not apply keeps none)."""
     return plan_and_snapshot(
         spec_dir,
         loaded,
@@ -194,6 +203,7 @@ def build_plan(
         policy=policy,
         keep=keep,
         noting=keep,
+        record=record,
     )[0]
 
 
@@ -208,6 +218,7 @@ def plan_and_snapshot(
     policy: Policy = DEFAULT_POLICY,
     keep: bool = True,
     noting: bool = False,
+    record: bool = False,
 ) -> tuple[Plan, Snapshot]:
     """:func:`build_plan`, and the snapshot it was made against (where things run now);
     with ``keep``, kept only in a store that is there unless ``noting`` (no read-only
@@ -221,6 +232,7 @@ def plan_and_snapshot(
         forecast=forecast,
         policy=policy,
         noting=noting,
+        record=record,
     )
     if found.store is not None:
         with found.store:

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from controlplane.apply import here
 from controlplane.store import Store, default_url
 from controlplane.watch import Watcher, WatchOptions
 from tests.builders import cluster, project, workload
-from tests.builders.cli import write_specs
+from tests.builders.cli import cp, write_specs
 
 CP = str(Path(sys.executable).parent / "controlplane")
 
@@ -437,3 +438,24 @@ def test_a_lease_held_by_an_interactive_apply_does_not_slow_the_loop(tmp_path: P
         holder.wait()
     watcher.run(once=True)  # the lease is free: the cycle applies
     assert not watcher.failed and "applied" in lines[-1], lines[-1]
+
+
+def test_a_watch_that_does_not_apply_records_what_it_sees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp watch` without --auto-approve recorded nothing (README: the store learns of an
+    edit at the first observation that sees it, `cp watch` among them). An edit it saw
+    while the job ran was then taken for one made after the job completed: the workload
+    was 'finished' and never ran again, where after a `cp observe` it is resubmitted
+    (user trial)."""
+    short = workload("short", "p", gpus=1, walltime="10m", command=["python", "a.py"])
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), short])
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0  # the wall clock: as watch
+    short["spec"]["command"] = ["python", "b.py"]  # edited while it runs
+    write_specs(specs, [cluster(), project("p", gpus=8), short])
+    watcher = Watcher(specs, WatchOptions(quiet=0), lambda _: None)
+    cycle = watcher.cycle()
+    assert not cycle.failed and "not applied (no --auto-approve)" in cycle.line, cycle.line
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()  # the 10-minute job ended
+    plan = cp(capsys, "plan", specs, "--json", "--now", later).json()
+    assert [(a["op"], a["workload"]) for a in plan["actions"]] == [("submit", "p/short")], plan
