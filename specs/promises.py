@@ -1,6 +1,7 @@
 """Checks of what quotas promise: non-preemptible demand a level cannot run at once,
-deserved quotas above what the clusters hold and children deserving more than their
-department (warnings: allowed, as in KAI, but a deserved quota is a promise)."""
+deserved quotas above what the clusters hold, children deserving more than their
+department (warnings: allowed, as in KAI, but a deserved quota is a promise), and a cost
+budget no GPU-hour is priced against."""
 
 from __future__ import annotations
 
@@ -170,3 +171,25 @@ def check_overcommitted(ctx: CheckContext) -> Iterator[Diagnostic]:
             f"raise quota.gpus to {together} or lower the children's",
             severity="warning",
         )
+
+
+def check_unpriced_budgets(ctx: CheckContext) -> Iterator[Diagnostic]:
+    """A ``costPerMonth`` budget where no GPU type of any cluster has a price
+    (``costPerGpuHour`` is 0 when not given): every GPU-hour costs 0, so it never binds."""
+    if not ctx.clusters_complete or not ctx.desired.clusters:
+        return
+    types = [t for c in ctx.desired.clusters.values() for t in c.spec.gpu_types.values()]
+    if any(t.cost_per_gpu_hour > 0 for t in types):
+        return
+    for name, project in sorted(ctx.desired.projects.items()):
+        budget = project.spec.budget
+        if budget is not None and budget.cost_per_month is not None:
+            yield ctx.at(
+                "Project",
+                name,
+                "spec.budget.costPerMonth",
+                "a cost budget, but no GPU type of the clusters has a price (costPerGpuHour, "
+                "0 when not given): every GPU-hour costs 0, so this budget is never spent; "
+                "price the GPU types, or budget gpuHoursPerMonth",
+                severity="warning",
+            )

@@ -24,7 +24,12 @@ from specs.gangs import check_gangs
 from specs.hierarchy import department_cycles
 from specs.kubernetes import check_kubernetes
 from specs.models import QuotaSpec, Workload
-from specs.promises import check_capacity, check_non_preemptible_demand, check_overcommitted
+from specs.promises import (
+    check_capacity,
+    check_non_preemptible_demand,
+    check_overcommitted,
+    check_unpriced_budgets,
+)
 
 __all__ = ["errors_of_duplicates", "find_duplicates", "validate"]
 
@@ -49,6 +54,7 @@ def validate(
         *check_gangs(ctx),
         *check_capacity(ctx),
         *check_overcommitted(ctx),
+        *check_unpriced_budgets(ctx),
     ]
     # an error about a field says more than a warning about the same field
     erred = {(d.path, d.line, d.column, d.field) for d in found if d.severity == "error"}

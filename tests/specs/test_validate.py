@@ -873,3 +873,22 @@ def test_a_gang_above_every_per_type_limit_it_could_use_is_a_warning(repo: Path)
     # one that may use V100s too may start there: no warning
     write(repo, "w.yaml", workload("big", gpus=4, replicas=4))
     assert load_specs(repo).warnings == []
+
+
+@pytest.mark.parametrize("priced", [False, True])
+def test_a_cost_budget_nothing_is_priced_against_is_a_warning(repo: Path, priced: bool) -> None:
+    """``budget: {costPerMonth: 10}`` where no GPU type has a costPerGpuHour (0 when not
+    given) can never be spent: the project ran hundreds of GPU-hours with all of it left,
+    and validate said nothing (user trial)."""
+    price = {"costPerGpuHour": 2.0} if priced else {}
+    types = {"a100_80": {"memoryGiB": 80, **price}, "v100": {"memoryGiB": 32}}
+    chem = project("chem", gpus=8)
+    chem["spec"]["budget"] = {"costPerMonth": 10}
+    write(repo, "org.yaml", cluster("rivanna", gpu_types=types), chem)
+    found = [w for w in load_specs(repo).warnings if w.field == "spec.budget.costPerMonth"]
+    if priced:  # one priced type is enough: the budget can bind
+        assert found == []
+        return
+    (warning,) = found
+    assert where(warning) == at(repo / "org.yaml", "costPerMonth: 10", offset=len("costPerMonth: "))
+    assert "no GPU type of the clusters has a price" in warning.message
