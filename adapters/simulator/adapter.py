@@ -70,8 +70,9 @@ class SimulatorAdapter:
             raise LocalStateError(
                 f"the simulated cluster {self.cluster} is at {clock.isoformat()}; "
                 f"{now.isoformat()} would run its clock backwards (jobs that ended would be "
-                "running, and history out of order): give a later --now, or delete "
-                f"{self.path} to start the simulated cluster afresh (its jobs are lost)"
+                "running, and history out of order): give the command a later --now (cp "
+                "watch has none: it runs on the wall clock, and cannot act before then), or "
+                f"delete {self.path} to start the simulated cluster afresh (its jobs are lost)"
             )
         self._sync_nodes(sim)
         sim.refresh(now)

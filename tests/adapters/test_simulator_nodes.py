@@ -129,7 +129,8 @@ def test_the_clock_only_moves_on_but_a_what_if_may_look_back(tmp_path: Path) -> 
     clock[0] = NOW - timedelta(minutes=5)
     with pytest.raises(LocalStateError, match="would run its clock backwards"):
         sim.observe()
-    with pytest.raises(LocalStateError, match="give a later --now"):
+    # the advice fits every command: cp watch has no --now (user trial)
+    with pytest.raises(LocalStateError, match="a later --now \\(cp watch has none"):
         sim.execute(submit("p/v", node), plan_id="y")
     looking = SimulatorAdapter(
         sim_cluster(1), state_dir=tmp_path, clock=lambda: clock[0], read_only=True
