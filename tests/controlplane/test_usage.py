@@ -197,3 +197,19 @@ def test_a_segment_resized_while_it_ran_counts_its_whole_run(tmp_path: Path) -> 
     [progress] = store.progress({"p/first"}, now=end)
     assert (progress.elapsed_seconds, progress.segments) == (12 * 3600, 1)
     assert (progress.last_seconds, progress.last_limit_seconds) == (12 * 3600, 12 * 3600)
+
+
+def test_a_usage_share_weighed_by_cost_says_so(tmp_path: Path, capsys: Capsys) -> None:
+    """With fairshare.byCost the usage share is cost over the cost the clusters could
+    deliver, but the table's footnote defined it as the decayed GPU-hours beside it over
+    the GPU-hours they could deliver: a reader checking it got another number (user
+    trial). The rows weighed by cost are marked, and the footnote says what they are."""
+    root = specs(tmp_path / "s")
+    weighed = project("w", gpus=8, fairshare={"byCost": True})
+    write_specs(root, [cluster(pools=POOLS), project("p", gpus=8), weighed])
+    text = cp(capsys, "usage", root, "--now", "2026-11-02T00:00:00").out
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split()}
+    assert "% *" in rows["w"] and "*" not in rows["p"], text
+    assert "*: fairshare.byCost: each GPU-hour weighed by its type's costPerGpuHour" in " ".join(
+        text.split()
+    )

@@ -76,7 +76,7 @@ def print_usage(console: Console, report: UsageReport) -> None:
                 n(r.status.fair_share),
                 f"{r.decayed_gpu_hours:,.1f}",
                 format_duration(r.half_life) if r.half_life else "-",
-                f"{r.share:.2%}",
+                f"{r.share:.2%}" + (" *" if r.by_cost else ""),
                 f"{r.month.gpu_hours:,.1f}",
                 f"{r.month.cost:,.2f}",
                 _budget(r),
@@ -132,6 +132,15 @@ def print_usage(console: Console, report: UsageReport) -> None:
             style="dim",
         )
     )
+    if any(r.by_cost for r in report.projects):
+        console.print(
+            Text(
+                "*: fairshare.byCost: each GPU-hour weighed by its type's costPerGpuHour, as a "
+                "share of the cost the clusters could deliver (the decayed GPU-hours beside it "
+                "are not weighed)",
+                style="dim",
+            )
+        )
 
 
 def _budget(r: UsageRow) -> Text:
