@@ -78,6 +78,7 @@ class Watcher:
         self.held_back = False  # whether the latest cycle's plan was held back (--once)
         self.cycles = 0
         self._blocked: str | None = None  # why the prune guard held the last plan back
+        self._had_store = False  # whether a cycle saw the SQLite store there
 
     def stop(self) -> None:
         """Finish the action in flight, then end the loop (a signal handler calls this)."""
@@ -158,9 +159,36 @@ class Watcher:
 
     # ------------------------------------------------------------------ one cycle
 
+    def _store_gone(self) -> str | None:
+        """Why not to go on, when the SQLite store a cycle saw is gone (deleted by hand, a
+        clean checkout): its history went with it, and the loop does not start a new,
+        empty one behind people's backs. A loop started anew does."""
+        from controlplane.store import default_url, sqlite_file  # sqlalchemy, only here
+
+        file = sqlite_file(self.options.db or default_url(self.spec_dir))
+        if file is None:  # not SQLite: the database server keeps it
+            return None
+        if file.exists():
+            self._had_store = True
+            return None
+        if not self._had_store:
+            return None
+        return (
+            f"the store {file} is gone since the last cycle (and its history with it): "
+            "nothing done; restore it, or restart cp watch to begin a new history"
+        )
+
     def cycle(self) -> Cycle:
         self.cycles += 1
         head = f"cycle {self.cycles}:"  # stamped when it is told: after the apply
+        if (gone := self._store_gone()) is not None:
+            return Cycle(f"{head} {gone}", failed=True)
+        try:
+            return self._cycle(head)
+        finally:
+            self._store_gone()  # the store the cycle left (started, maybe) is the one to keep
+
+    def _cycle(self, head: str) -> Cycle:
         try:
             loaded = workflow.load(self.spec_dir)
             if not loaded.desired.clusters:  # a wrong directory, or one emptied by mistake

@@ -459,3 +459,20 @@ def test_a_watch_that_does_not_apply_records_what_it_sees(
     later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()  # the 10-minute job ended
     plan = cp(capsys, "plan", specs, "--json", "--now", later).json()
     assert [(a["op"], a["workload"]) for a in plan["actions"]] == [("submit", "p/short")], plan
+
+
+def test_a_store_deleted_under_the_loop_is_not_replaced_by_an_empty_one(tmp_path: Path) -> None:
+    """The SQLite store deleted while `cp watch --auto-approve` ran: the next cycle quietly
+    started a new, empty one, and `cp history --verify` said "history intact: 2 records"
+    where there had been 22 (user trial). The loop now says the store is gone and does
+    nothing until it is restored or the loop restarted."""
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    db = specs / ".cp" / "controlplane.db"
+    watcher = Watcher(specs, WatchOptions(auto_approve=True, quiet=0), lambda _: None)
+    assert not watcher.cycle().failed and db.exists()
+    db.unlink()
+    cycle = watcher.cycle()
+    assert cycle.failed and "is gone" in cycle.line, cycle.line
+    assert not db.exists()  # not started afresh behind people's backs
+    fresh = Watcher(specs, WatchOptions(auto_approve=True, quiet=0), lambda _: None)
+    assert not fresh.cycle().failed and db.exists()  # a loop started anew begins a new one
