@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.cli.views.plan import node_removed
+from controlplane.plan import NodeRemoved
 from tests.builders import cluster, pool, project, workload
 from tests.builders.cli import cp, write_specs
 
@@ -140,3 +142,10 @@ def test_a_node_shrunk_below_its_work_sheds_what_no_longer_fits(
     assert {n["name"]: n["gpus"] for n in state["nodes"]}["a100-01"] == 4
     running = sorted(j["workload"] for j in state["jobs"] if j["state"] == "RUNNING")
     assert running == ["p/b", "p/c"], state["jobs"]
+
+
+def test_a_node_only_others_work_holds_says_so() -> None:
+    """Work not ours on a node the spec shrinks: no workload of ours moves, and the line
+    does not read ": move off it, or wait" with nobody named."""
+    line = node_removed(NodeRemoved(cluster="sim", node="n1", workloads=[], shrinks_to=4))
+    assert line.endswith("it takes no new work): work not ours holds it"), line

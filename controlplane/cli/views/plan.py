@@ -56,16 +56,16 @@ def node_removed(removed: NodeRemoved) -> str:
     """A node the specs remove or shrink, and the work that moves off it first."""
     work, one = ", ".join(removed.workloads), len(removed.workloads) == 1
     verbs = "moves off it, or waits" if one else "move off it, or wait"
+    moving = f"{work} {verbs} for room to (below)" if work else "work not ours holds it"
     if removed.shrinks_to is not None:
         size = counted(removed.shrinks_to, "GPU")
         return (
             f"node {removed.node} of {removed.cluster} shrinks to {size} once its work fits "
-            f"(its Cluster spec gives it {removed.shrinks_to}; it takes no new work): {work} "
-            f"{verbs} for room to (below)"
+            f"(its Cluster spec gives it {removed.shrinks_to}; it takes no new work): {moving}"
         )
     return (
         f"node {removed.node} of {removed.cluster} leaves once empty (its Cluster spec no "
-        f"longer has it; it takes no new work): {work} {verbs} for room to (below)"
+        f"longer has it; it takes no new work): {moving}"
     )
 
 
