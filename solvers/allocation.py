@@ -100,11 +100,17 @@ def allocate_best(
 
 def _rule_broken(problem: Problem, session: Session, grants: dict[str, Grant]) -> str | None:
     """A rule the CP-SAT model does not encode: one replica per node where the pool says
-    so; per-GPU-type quotas (limits, deserved for non-preemptible work)."""
+    so; per-GPU-type quotas (limits, deserved for non-preemptible work); the start of each
+    waiting fan-out candidate in the cluster's next pass (solvers/placement.py)."""
+    taken: Counter[str] = Counter()
     for key, grant in grants.items():
         pool = problem.pools[grant.pool]
         if pool.one_replica_per_node and max(Counter(grant.nodes).values(), default=0) > 1:
             return f"{key} would put two replicas on one node of {grant.pool[0]}/{grant.pool[1]}"
+        for node, count in (Counter(grant.nodes) - Counter(session.tasks.get(key, []))).items():
+            taken[node] += count * problem.jobs[key].gpus
+    if not session.index.leaves_room(taken):
+        return "the cluster would no longer start a waiting fan-out candidate"
     return _type_quota_broken(problem, session, grants) if session.per_type else None
 
 

@@ -4,15 +4,25 @@ KAI's rule: among the nodes where the replica fits, the one with the fewest free
 ties to the alphabetically first name. Nodes of each pool sit in buckets by free GPU
 count, so finding the best node costs a few bucket probes instead of a scan of every node.
 A gang is placed all-or-nothing inside one pool (one Slurm partition, one GPU type).
+
+Waiting jobs the cluster places itself (fan-out candidates) hold the GPUs its next pass
+starts them on, but the cluster does not know what is held: its pass fits them, in its
+order, by the same rule on the nodes as it finds them, and work placed beside a held job
+can make another node the tighter fit for one before it. Once they are held
+(:meth:`FreeIndex.hold_for_cluster`), no placement may cost one of them its start in that
+pass (:meth:`FreeIndex.leaves_room`), whether the plan's work lands before it or after.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 
 from sortedcontainers import SortedList
 
 from solvers.problem import NodeInfo, PoolKey
+
+Picks = list[str | None]  # a held job's node per ask in the cluster's pass; None: fits nowhere
 
 
 class FreeIndex:
@@ -31,6 +41,13 @@ class FreeIndex:
         self.pool_of: dict[str, PoolKey] = {}
         self._buckets: dict[PoolKey, dict[int, SortedList]] = defaultdict(dict)
         self._room: dict[PoolKey, tuple[int, int]] = {}  # pool_free, until the pool changes
+        # jobs the cluster places, held where its next pass starts them: per pool, in its
+        # order, (node keys, GPUs per node); GPUs held per node; the smallest ask per pool;
+        # the nodes the pass gives them as the nodes are now (until a pick changes)
+        self._waiting: dict[PoolKey, list[tuple[list[str], list[int]]]] = {}
+        self._held: Counter[str] = Counter()
+        self._least: dict[PoolKey, int] = {}
+        self._trace: dict[PoolKey, list[Picks]] = {}
         for key, n in nodes.items():
             if n.pool is None or not n.schedulable:
                 continue
@@ -46,10 +63,11 @@ class FreeIndex:
         return buckets[free]
 
     def best_node(self, pool: PoolKey, gpus: int, avoid: set[str] | None = None) -> str | None:
-        """The fitting node with the fewest free GPUs, then the first name (not in ``avoid``)."""
+        """The fitting node with the fewest free GPUs, then the first name (not in ``avoid``),
+        that leaves the cluster's next pass the room it needs (:meth:`leaves_room`)."""
         for free in sorted(f for f, b in self._buckets.get(pool, {}).items() if f >= gpus and b):
             for node in self._buckets[pool][free]:
-                if not avoid or node not in avoid:
+                if (not avoid or node not in avoid) and self.leaves_room({node: gpus}):
                     return str(node)
         return None
 
@@ -62,6 +80,8 @@ class FreeIndex:
     def _move(self, node: str, delta: int) -> None:
         pool = self.pool_of[node]
         self._room.pop(pool, None)
+        if pool in self._trace and (delta > 0 or self._alters(pool, node, -delta)):
+            del self._trace[pool]  # the pass picks other nodes now: worked out when asked
         before = self.free[node]
         self._buckets[pool][before].remove(node)
         self.free[node] = before + delta
@@ -110,3 +130,118 @@ class FreeIndex:
             for node in placed:
                 self.give(node, gpus)
         return None
+
+    # ------------------------------------------------------------------ the cluster's pass
+
+    def hold_for_cluster(self, waiting: list[tuple[list[str], list[int]]]) -> None:
+        """Waiting jobs the cluster places itself and starts at its next pass, in the order
+        it starts them, each as (node keys, GPUs per node) where their GPUs are taken now.
+        From now on :meth:`leaves_room` keeps each of them its start."""
+        for nodes, asks in waiting:
+            pool = self.pool_of[nodes[0]]
+            self._waiting.setdefault(pool, []).append((nodes, asks))
+            self._least[pool] = min(self._least.get(pool, asks[0]), *asks)
+            for node, gpus in zip(nodes, asks, strict=True):
+                self._held[node] += gpus
+
+    def leaves_room(self, change: Mapping[str, int]) -> bool:
+        """Whether taking ``change`` (GPUs per node key; negative: given back) leaves the
+        cluster's next pass starting every held job it starts as the nodes are now. A node
+        with fewer GPUs than any of them asks for, held ones included, changes nothing."""
+        pools: dict[PoolKey, dict[str, int]] = defaultdict(dict)
+        for node, gpus in change.items():
+            pool = self.pool_of.get(node)  # none: a node nothing is placed on
+            if pool in self._least and self._base(node) + max(0, -gpus) >= self._least[pool]:
+                pools[pool][node] = gpus
+        for pool, taken in pools.items():
+            now = self._passed(pool)
+            (node, gpus), *more = taken.items()
+            if not more and gpus > 0 and not self._alters(pool, node, gpus):
+                continue  # the pass gives every job the nodes it gives it now
+            after = self._pass(pool, taken)
+            if any(_starts(was) and not _starts(new) for was, new in zip(now, after, strict=True)):
+                return False
+        return True
+
+    def _base(self, node: str) -> int:
+        """The node's free GPUs as the cluster sees them: those held for its pass are free."""
+        return self.free[node] + self._held[node]
+
+    def _passed(self, pool: PoolKey) -> list[Picks]:
+        if pool not in self._trace:
+            self._trace[pool] = self._pass(pool, {})
+        return self._trace[pool]
+
+    def _pass(self, pool: PoolKey, taken: Mapping[str, int]) -> list[Picks]:
+        """The nodes the cluster's pass gives each held job, ``taken`` taken first: each
+        job in turn, one node per ask, the tightest that fits; it starts if all fit."""
+        free = {n: self._base(n) for nodes, _ in self._waiting[pool] for n in nodes}
+        for n, g in taken.items():  # the nodes read here, not from the buckets: a few
+            free[n] = free.get(n, self._base(n)) - g
+        out = []
+        for _, asks in self._waiting[pool]:
+            picks: Picks = []
+            for gpus in asks:
+                picks.append(self._tightest(pool, gpus, free, picks))
+                if picks[-1] is None:
+                    break
+            for n, g in _started(picks, asks).items():
+                free[n] = free.get(n, self.free[n]) - g
+            out.append(picks)
+        return out
+
+    def _tightest(
+        self, pool: PoolKey, gpus: int, free: Mapping[str, int], avoid: Picks
+    ) -> str | None:
+        """The node best fit picks for ``gpus``, not one in ``avoid``: those in ``free`` with
+        the GPUs free there, the others with those of their bucket."""
+        best = min(
+            (
+                (f, n)
+                for n, f in free.items()
+                if f >= gpus and n not in avoid and self.pool_of[n] == pool
+            ),
+            default=None,
+        )
+        for f in sorted(f for f, b in self._buckets[pool].items() if f >= gpus and b):
+            if best is not None and f > best[0]:
+                break
+            node = next(
+                (str(n) for n in self._buckets[pool][f] if n not in free and n not in avoid), None
+            )
+            if node is not None:
+                best = min(best, (f, node)) if best is not None else (f, node)
+                break
+        return best[1] if best is not None else None
+
+    def _alters(self, pool: PoolKey, node: str, gpus: int) -> bool:
+        """Whether taking ``gpus`` on ``node`` changes a pick of the pass as the nodes are
+        now: the node no longer fits an ask the pass gives it, or it becomes the tighter
+        fit for one the pass gives another node. (No pick changes: nor does the pass.)"""
+        given: Counter[str] = Counter()  # GPUs the pass gave so far, per node
+        left = self._base(node) - gpus
+        for (_, asks), picks in zip(self._waiting[pool], self._passed(pool), strict=True):
+            for k, (ask, pick) in enumerate(zip(asks, picks, strict=False)):
+                if pick is None:
+                    break  # fits nowhere: less room here does not change that
+                room = left - given[node]
+                if pick == node:
+                    if room < ask:
+                        return True
+                    continue
+                fits = room >= ask and node not in picks[:k]
+                if fits and (room, node) < (self._base(pick) - given[pick], pick):
+                    return True  # now the tighter fit
+            given.update(_started(picks, asks))
+        return False
+
+
+def _starts(picks: Picks) -> bool:
+    return None not in picks
+
+
+def _started(picks: Picks, asks: list[int]) -> dict[str, int]:
+    """The GPUs per node the pass gives a job it starts (none for one that waits)."""
+    return (
+        {p: g for p, g in zip(picks, asks, strict=True) if p is not None} if _starts(picks) else {}
+    )

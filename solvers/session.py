@@ -127,13 +127,15 @@ class Session:
         cluster is about to start it on, so nothing else is planned onto them. Candidates
         take room in the order the cluster starts them: submission, then job id. One that
         names its nodes (a cluster that says where it will start it, or an earlier round
-        of the same plan) holds those, where they have the room."""
+        of the same plan) holds those, where they have the room. Nothing placed after
+        may cost a held one its start in the cluster's pass (solvers/placement.py)."""
         waiting = []
         for key, jobs in sorted(self.problem.candidates.items()):
             job = self.problem.fan_out[key]
             self.charge(job, job.replicas * job.gpus)
             waiting += [(cluster, j) for cluster, j in jobs if j.pool is not None]
         waiting.sort(key=lambda cj: (cj[1].submitted_at or _EPOCH, job_id_order(cj[1].id)))
+        starts: list[tuple[list[str], list[int]]] = []
         for cluster, j in waiting:
             pool, asks = (cluster, j.pool or ""), [r.gpus for r in j.replicas]
             named = [node_key(cluster, r.node) for r in j.replicas if r.node is not None]
@@ -145,6 +147,9 @@ class Session:
             if nodes is not None:
                 names = [self.problem.nodes[n].name for n in nodes]
                 self.held[cluster, j.id] = list(zip(names, sizes, strict=True))
+                if nodes:  # a job of no replicas asks the pass for nothing
+                    starts.append((nodes, sizes))
+        self.index.hold_for_cluster(starts)
 
     def _hold_on(self, pool: PoolKey, nodes: list[str], asks: list[int]) -> list[str] | None:
         """Take ``asks`` on exactly ``nodes`` (node keys), if all of them have the room."""
@@ -264,9 +269,13 @@ def place(
     s = session
     pools = s.typed_pools(job, s.pools_for(job), count * job.gpus)
     back = (prefer or [])[:count]
-    if len(back) == count and all(
-        s.index.free.get(n, 0) >= c * job.gpus and s.index.pool_of[n] in pools
-        for n, c in Counter(back).items()
+    home = {n: c * job.gpus for n, c in Counter(back).items()}
+    if (
+        len(back) == count
+        and all(
+            s.index.free.get(n, 0) >= g and s.index.pool_of[n] in pools for n, g in home.items()
+        )
+        and s.index.leaves_room(home)
     ):
         nodes: list[str] | None = list(back)
         for n in back:

@@ -432,6 +432,8 @@ def return_home(session: Session, trial: Statement, job: JobRequest, home: list[
         return Counter(home) == Counter(now)
     if any(s.index.free.get(n, 0) < c * job.gpus for n, c in need.items() if c > 0):
         return False
+    if not s.index.leaves_room({n: c * job.gpus for n, c in need.items() if c}):
+        return False  # the cluster would start a waiting candidate elsewhere, or not at all
     extra = (len(home) - len(now)) * job.gpus
     if any(q.limit is not None and s.alloc[q.id] + extra > q.limit for q in s.chain(job.queue)):
         return False

@@ -170,3 +170,64 @@ def test_a_later_round_keeps_the_candidates_where_the_cluster_starts_them() -> N
     for a in p.execution_order():
         result = sim.execute(a, plan_id=p.id, now=NOW)
         assert result.ok, (a.op.value, a.workload, result.message)
+
+
+def test_the_plans_own_work_never_moves_a_candidate_out_of_its_start() -> None:
+    """Found by the property above. Three candidates wait for a100 and all start at the
+    cluster's next pass (c0 and c1 on a100-02, c2 on a100-01: every free GPU of both
+    nodes). The plan held them there and put three 1-GPU jobs in the 3 GPUs a100-01 had
+    left beside c2. Landing before that pass, they made a100-01 the tighter fit for c0:
+    c0 started there, c1 on a100-02, and c2 had room nowhere. The cluster places its
+    candidates by best fit on the nodes as it finds them, so the plan's own work goes
+    only where that pass still starts every candidate it would start without the plan:
+    in both engines (with the greedy alone kept to it, CP-SAT's answer did the same)."""
+    fan = {"strategy": {"fanOut": True, "maxParallel": 3}}
+    docs = [
+        cluster(
+            "sim",
+            pools=[
+                {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2},
+                {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+            ],
+        ),
+        project("p", gpus=4),
+        *(workload(f"w{i}", "p", gpus=1, walltime="30m") for i in (1, 2, 3)),
+        *(workload(f"w{i}", "p", gpus=2, replicas=2, walltime="30m", **fan) for i in (0, 5)),
+        workload("w4", "p", gpus=1, walltime="30m", **fan),
+    ]
+    state = desired(docs)
+    nodes = nodes_from_spec(state.clusters["sim"])
+    others = [
+        Job(id=f"o-{n}", state=JobState.RUNNING, replicas=[Replica(node=n, gpus=g)])
+        for n, g in (("a100-01", 1), ("a100-02", 3))
+    ]
+    waiting = [
+        Job(
+            id=f"c{i}",
+            workload=w,
+            state=JobState.PENDING,
+            replicas=[Replica(node=None, gpus=g)],
+            pool="a100",
+            walltime=1800,
+            candidate=f"sim.a100.1x{g}.direct",
+        )
+        for i, (w, g) in enumerate((("p/w4", 1), ("p/w0", 4), ("p/w5", 4)))
+    ]
+    snap = Snapshot(
+        now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=others + waiting)]
+    )
+    p = plan(state, snap, now=NOW)
+    alone = SimulatedCluster(snap.clusters[0].model_copy(deep=True))
+    alone.refresh(NOW)
+    assert {j.id: j.replicas[0].node for j in alone.state.jobs if j.id.startswith("c")} == {
+        "c0": "a100-02",
+        "c1": "a100-02",
+        "c2": "a100-01",
+    }
+    placed = SimulatedCluster(snap.clusters[0].model_copy(deep=True))
+    for a in p.execution_order():  # the plan's own work lands before the cluster's pass
+        if not placed_by_cluster(a):
+            assert placed.execute(a, plan_id=p.id, now=NOW).ok
+    placed.refresh(NOW)
+    assert [j.id for j in placed.state.jobs if j.state is JobState.PENDING] == []
+    assert {a.workload for a in p.actions} == {"p/w1", "p/w2", "p/w3"}  # all still placed
