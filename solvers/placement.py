@@ -48,6 +48,11 @@ class FreeIndex:
         self._held: Counter[str] = Counter()
         self._least: dict[PoolKey, int] = {}
         self._trace: dict[PoolKey, list[Picks]] = {}
+        # per pool: the asks of its held jobs, the largest, and how many held nodes have
+        # room for that only with their held GPUs (until one of them changes)
+        self._asks: Counter[PoolKey] = Counter()
+        self._most: dict[PoolKey, int] = {}
+        self._held_roomy: dict[PoolKey, int] = {}
         for key, n in nodes.items():
             if n.pool is None or not n.schedulable:
                 continue
@@ -65,9 +70,12 @@ class FreeIndex:
     def best_node(self, pool: PoolKey, gpus: int, avoid: set[str] | None = None) -> str | None:
         """The fitting node with the fewest free GPUs, then the first name (not in ``avoid``),
         that leaves the cluster's next pass the room it needs (:meth:`leaves_room`)."""
+        held = pool in self._least  # candidates wait in the pool: keep them their start
         for free in sorted(f for f, b in self._buckets.get(pool, {}).items() if f >= gpus and b):
             for node in self._buckets[pool][free]:
-                if (not avoid or node not in avoid) and self.leaves_room({node: gpus}):
+                if (not avoid or node not in avoid) and (
+                    not held or self.leaves_room({node: gpus})
+                ):
                     return str(node)
         return None
 
@@ -82,6 +90,8 @@ class FreeIndex:
         self._room.pop(pool, None)
         if pool in self._trace and (delta > 0 or self._alters(pool, node, -delta)):
             del self._trace[pool]  # the pass picks other nodes now: worked out when asked
+        if self._held[node]:
+            self._held_roomy.pop(pool, None)
         before = self.free[node]
         self._buckets[pool][before].remove(node)
         self.free[node] = before + delta
@@ -141,6 +151,8 @@ class FreeIndex:
             pool = self.pool_of[nodes[0]]
             self._waiting.setdefault(pool, []).append((nodes, asks))
             self._least[pool] = min(self._least.get(pool, asks[0]), *asks)
+            self._most[pool] = max(self._most.get(pool, asks[0]), *asks)
+            self._asks[pool] += len(asks)
             for node, gpus in zip(nodes, asks, strict=True):
                 self._held[node] += gpus
 
@@ -148,12 +160,16 @@ class FreeIndex:
         """Whether taking ``change`` (GPUs per node key; negative: given back) leaves the
         cluster's next pass starting every held job it starts as the nodes are now. A node
         with fewer GPUs than any of them asks for, held ones included, changes nothing."""
+        if not self._least:  # nothing held: nothing to keep
+            return True
         pools: dict[PoolKey, dict[str, int]] = defaultdict(dict)
         for node, gpus in change.items():
             pool = self.pool_of.get(node)  # none: a node nothing is placed on
             if pool in self._least and self._base(node) + max(0, -gpus) >= self._least[pool]:
                 pools[pool][node] = gpus
         for pool, taken in pools.items():
+            if self._roomy(pool, taken):
+                continue  # every held job starts, wherever the pass puts it
             now = self._passed(pool)
             (node, gpus), *more = taken.items()
             if not more and gpus > 0 and not self._alters(pool, node, gpus):
@@ -162,6 +178,24 @@ class FreeIndex:
             if any(_starts(was) and not _starts(new) for was, new in zip(now, after, strict=True)):
                 return False
         return True
+
+    def _roomy(self, pool: PoolKey, taken: Mapping[str, int]) -> bool:
+        """Whether, ``taken`` taken, the pool has a node with room for its largest held
+        ask per held ask: each ask of the pass spends at most one such node, so every ask
+        then finds one that fits, and every held job starts (a test that costs a few
+        bucket probes, where the pass is a replay)."""
+        most = self._most[pool]
+        roomy = sum(len(b) for f, b in self._buckets[pool].items() if f >= most)
+        if pool not in self._held_roomy:  # free only with what is held there: counted too
+            self._held_roomy[pool] = sum(
+                self.free[n] < most <= self._base(n)
+                for n in {n for nodes, _ in self._waiting[pool] for n in nodes}
+            )
+        roomy += self._held_roomy[pool]
+        for node, gpus in taken.items():
+            before = self._base(node)
+            roomy += (before - gpus >= most) - (before >= most)
+        return roomy >= self._asks[pool]
 
     def _base(self, node: str) -> int:
         """The node's free GPUs as the cluster sees them: those held for its pass are free."""
