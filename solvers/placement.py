@@ -48,11 +48,12 @@ class FreeIndex:
         self._held: Counter[str] = Counter()
         self._least: dict[PoolKey, int] = {}
         self._trace: dict[PoolKey, list[Picks]] = {}
-        # per pool: the asks of its held jobs, the largest, and how many held nodes have
-        # room for that only with their held GPUs (until one of them changes)
-        self._asks: Counter[PoolKey] = Counter()
-        self._most: dict[PoolKey, int] = {}
-        self._held_roomy: dict[PoolKey, int] = {}
+        self._rooms: dict[PoolKey, list[list[int]]] = {}  # the pick's free GPUs at each ask
+        # per pool: for each size of a held ask, the last place in the pass of an ask that
+        # large; and per size how many held nodes have the room only with their held GPUs
+        # (until one of them changes)
+        self._last: dict[PoolKey, dict[int, int]] = {}
+        self._held_roomy: dict[PoolKey, dict[int, int]] = {}
         for key, n in nodes.items():
             if n.pool is None or not n.schedulable:
                 continue
@@ -147,12 +148,16 @@ class FreeIndex:
         """Waiting jobs the cluster places itself and starts at its next pass, in the order
         it starts them, each as (node keys, GPUs per node) where their GPUs are taken now.
         From now on :meth:`leaves_room` keeps each of them its start."""
+        self._trace.clear()
+        self._held_roomy.clear()
         for nodes, asks in waiting:
             pool = self.pool_of[nodes[0]]
             self._waiting.setdefault(pool, []).append((nodes, asks))
             self._least[pool] = min(self._least.get(pool, asks[0]), *asks)
-            self._most[pool] = max(self._most.get(pool, asks[0]), *asks)
-            self._asks[pool] += len(asks)
+            last = self._last.setdefault(pool, {})
+            placed = sum(len(a) for _, a in self._waiting[pool]) - len(asks)
+            for k, gpus in enumerate(asks, start=1):
+                last[gpus] = placed + k
             for node, gpus in zip(nodes, asks, strict=True):
                 self._held[node] += gpus
 
@@ -180,22 +185,26 @@ class FreeIndex:
         return True
 
     def _roomy(self, pool: PoolKey, taken: Mapping[str, int]) -> bool:
-        """Whether, ``taken`` taken, the pool has a node with room for its largest held
-        ask per held ask: each ask of the pass spends at most one such node, so every ask
-        then finds one that fits, and every held job starts (a test that costs a few
-        bucket probes, where the pass is a replay)."""
-        most = self._most[pool]
-        roomy = sum(len(b) for f, b in self._buckets[pool].items() if f >= most)
-        if pool not in self._held_roomy:  # free only with what is held there: counted too
-            self._held_roomy[pool] = sum(
-                self.free[n] < most <= self._base(n)
-                for n in {n for nodes, _ in self._waiting[pool] for n in nodes}
-            )
-        roomy += self._held_roomy[pool]
-        for node, gpus in taken.items():
-            before = self._base(node)
-            roomy += (before - gpus >= most) - (before >= most)
-        return roomy >= self._asks[pool]
+        """Whether, ``taken`` taken, the pass surely starts every held job of the pool: the
+        i-th ask of the pass finds a node that fits if more nodes have the room for it than
+        asks come before it, since each ask takes room on one node only. A few bucket probes
+        per size asked for, where the pass is a replay."""
+        held = self._held_roomy.get(pool)
+        if held is None:  # free only with what is held there: they have the room too
+            nodes = {n for ns, _ in self._waiting[pool] for n in ns}
+            held = self._held_roomy[pool] = {
+                size: sum(self.free[n] < size <= self._base(n) for n in nodes)
+                for size in self._last[pool]
+            }
+        buckets = self._buckets[pool]
+        for size, last in self._last[pool].items():
+            room = held[size] + sum(len(b) for f, b in buckets.items() if f >= size)
+            for node, gpus in taken.items():
+                before = self._base(node)
+                room += (before - gpus >= size) - (before >= size)
+            if room < last:
+                return False
+        return True
 
     def _base(self, node: str) -> int:
         """The node's free GPUs as the cluster sees them: those held for its pass are free."""
@@ -203,40 +212,49 @@ class FreeIndex:
 
     def _passed(self, pool: PoolKey) -> list[Picks]:
         if pool not in self._trace:
-            self._trace[pool] = self._pass(pool, {})
+            rooms: list[list[int]] = []
+            self._trace[pool] = self._pass(pool, {}, rooms)
+            self._rooms[pool] = rooms
         return self._trace[pool]
 
-    def _pass(self, pool: PoolKey, taken: Mapping[str, int]) -> list[Picks]:
+    def _pass(
+        self, pool: PoolKey, taken: Mapping[str, int], rooms: list[list[int]] | None = None
+    ) -> list[Picks]:
         """The nodes the cluster's pass gives each held job, ``taken`` taken first: each
-        job in turn, one node per ask, the tightest that fits; it starts if all fit."""
+        job in turn, one node per ask, the tightest that fits; it starts if all fit.
+        ``rooms``, if given, gets the free GPUs of each pick when it was picked."""
         free = {n: self._base(n) for nodes, _ in self._waiting[pool] for n in nodes}
         for n, g in taken.items():  # the nodes read here, not from the buckets: a few
             free[n] = free.get(n, self._base(n)) - g
+        order = SortedList((f, n) for n, f in free.items())  # those few, tightest first
         out = []
         for _, asks in self._waiting[pool]:
             picks: Picks = []
             for gpus in asks:
-                picks.append(self._tightest(pool, gpus, free, picks))
+                picks.append(self._tightest(pool, gpus, free, order, picks))
                 if picks[-1] is None:
                     break
+            if rooms is not None:
+                rooms.append([free.get(n, self.free[n]) for n in picks if n is not None])
             for n, g in _started(picks, asks).items():
+                if n in free:
+                    order.remove((free[n], n))
                 free[n] = free.get(n, self.free[n]) - g
+                order.add((free[n], n))
             out.append(picks)
         return out
 
     def _tightest(
-        self, pool: PoolKey, gpus: int, free: Mapping[str, int], avoid: Picks
+        self, pool: PoolKey, gpus: int, free: Mapping[str, int], order: SortedList, avoid: Picks
     ) -> str | None:
-        """The node best fit picks for ``gpus``, not one in ``avoid``: those in ``free`` with
-        the GPUs free there, the others with those of their bucket."""
-        best = min(
-            (
-                (f, n)
-                for n, f in free.items()
-                if f >= gpus and n not in avoid and self.pool_of[n] == pool
-            ),
-            default=None,
-        )
+        """The node best fit picks for ``gpus``, not one in ``avoid``: those in ``free``
+        (``order``: them by free GPUs) with the GPUs free there, the others with those of
+        their bucket."""
+        best: tuple[int, str] | None = None
+        for f, n in order.islice(order.bisect_left((gpus, ""))):
+            if n not in avoid:
+                best = (f, n)
+                break
         for f in sorted(f for f, b in self._buckets[pool].items() if f >= gpus and b):
             if best is not None and f > best[0]:
                 break
@@ -252,21 +270,21 @@ class FreeIndex:
         """Whether taking ``gpus`` on ``node`` changes a pick of the pass as the nodes are
         now: the node no longer fits an ask the pass gives it, or it becomes the tighter
         fit for one the pass gives another node. (No pick changes: nor does the pass.)"""
-        given: Counter[str] = Counter()  # GPUs the pass gave so far, per node
+        here = 0  # GPUs the pass gave on the node so far
         left = self._base(node) - gpus
-        for (_, asks), picks in zip(self._waiting[pool], self._passed(pool), strict=True):
-            for k, (ask, pick) in enumerate(zip(asks, picks, strict=False)):
-                if pick is None:
-                    break  # fits nowhere: less room here does not change that
-                room = left - given[node]
+        trace = zip(self._waiting[pool], self._passed(pool), self._rooms[pool], strict=True)
+        for (_, asks), picks, rooms in trace:
+            for k, (ask, pick, was) in enumerate(zip(asks, picks, rooms, strict=False)):
+                room = left - here
                 if pick == node:
                     if room < ask:
                         return True
                     continue
                 fits = room >= ask and node not in picks[:k]
-                if fits and (room, node) < (self._base(pick) - given[pick], pick):
+                if fits and (room, node) < (was, pick):
                     return True  # now the tighter fit
-            given.update(_started(picks, asks))
+            if _starts(picks):
+                here += sum(g for p, g in zip(picks, asks, strict=True) if p == node)
         return False
 
 
