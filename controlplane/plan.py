@@ -56,8 +56,8 @@ class QueueStatus(PlanModel):
 class NodeRemoved(PlanModel):
     """A node the cluster's spec removes, or shrinks below what its work holds (a simulated
     cluster's nodes are its spec): the workloads whose job the plan moves off it (or that
-    wait for room to). The node takes no new work meanwhile; it leaves once empty, or takes
-    its new size (``shrinksTo``) once its work fits."""
+    wait for room to). The node takes no new work meanwhile; a removed one leaves once
+    empty, a shrunk one has its new size (``shrinksTo``) already."""
 
     cluster: str
     node: str

@@ -2,9 +2,9 @@
 
 A simulated cluster's nodes are its spec. A node the spec removes drains and leaves once
 empty: every job there moves off it. A node the spec shrinks below the GPUs its work
-holds keeps its old size and drains until the work fits the new one: what is not ours
-stays (it is not ours to move), then our jobs in the order they started while they fit;
-the rest moves off. The simulator adapter reports both kinds of node
+holds has its new size at once, the work running on over it: what is not ours stays (it
+is not ours to move), then our jobs in the order they started while they fit; the rest
+moves off. The simulator adapter reports both kinds of node
 (``removedNodes``, ``shrinkingNodes``); the reconciler replaces the jobs named here
 elsewhere (solvers/drift.py), and the plan names the nodes.
 """

@@ -219,8 +219,9 @@ class ClusterState(SnapshotModel):
     shrinking_nodes: dict[str, int] = Field(
         default_factory=dict,
         description="nodes the cluster's spec gives fewer GPUs than their work holds (a "
-        "simulated cluster's nodes are its spec), with the GPUs it gives them: they keep "
-        "their old size and drain until the plan has moved off what does not fit",
+        "simulated cluster's nodes are its spec), with the GPUs it gives them (their size "
+        "already): the work runs on over it, and no new work fits, until the plan has moved "
+        "off what does not fit",
         exclude_if=lambda v: not v,
     )
     reachable: bool = Field(default=True, exclude_if=lambda v: v is True)

@@ -103,8 +103,9 @@ class SimulatorAdapter:
         longer has leaves once no job of it is active. Until then it drains (takes no new
         work) and is reported in ``removedNodes``: the plan moves its work off it, with
         approval (an observation ends nothing; a declined apply changes nothing). A node
-        the spec shrinks below the GPUs its work holds keeps its size and drains the same
-        way (``shrinkingNodes``) until the work fits the new one."""
+        the spec shrinks takes its new size at once; where its work holds more, the work
+        runs on over it (no new work fits) and the node is reported in ``shrinkingNodes``
+        until the plan has moved off what does not fit."""
         wanted = {n.name: n for n in nodes_from_spec(self.spec)}
         have = {n.name: n for n in sim.state.nodes}
         used: Counter[str] = Counter()  # GPUs held per node
@@ -114,23 +115,19 @@ class SimulatorAdapter:
                 if r.node:
                     used[r.node] += r.gpus if job.state.holds_gpus else 0
                     busy.add(r.node)
-        # back in the spec, or at a size its work fits: it drains no more
-        was_leaving = {*sim.state.removed_nodes, *sim.state.shrinking_nodes}
+        was_leaving = set(sim.state.removed_nodes)  # back in the spec: it drains no more
         nodes: list[Node] = []
-        shrinking: dict[str, int] = {}
         for name, node in wanted.items():
             old = have.get(name)
-            if old is not None and old.gpus > node.gpus and used[name] > node.gpus:
-                shrinking[name] = node.gpus
-                nodes.append(old.model_copy(update={"state": "drain"}))
-                continue
             keep = old is not None and old.gpus == node.gpus and name not in was_leaving
             nodes.append(old if keep and old is not None else node)
         leaving = sorted(name for name in have if name not in wanted and name in busy)
         nodes += [have[name].model_copy(update={"state": "drain"}) for name in leaving]
         sim.state.nodes = nodes
         sim.state.removed_nodes = leaving
-        sim.state.shrinking_nodes = shrinking
+        sim.state.shrinking_nodes = {
+            name: node.gpus for name, node in wanted.items() if used[name] > node.gpus
+        }
 
     def _save(self, sim: SimulatedCluster) -> None:
         horizon = self.clock() - timedelta(days=ACCOUNTING_DAYS)

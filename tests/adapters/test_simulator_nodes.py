@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import LocalStateError
+from adapters.base import LocalStateError, PermanentError
 from adapters.simulator import SimulatorAdapter
 from specs.actions import Action, Op, Reason, ReasonCode, SubmitDetails
 from specs.models import Cluster
@@ -78,13 +78,11 @@ def test_a_node_back_in_the_spec_while_it_drains_takes_work_again(tmp_path: Path
     assert [n.schedulable for n in back.nodes] == [True, True] and back.removed_nodes == []
 
 
-def test_a_node_shrunk_below_its_work_keeps_its_size_and_drains_until_the_work_fits(
-    tmp_path: Path,
-) -> None:
-    """gpusPerNode lowered under running work: the nodes took the new size at once, under
-    their jobs, and the next observation showed them over-committed while the plan said
-    "No changes now" (user trial). A node whose work no longer fits its new size keeps its
-    old one, drains, and is reported shrinking; it takes the new size once the work fits."""
+def test_a_node_shrunk_below_its_work_is_reported_until_the_work_fits(tmp_path: Path) -> None:
+    """gpusPerNode lowered under running work: the nodes took the new size under their
+    jobs, over-committed, and nothing said so: the plan said "No changes now" (user
+    trial). A node whose work holds more than its new size is reported shrinking (the
+    plan moves off what does not fit); no new work fits there meanwhile."""
     clock = [NOW]
     eight = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0])
     nodes = sorted(n.name for n in eight.observe().nodes)
@@ -92,15 +90,14 @@ def test_a_node_shrunk_below_its_work_keeps_its_size_and_drains_until_the_work_f
     assert eight.execute(submit("p/fits", nodes[1], gpus=4), plan_id="x").ok
     four = SimulatorAdapter(sim_cluster(2, 4), state_dir=tmp_path, clock=lambda: clock[0])
     seen = four.observe()
-    assert seen.shrinking_nodes == {nodes[0]: 4}
-    assert {n.name: (n.gpus, n.schedulable) for n in seen.nodes} == {
-        nodes[0]: (8, False),  # 6 GPUs of work: it keeps its 8 until they leave
-        nodes[1]: (4, True),  # 4 GPUs of work fit its new size
-    }
+    assert seen.shrinking_nodes == {nodes[0]: 4}  # 6 GPUs of work on 4; the other fits
+    assert {n.name: n.gpus for n in seen.nodes} == {nodes[0]: 4, nodes[1]: 4}
     assert {j.workload: j.state for j in seen.jobs} == {
         "p/big": JobState.RUNNING,
         "p/fits": JobState.RUNNING,
     }
+    with pytest.raises(PermanentError, match="has 4 GPUs"):  # no room for new work
+        four.execute(submit("p/more", nodes[0], gpus=1), plan_id="y")
     [big] = [j for j in seen.jobs if j.workload == "p/big"]
     cancel = Action(
         op=Op.CANCEL,
@@ -110,12 +107,7 @@ def test_a_node_shrunk_below_its_work_keeps_its_size_and_drains_until_the_work_f
         reason=Reason(code=ReasonCode.SPEC_CHANGED, message="x"),
     )
     assert four.execute(cancel, plan_id="y").ok
-    after = four.observe()
-    assert after.shrinking_nodes == {}
-    assert {n.name: (n.gpus, n.schedulable) for n in after.nodes} == {
-        nodes[0]: (4, True),
-        nodes[1]: (4, True),
-    }
+    assert four.observe().shrinking_nodes == {}
 
 
 def test_the_clock_only_moves_on_but_a_what_if_may_look_back(tmp_path: Path) -> None:

@@ -111,9 +111,8 @@ def test_a_node_shrunk_below_its_work_sheds_what_no_longer_fits(
     tmp_path: Path, capsys: Capsys
 ) -> None:
     """gpusPerNode lowered under running work: the plan said "No changes now" and the nodes
-    were over-committed at the next observation (user trial). Now the node keeps its old
-    size and drains until its work fits the new one; the plan names it and moves off only
-    what does not fit."""
+    were over-committed at the next observation (user trial). Now the plan names the node
+    and moves off only what does not fit; the rest runs on."""
     root = shrink_specs(tmp_path / "s", 8)
     assert cp(capsys, "apply", root, "--auto-approve", "--now", NOW).code == 0
     shrink_specs(root, 4)  # a100-01 runs p/b and p/c, 4 GPUs each: one must leave
@@ -124,10 +123,10 @@ def test_a_node_shrunk_below_its_work_sheds_what_no_longer_fits(
     assert node["workloads"] in (["p/b"], ["p/c"]), node  # one of the two, not both
     assert plan["actions"] == [], plan["actions"]  # nowhere to go: it waits, and runs on
     text = cp(capsys, "plan", root, "--now", LATER).out
-    assert "node a100-01 of sim shrinks to 4 GPUs once" in text, text
-    assert cp(capsys, "observe", root, "--now", LATER).code == 0
-    gpus = json.loads((root / ".cp" / "simulator" / "sim.json").read_text())["state"]["nodes"]
-    assert [(n["name"], n["gpus"]) for n in gpus] == [("a100-01", 8)]  # not over-committed
+    assert "node a100-01 of sim shrinks to 4 GPUs (its Cluster spec gives it 4" in text, text
+    assert cp(capsys, "observe", root, "--now", LATER).code == 0  # ends nothing
+    jobs = cp(capsys, "get", "jobs", root, "--now", LATER, "--json").json()["items"]
+    assert [j["state"] for j in jobs] == ["RUNNING", "RUNNING"], jobs
 
     root = shrink_specs(root, 4, spare=True)  # room elsewhere: the one that must leave moves
     plan = cp(capsys, "plan", root, "--json", "--now", LATER).json()
@@ -148,4 +147,27 @@ def test_a_node_only_others_work_holds_says_so() -> None:
     """Work not ours on a node the spec shrinks: no workload of ours moves, and the line
     does not read ": move off it, or wait" with nobody named."""
     line = node_removed(NodeRemoved(cluster="sim", node="n1", workloads=[], shrinks_to=4))
-    assert line.endswith("it takes no new work): work not ours holds it"), line
+    assert line.endswith("no new work fits there): work not ours holds it"), line
+
+
+def test_an_edit_that_fits_the_shrunk_node_takes_what_its_old_job_leaves(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """One change shrinks the node (8 -> 2 GPUs) and the job on it (4 -> 2): the new
+    version belongs on the GPUs its old job leaves. The node was drained at its old size,
+    so the plan put it elsewhere, reclaiming a gang for it, and the next plan, nothing
+    changed, moved work onto the node it had emptied: not a fixed point (user trial)."""
+    docs = [cluster(pools=[pool(nodes=1)]), project("p", gpus=8), workload("b", "p", gpus=4)]
+    root = write_specs(tmp_path / "s", docs)
+    assert cp(capsys, "apply", root, "--auto-approve", "--now", NOW).code == 0
+    docs = [
+        cluster(pools=[pool(nodes=1, gpus_per_node=2)]),
+        project("p", gpus=8),
+        workload("b", "p", gpus=2),
+    ]
+    write_specs(root, docs)
+    plan = cp(capsys, "plan", root, "--json", "--now", LATER).json()
+    placed = [r["node"] for a in plan["actions"] if a["op"] != "cancel" for r in a["replicas"]]
+    assert placed == ["a100-01"], plan["actions"]
+    assert cp(capsys, "apply", root, "--auto-approve", "--now", LATER).code == 0
+    assert cp(capsys, "plan", root, "--now", LATER, "--detailed-exitcode").code == 0

@@ -60,8 +60,9 @@ def node_removed(removed: NodeRemoved) -> str:
     if removed.shrinks_to is not None:
         size = counted(removed.shrinks_to, "GPU")
         return (
-            f"node {removed.node} of {removed.cluster} shrinks to {size} once its work fits "
-            f"(its Cluster spec gives it {removed.shrinks_to}; it takes no new work): {moving}"
+            f"node {removed.node} of {removed.cluster} shrinks to {size} (its Cluster spec "
+            f"gives it {removed.shrinks_to}; its work holds more, and no new work fits there): "
+            f"{moving}"
         )
     return (
         f"node {removed.node} of {removed.cluster} leaves once empty (its Cluster spec no "
