@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 
+from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -109,25 +110,42 @@ class History:
             db.commit()
 
     def last_applied_plan(self) -> Plan | None:
-        """The newest plan that acted on the clusters (applied, or begun and cut short),
-        or that an apply found had nothing to do: the policy the clusters last followed."""
+        """The plan that acted on the clusters last (applied, or begun and cut short), or
+        that an apply found had nothing to do: the policy the clusters last followed. Last
+        by its apply, not by when it was made: a pull request's plan is made before the
+        scheduled applies that run until it is merged and applied."""
         acted = ("applied", "applying", "interrupted", "failed")
         with self.db.session() as db:
+            applies = (
+                select(EventRow.plan_id, func.max(EventRow.chain_seq).label("last"))
+                .where(col(EventRow.seq).is_(None), col(EventRow.status).in_(acted))
+                .group_by(col(EventRow.plan_id))
+                .subquery()
+            )
             row = db.exec(
                 select(PlanRow)
+                .join(applies, col(PlanRow.id) == applies.c.plan_id)
                 .where(col(PlanRow.status).in_(acted))
-                .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
+                .order_by(applies.c.last.desc())
                 .limit(1)
             ).first()
+            if row is None:  # a store from before status events: by when plans were made
+                row = db.exec(
+                    select(PlanRow)
+                    .where(col(PlanRow.status).in_(acted))
+                    .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
+                    .limit(1)
+                ).first()
             return Plan.from_json(row.body) if row is not None else None
 
     def reviewed_plan(self, spec_digest: str) -> Plan | None:
-        """The newest plan made for review (``cp plan --base``) of exactly these specs and
+        """The last plan made for review (``cp plan --base``) of exactly these specs and
         not superseded: what a pull request's reviewers saw, looked up when it is merged.
-        One whose apply was cut short is resumed by the same command, and one applied
-        already is found too, to say so (a CI job run again). Plans that other commands
-        stored of the same specs (``status``, ``explain``, a plain ``plan``) were shown to
-        nobody reviewing, and are passed over."""
+        Last as stored, not as dated: a what-if at a later ``--now`` made before the pull
+        request's comment is not what the comment shows. One whose apply was cut short is
+        resumed by the same command, and one applied already is found too, to say so (a
+        CI job run again). Plans that other commands stored of the same specs (``status``,
+        ``explain``, a plain ``plan``) were shown to nobody reviewing, and are passed over."""
         with self.db.session() as db:
             rows = db.exec(
                 select(PlanRow)
@@ -135,7 +153,7 @@ class History:
                     PlanRow.spec_digest == spec_digest,
                     col(PlanRow.status).in_(("planned", "applied", *RESUMABLE)),
                 )
-                .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
+                .order_by(col(PlanRow.chain_seq).desc())
             )
             for row in rows:
                 if '"base":' not in row.body:  # only a plan made with --base has the key

@@ -141,6 +141,49 @@ def test_apply_reviewed_takes_the_plan_the_review_showed_not_a_later_one(
     assert ok(applied).json()["plan"] == reviewed["id"]
 
 
+def test_apply_reviewed_takes_the_last_plan_made_for_review_not_the_latest_dated(
+    repo: Path, capsys: Capsys
+) -> None:
+    """A reviewer's what-if (`cp plan --base main --now` an hour ahead) made before the
+    pull request's own comment was the plan `apply --reviewed` took on merge, being dated
+    latest: it preempted work a minRuntime kept at the comment's time (user trial). The
+    plan made last for these specs is the one the review shows."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+    ahead = "2026-11-22T12:00:00+00:00"
+    what_if = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", ahead)).json()
+    shown = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    assert what_if["id"] != shown["id"]
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    applied = cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)
+    assert ok(applied).json()["plan"] == shown["id"]
+
+
+def test_the_plan_last_applied_is_the_one_applied_last_not_the_latest_made(
+    repo: Path, capsys: Capsys
+) -> None:
+    """A pull request's plan made at 10:00, a scheduled apply of main at 10:30 (nothing to
+    do), the merge's reviewed apply at 11:00: every later plan reported the pull request's
+    change again "against the plan last applied", taking the 10:30 plan, made later (user
+    trial)."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+    ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", "2026-11-22T10:00:00Z"))
+    git(repo, "checkout", "-q", "main")
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-22T10:30:00Z"))
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    ok(cp(capsys, "apply", specs, "--reviewed", "--now", "2026-11-22T11:00:00Z"))
+    after = ok(cp(capsys, "plan", specs, "--json", "--now", "2026-11-22T11:10:00Z")).json()
+    assert "policy" not in after or not after["policy"].get("changes"), after.get("policy")
+
+
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
     """Without --base, the plan compares the quota table with the plan last applied."""
     specs = repo / "specs"
