@@ -37,7 +37,10 @@ def test_plan_apply_history_on_postgres(
 ) -> None:
     specs = tmp_path / "q"
     shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
-    assert cp(capsys, "apply", specs, "--auto-approve", "--db", db).code == 0
+    applied = cp(capsys, "apply", specs, "--auto-approve", "--db", db, "--json")
+    assert applied.code == 0
+    last = Store(db).last_applied_plan()  # by its apply event: a join PostgreSQL runs too
+    assert last is not None and last.id == applied.json()["plan"]
     again = cp(capsys, "plan", specs, "--json", "--db", db)
     assert again.json()["actions"] == []
     hist = cp(capsys, "history", specs, "--db", db, "--json").json()
