@@ -383,11 +383,19 @@ def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:
     or a PlanNotFoundError saying why there is none."""
     with open_store(spec_dir, db) as store:
         plan = store.reviewed_plan(loaded.desired.digest)
+        applied = plan is not None and store.plan_status(plan.id) == "applied"
+        last = store.last_applied_plan() if applied else None
     if plan is None:
         raise PlanNotFoundError(
             f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}): they "
             "changed after the last plan of the pull request, or it was planned against "
             "another store; plan them again (or apply without --reviewed)"
+        )
+    if last is not None and last.spec_digest != plan.spec_digest:  # a revert, most likely
+        raise PlanNotFoundError(
+            f"the reviewed plan of these specs ({plan.id}) was applied, and plan {last.id} "
+            "of other specs applied since: the clusters follow those now; plan these "
+            "again (cp plan --base REF) or apply without --reviewed"
         )
     return plan
 

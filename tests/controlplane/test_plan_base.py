@@ -184,6 +184,30 @@ def test_the_plan_last_applied_is_the_one_applied_last_not_the_latest_made(
     assert "policy" not in after or not after["policy"].get("changes"), after.get("policy")
 
 
+def test_a_reviewed_plan_applied_before_another_is_not_applied_already(
+    repo: Path, capsys: Capsys
+) -> None:
+    """Pull request A reviewed, merged and applied; B the same; then B reverted on main,
+    the specs A's again: `apply --reviewed` found A's plan, said "applied already" and
+    exited 0, while the clusters ran B's version (user trial). The clusters have followed
+    other specs since: it is refused, saying so."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    for branch, quota, at in (("a", 20, "10:00"), ("b", 28, "11:00")):
+        git(repo, "checkout", "-q", "-b", branch)
+        write_specs(specs, org(quota))
+        git(repo, "commit", "-q", "-am", f"arts: {quota}")
+        ok(cp(capsys, "plan", specs, "--base", "main", "--now", f"2026-11-22T{at}:00Z"))
+        git(repo, "checkout", "-q", "main")
+        git(repo, "merge", "-q", "--ff-only", branch)
+        ok(cp(capsys, "apply", specs, "--reviewed", "--now", f"2026-11-22T{at}:01Z"))
+    git(repo, "revert", "--no-edit", "HEAD")  # A's specs again
+    refused = cp(capsys, "apply", specs, "--reviewed", "--json", "--now", "2026-11-22T12:00:00Z")
+    assert refused.code != 0, refused.out
+    error = refused.json()["error"]
+    assert "applied since" in error["message"], error
+
+
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
     """Without --base, the plan compares the quota table with the plan last applied."""
     specs = repo / "specs"
