@@ -270,6 +270,11 @@ def plan_change(
     world = snap
     if observed is None:  # simulated hardware the change edits: the base on its own
         world = base_world(snap, base.loaded.desired, loaded.desired, spec_dir / ".cp", clock(now))
+    mine = {k: a for k, a in (adapters or {}).items() if k in loaded.desired.clusters}
+    if store is not None and len(mine) < len(adapters or {}):  # the change removes a cluster
+        # planned as merged: the cluster gone from the specs, its work held (the apply
+        # after the merge observes the same)
+        snap = observe(loaded.desired, mine, when, store, record=False)
     head = _plan(spec_dir, loaded, snap, when, use, policy)
     before = _plan(spec_dir, base.loaded, world, when, use, policy)
     diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)

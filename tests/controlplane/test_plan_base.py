@@ -208,6 +208,30 @@ def test_a_reviewed_plan_applied_before_another_is_not_applied_already(
     assert "applied since" in error["message"], error
 
 
+def test_a_pull_request_that_removes_a_cluster_shows_its_work_held(
+    repo: Path, capsys: Capsys
+) -> None:
+    """A pull request deleting a Cluster that runs work: `--base` observed both sides'
+    clusters, so the comment said "no changes", named no unreachable cluster and counted
+    the cluster's GPUs in the fair shares; after the merge `apply --reviewed` was refused
+    as stale, its observation (without the cluster) differing from the comment's (user
+    trial). The pull request's side is planned as merged: the cluster gone, its work held."""
+    specs = repo / "specs"
+    two = [*org(36), cluster("west", pools=POOLS), workload("w", "chem", gpus=4, clusters=["west"])]
+    write_specs(specs, two)
+    git(repo, "commit", "-q", "-am", "west")
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "drop-west")
+    write_specs(specs, [d for d in two if d["metadata"]["name"] not in ("west", "w")])
+    git(repo, "commit", "-q", "-am", "west goes")
+    shown = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    assert "west" in shown["unreachable"], shown.get("unreachable")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "drop-west")
+    applied = cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)
+    assert ok(applied).json()["plan"] == shown["id"]
+
+
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
     """Without --base, the plan compares the quota table with the plan last applied."""
     specs = repo / "specs"
