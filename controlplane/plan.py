@@ -339,3 +339,10 @@ def plan_id(spec_digest: str, observed_digest: str, actions: list[Action], now: 
         sort_keys=True,
     )
     return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def review_id(plan_id: str, base: str) -> str:
+    """The id of a plan made for review against ``base``: not the id of the plain plan of
+    the same inputs, which another command may have stored first (the review would then
+    not be stored, and ``cp apply --reviewed`` not find it)."""
+    return hashlib.sha256(f"{plan_id} reviewed against {base}".encode()).hexdigest()[:16]

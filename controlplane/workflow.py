@@ -41,7 +41,7 @@ from controlplane.forecast import gather
 from controlplane.gitcommit import git_commit
 from controlplane.impact import applied_diff, base_diff
 from controlplane.observe import adapters_for, observe
-from controlplane.plan import Plan, PolicyDiff
+from controlplane.plan import Plan, PolicyDiff, review_id
 from controlplane.reconcile import plan as make_plan
 from controlplane.statedir import state_dir
 from controlplane.statefiles import read_snapshot
@@ -278,9 +278,10 @@ def plan_change(
     head = _plan(spec_dir, loaded, snap, when, use, policy)
     before = _plan(spec_dir, base.loaded, world, when, use, policy)
     diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)
-    plan = _with_policy(head, diff)
+    plan = _with_policy(head.model_copy(update={"id": review_id(head.id, base.label)}), diff)
     if store is not None:
         with store:
+            store.save_plan(before)  # the plan the comment compares with, for `cp show`
             store.save_plan(plan)
     return plan
 

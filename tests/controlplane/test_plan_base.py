@@ -232,6 +232,29 @@ def test_a_pull_request_that_removes_a_cluster_shows_its_work_held(
     assert ok(applied).json()["plan"] == shown["id"]
 
 
+def test_a_plain_plan_of_the_same_moment_does_not_hide_the_reviewed_one(
+    repo: Path, capsys: Capsys
+) -> None:
+    """A plain `cp plan` and the pull request's `cp plan --base` at the same --now had the
+    same id (the same specs, observation, actions and time): the second was not stored, so
+    `apply --reviewed` found no reviewed plan after the merge (user trial). And the base
+    plan the comment names is stored, for `cp show`."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(repo, "checkout", "-q", "-b", "cut-arts")
+    write_specs(specs, org(20))
+    git(repo, "commit", "-q", "-am", "arts: 36 -> 20")
+    plain = ok(cp(capsys, "plan", specs, "--json", "--now", NOW)).json()
+    shown = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    assert plain["id"] != shown["id"]
+    base_id = shown["policy"]["against"].split("(plan ")[1].rstrip(")")
+    assert ok(cp(capsys, "show", base_id, specs, "--json")).json()["id"] == base_id
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "cut-arts")
+    applied = cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)
+    assert ok(applied).json()["plan"] == shown["id"]
+
+
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
     """Without --base, the plan compares the quota table with the plan last applied."""
     specs = repo / "specs"
