@@ -21,7 +21,6 @@ Who writes what:
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,20 +33,17 @@ from controlplane import apply as applying
 from controlplane import collector
 from controlplane.activity import busy, note
 from controlplane.apply import REPLAN, ApplyReport, OnOutcome, actor, holding_lease, run_plan
-from controlplane.basehardware import base_world
-from controlplane.basespecs import BaseSpecs
-from controlplane.errors import ControlPlaneError, PlanNotFoundError, StateFileError
+from controlplane.errors import ControlPlaneError, StateFileError
 from controlplane.forecast import gather
 from controlplane.gitcommit import git_commit
-from controlplane.impact import applied_diff, base_diff
+from controlplane.impact import applied_diff
 from controlplane.observe import adapters_for, observe
-from controlplane.plan import Plan, PolicyDiff, review_id
+from controlplane.plan import Plan, PolicyDiff
 from controlplane.reconcile import plan as make_plan
 from controlplane.statedir import state_dir
 from controlplane.statefiles import read_snapshot
 from solvers.policy import DEFAULT_POLICY, Policy
 from solvers.problem import ProblemCache
-from specs.desired import DesiredState
 from specs.loader import LoadResult, load_specs
 from specs.renames import carried_over
 from specs.snapshot import Snapshot, observed_digest
@@ -162,7 +158,7 @@ def survey(
     if observed is not None:
         snap = read_snapshot(observed)
         when = resolve_now(now) if now is not None else snap.now
-        plan = _plan(spec_dir, loaded, snap, when, None, policy)
+        plan = plan_for(spec_dir, loaded, snap, when, None, policy)
         return Survey(carried_over(loaded.desired, snap), plan, None)
     when = resolve_now(now)
     store = open_store(spec_dir, db, reading=not (noting or record), noting=noting)
@@ -172,8 +168,8 @@ def survey(
             snap = observe(loaded.desired, adapters, when, store, record=True)
     else:
         snap = observe(loaded.desired, adapters, when, store, record=False)
-    plan = _plan(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
-    plan = _with_policy(plan, applied_diff(store.last_applied_plan(), plan))
+    plan = plan_for(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
+    plan = with_policy(plan, applied_diff(store.last_applied_plan(), plan))
     return Survey(carried_over(loaded.desired, snap), plan, store)  # as the plan saw it
 
 
@@ -241,63 +237,12 @@ def plan_and_snapshot(
     return found.plan, found.snapshot
 
 
-def plan_change(
-    spec_dir: Path,
-    loaded: LoadResult,
-    base: BaseSpecs,
-    *,
-    observed: Path | None = None,
-    now: datetime | None = None,
-    db: str | None = None,
-    forecast: bool = False,
-    policy: Policy = DEFAULT_POLICY,
-) -> Plan:
-    """``cp plan --base``: the working specs and the base specs planned against one
-    observation (read-only), the plan of the working specs carrying the difference: the
-    policy figures, fair shares before -> after and the workloads whose fate changes."""
-    store = None
-    adapters: dict[str, Adapter] | None = None
-    if observed is not None:
-        snap = read_snapshot(observed)
-        when = resolve_now(now) if now is not None else snap.now
-    else:
-        when = resolve_now(now)
-        store = open_store(spec_dir, db, noting=True)
-        desired = _union_clusters(loaded, base.loaded)
-        adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
-        snap = observe(desired, adapters, when, store, record=False)
-    use = adapters if forecast else None
-    world = snap
-    if observed is None:  # simulated hardware the change edits: the base on its own
-        world = base_world(snap, base.loaded.desired, loaded.desired, spec_dir / ".cp", clock(now))
-    mine = {k: a for k, a in (adapters or {}).items() if k in loaded.desired.clusters}
-    if store is not None and len(mine) < len(adapters or {}):  # the change removes a cluster
-        # planned as merged: the cluster gone from the specs, its work held (the apply
-        # after the merge observes the same)
-        snap = observe(loaded.desired, mine, when, store, record=False)
-    head = _plan(spec_dir, loaded, snap, when, use, policy)
-    before = _plan(spec_dir, base.loaded, world, when, use, policy)
-    diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)
-    plan = _with_policy(head.model_copy(update={"id": review_id(head.id, base.label)}), diff)
-    if store is not None:
-        with store:
-            store.save_plan(before)  # the plan the comment compares with, for `cp show`
-            store.save_plan(plan)
-    return plan
-
-
-def _union_clusters(head: LoadResult, base: LoadResult) -> DesiredState:
-    """The working specs, observing every cluster either side names (a cluster the change
-    removes is still looked at, so the base plan sees its jobs)."""
-    clusters = {**base.desired.clusters, **head.desired.clusters}
-    return dataclasses.replace(head.desired, clusters=clusters)
-
-
-def _with_policy(plan: Plan, diff: PolicyDiff | None) -> Plan:
+def with_policy(plan: Plan, diff: PolicyDiff | None) -> Plan:
+    """``plan`` with the policy difference it is shown with, sealed again."""
     return plan if diff is None else plan.model_copy(update={"policy": diff}).sealed()
 
 
-def _plan(
+def plan_for(
     spec_dir: Path,
     loaded: LoadResult,
     snap: Snapshot,
@@ -305,6 +250,8 @@ def _plan(
     adapters: dict[str, Adapter] | None,
     policy: Policy,
 ) -> Plan:
+    """The plan of ``loaded`` against ``snap``, sealed (``adapters``: to ask for fan-out
+    candidates' start estimates)."""
     forecasts = gather(loaded.desired, snap, adapters, when) if adapters is not None else None
     commit = git_commit(spec_dir)
     started = time.perf_counter()
@@ -352,9 +299,9 @@ def apply_specs(
     with store, holding_lease(store) as lease:
         store.close_interrupted()
         snap = observe(loaded.desired, adapters, when, store, record=True)
-        plan = _plan(spec_dir, loaded, snap, when, adapters, policy)
+        plan = plan_for(spec_dir, loaded, snap, when, adapters, policy)
         last = store.last_applied_plan()
-        plan = _with_policy(plan, applied_diff(last, plan))
+        plan = with_policy(plan, applied_diff(last, plan))
         if last is not None and plan.repeats(last):
             # a loop with nothing to do: the store has this plan already, as the last one
             # applied (what is named is that one: `cp show` finds it), told as of now
@@ -382,28 +329,6 @@ def apply_specs(
             plan, adapters, store, observed_digest=digest, progress=progress, lease=lease, stop=stop
         )
     return plan, report
-
-
-def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:
-    """The plan reviewers saw for exactly these specs (``cp apply --reviewed``, on merge),
-    or a PlanNotFoundError saying why there is none."""
-    with open_store(spec_dir, db) as store:
-        plan = store.reviewed_plan(loaded.desired.digest)
-        applied = plan is not None and store.plan_status(plan.id) == "applied"
-        last = store.last_applied_plan() if applied else None
-    if plan is None:
-        raise PlanNotFoundError(
-            f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}): they "
-            "changed after the last plan of the pull request, or it was planned against "
-            "another store; plan them again (or apply without --reviewed)"
-        )
-    if last is not None and last.spec_digest != plan.spec_digest:  # a revert, most likely
-        raise PlanNotFoundError(
-            f"the reviewed plan of these specs ({plan.id}) was applied, and plan {last.id} "
-            "of other specs applied since: the clusters follow those now; plan these "
-            "again (cp plan --base REF) or apply without --reviewed"
-        )
-    return plan
 
 
 def apply_saved(

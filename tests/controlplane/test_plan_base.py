@@ -255,6 +255,29 @@ def test_a_plain_plan_of_the_same_moment_does_not_hide_the_reviewed_one(
     assert ok(applied).json()["plan"] == shown["id"]
 
 
+def test_the_change_that_fixes_a_broken_base_is_applied_as_reviewed(
+    repo: Path, capsys: Capsys
+) -> None:
+    """main's specs broken (a quota written as a word); the pull request fixing them got
+    its comment (the base does not load: these specs planned alone), but that plan was not
+    kept as reviewed, so the merge's `apply --reviewed` said the specs "changed after the
+    last plan of the pull request" (user trial)."""
+    specs = repo / "specs"
+    broken = org(36)
+    broken[1]["spec"]["quota"]["gpus"] = "lots"
+    write_specs(specs, broken)
+    git(repo, "commit", "-q", "-am", "a typo")
+    git(repo, "checkout", "-q", "-b", "fix")
+    write_specs(specs, org(36))
+    git(repo, "commit", "-q", "-am", "the fix")
+    shown = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    assert shown["policy"]["base"] == "main" and "does not load" in shown["policy"]["against"]
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "fix")
+    applied = cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)
+    assert ok(applied).json()["plan"] == shown["id"]
+
+
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
     """Without --base, the plan compares the quota table with the plan last applied."""
     specs = repo / "specs"
@@ -408,7 +431,8 @@ def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) ->
     assert "> **Warning:** " in top and "the base HEAD does not load" in top, top
     doc = ok(cp(capsys, "plan", specs, "--base", "HEAD", "--json", "--now", NOW)).json()
     assert any("the base HEAD does not load" in w["message"] for w in doc["warnings"])
-    assert "policy" not in doc or not doc["policy"]
+    # kept as the plan reviewed against the base, with no difference to show
+    assert doc["policy"]["base"] == "HEAD" and not doc["policy"]["changes"], doc["policy"]
 
 
 def test_base_dir_compares_two_directories(tmp_path: Path, capsys: Capsys) -> None:
@@ -448,7 +472,7 @@ def test_an_interrupted_reviewed_apply_is_resumed_by_the_same_command(
     specs", since only plans not yet applied were looked for, and the half-applied plan
     could not be resumed (user trial on Slurm: both evictions done, no submission). A
     finished one, run again (a CI job retried), says it was applied."""
-    from controlplane import workflow
+    from controlplane import review, workflow
 
     specs = repo / "specs"
     reviewed = review_the_cut(repo, capsys)
@@ -456,7 +480,7 @@ def test_an_interrupted_reviewed_apply_is_resumed_by_the_same_command(
 
     asked = iter([False, True])  # stop after the first action
     loaded = workflow.load(specs)
-    plan = workflow.reviewed_plan(specs, loaded, None)
+    plan = review.reviewed_plan(specs, loaded, None)
     at = datetime.fromisoformat(NOW)  # the clock the other applies run at
     stopped = workflow.apply_saved(plan, specs, loaded, now=at, stop=lambda: next(asked, True))
     assert stopped.stopped and [o.status for o in stopped.outcomes] == ["done"]

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from controlplane import statefiles, workflow
+from controlplane import review, statefiles, workflow
 from controlplane.apply import ActionOutcome
 from controlplane.cli import interrupts
 from controlplane.cli.app import (
@@ -87,7 +87,7 @@ def apply(
     with stopper.installed():  # Ctrl-C, SIGTERM: stop after the action in flight
         if target.is_dir() and reviewed:
             loaded = load_to_plan(target)
-            plan = workflow.reviewed_plan(target, loaded, db)
+            plan = review.reviewed_plan(target, loaded, db)
             if not as_json:
                 made = plan.created_at.strftime("%Y-%m-%d %H:%M UTC")
                 out.print(f"Applying plan {plan.id}, reviewed for these specs (made {made}).")

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from controlplane import statefiles, workflow
+from controlplane import review, statefiles, workflow
 from controlplane.apply import holding_lease
 from controlplane.basespecs import base_specs, unloadable_base
 from controlplane.cli.app import (
@@ -190,7 +190,7 @@ def plan_cmd(
                 loaded = dataclasses.replace(loaded, warnings=[*loaded.warnings, said])
                 alerts.append(str(said))
         if before is not None:
-            plan = workflow.plan_change(
+            plan = review.plan_change(
                 spec_dir,
                 loaded,
                 before,
@@ -200,7 +200,18 @@ def plan_cmd(
                 forecast=forecast,
                 policy=policy,
             )
-    if before is None:  # no base, or one that does not load
+    if before is None and alerts:  # a base that does not load: these specs alone, reviewed
+        plan = review.plan_alone(
+            spec_dir,
+            loaded,
+            base or str(base_dir),
+            observed=observed,
+            now=now,
+            db=db,
+            forecast=forecast,
+            policy=policy,
+        )
+    elif before is None:  # no base
         plan = workflow.build_plan(
             spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
         )
