@@ -21,7 +21,7 @@ from controlplane.basehardware import base_world
 from controlplane.basespecs import BaseSpecs
 from controlplane.errors import PlanNotFoundError
 from controlplane.impact import base_diff
-from controlplane.observe import adapters_for, observe
+from controlplane.observe import adapters_for, edited, observe
 from controlplane.plan import Plan, PolicyDiff, review_id
 from controlplane.statefiles import read_snapshot
 from controlplane.workflow import clock, open_store, plan_for, resolve_now, survey, with_policy
@@ -55,6 +55,9 @@ def plan_change(
         desired = _union_clusters(loaded, base.loaded)
         adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
         snap = observe(desired, adapters, when, store, record=False)
+        # the versions running jobs have where the base's specs differ from them too (the
+        # change reverts an edit): the base's plan reads them
+        snap.versions = {**store.versions(edited(snap, base.loaded.desired)), **snap.versions}
     use = adapters if forecast else None
     world = snap
     if observed is None:  # simulated hardware the change edits: the base on its own

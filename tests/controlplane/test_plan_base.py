@@ -278,6 +278,30 @@ def test_the_change_that_fixes_a_broken_base_is_applied_as_reviewed(
     assert ok(applied).json()["plan"] == shown["id"]
 
 
+def test_the_base_plan_knows_the_version_a_revert_returns_to(repo: Path, capsys: Capsys) -> None:
+    """main carries an edit not applied yet (paint/p0: 4 -> 2 GPUs) and a pull request
+    reverts it. The observation held the old versions of running jobs only where the
+    pull request's specs differ from them, so main's plan read job p0 as running "a
+    version the store does not hold" and had it wait, where main's own plan replaces it
+    (user trial)."""
+    specs = repo / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    edited = org(36)
+    p0 = next(d for d in edited if d["metadata"]["name"] == "p0")
+    p0["spec"]["gpus"] = 2
+    write_specs(specs, edited)
+    git(repo, "commit", "-q", "-am", "p0: 2 GPUs")
+    git(repo, "checkout", "-q", "-b", "revert")
+    write_specs(specs, org(36))
+    git(repo, "commit", "-q", "-am", "p0: 4 GPUs again")
+    shown = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    base_id = shown["policy"]["against"].split("(plan ")[1].rstrip(")")
+    base = ok(cp(capsys, "show", base_id, specs, "--json")).json()
+    assert ("submit", "paint/p0") in {(a["op"], a["workload"]) for a in base["actions"]}, base
+    told = [w["reason"]["message"] for w in base["pending"] if w["workload"] == "paint/p0"]
+    assert not any("does not hold" in m for m in told), told
+
+
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
     """Without --base, the plan compares the quota table with the plan last applied."""
     specs = repo / "specs"
