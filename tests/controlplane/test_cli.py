@@ -307,6 +307,15 @@ def test_usage_errors_are_worded_not_tracebacks(
     assert res.code == 2 and "No such option: --bogus" in res.err and "Traceback" not in res.err
     res = cp(capsys, "plan", tmp_path, "--engine", "nope")
     assert res.code == 2 and "use best or kai" in res.err
+    # options that do nothing together were silently ignored (user trial)
+    res = cp(capsys, "plan", tmp_path, "--json", "--markdown")
+    assert res.code == 2 and "give --json or --markdown, not both" in res.out  # in JSON
+    res = cp(capsys, "plan", tmp_path, "--max-chars", "1000")
+    assert res.code == 2 and "bounds the --markdown comment" in res.err
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text("{}")
+    res = cp(capsys, "apply", plan_file, "--reviewed")
+    assert res.code == 2 and "takes a spec directory" in res.err
 
 
 def test_explain_names_the_binding_quota_level(

@@ -74,6 +74,11 @@ def apply(
 
     With a spec directory: take the apply lease, observe, plan, show the plan, ask, act.
     With a plan file: check it was not edited and the clusters have not moved on, act."""
+    if reviewed and not target.is_dir():
+        raise typer.BadParameter(
+            "takes a spec directory (the plan stored for its specs), not a plan file",
+            param_hint="--reviewed",
+        )
     if observed is not None:
         _apply_to_snapshot(target, observed, as_json)
         return

@@ -176,6 +176,12 @@ def plan_cmd(
         raise typer.BadParameter("give a number of seconds, 0 or more", param_hint="--time-limit")
     if base is not None and base_dir is not None:
         raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
+    if as_json and markdown:
+        raise typer.BadParameter("give --json or --markdown, not both", param_hint="--markdown")
+    if max_chars != DEFAULT_MAX_CHARS and not markdown:
+        raise typer.BadParameter(
+            "bounds the --markdown comment: add --markdown", param_hint="--max-chars"
+        )
     policy = Policy(engine=engine, time_limit=time_limit)
     loaded = load_to_plan(spec_dir)
     alerts: list[str] = []
