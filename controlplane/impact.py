@@ -276,12 +276,14 @@ def workload_changes(
     back = {new: old for old, new in renamed.items()}
     base_keys = {renamed.get(k, k) for k in base_keys}
     for key in sorted(set(base_keys) | set(head_keys)):
-        was, _ = fate(base, back.get(key, key))
+        was, before = fate(base, back.get(key, key))
         now, why = fate(head, key)
         if key not in base_keys:  # "unchanged" would say it was there
             was = ABSENT
         if key not in head_keys and now == "unchanged":
             now = ABSENT
+        if why is None and before is not None:  # only the base acts: what it would, and why
+            why = before.model_copy(update={"message": f"without the change: {before.message}"})
         if was != now:
             out.append(WorkloadChange(workload=key, base=was, head=now, reason=why))
     return out

@@ -300,6 +300,10 @@ def test_the_base_plan_knows_the_version_a_revert_returns_to(repo: Path, capsys:
     assert ("submit", "paint/p0") in {(a["op"], a["workload"]) for a in base["actions"]}, base
     told = [w["reason"]["message"] for w in base["pending"] if w["workload"] == "paint/p0"]
     assert not any("does not hold" in m for m in told), told
+    # the comment's row says what main would do and why, not an empty "why" (user trial)
+    [row] = [w for w in shown["policy"]["workloads"] if w["workload"] == "paint/p0"]
+    assert (row["base"], row["head"]) == ("replaced", "unchanged"), row
+    assert row["reason"]["message"].startswith("without the change: the spec changed"), row
 
 
 def test_the_plan_that_acts_on_a_cut_shows_the_policy_change(repo: Path, capsys: Capsys) -> None:
