@@ -57,7 +57,8 @@ _PROJECT_DEFAULTS: dict[str, Scalar] = {
 def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
     """Every policy field of every cluster, department and project that differs, by kind
     and name (a cluster's node pools by name: ``nodePools[a100].nodes``); one added or
-    removed is one row (``field`` empty)."""
+    removed is one row (``field`` empty), and a department or project added has its
+    figures after it."""
     out: list[PolicyChange] = []
     names = _renamed(base.projects, {k: p.spec.renamed_from for k, p in head.projects.items()})
     for kind, before, after in (
@@ -76,6 +77,13 @@ def spec_changes(base: DesiredState, head: DesiredState) -> list[PolicyChange]:
                         after=None if name not in after else "present",
                     )
                 )
+                if name in after and kind != "cluster":  # a queue added: its figures too
+                    figures = _figures(kind, after[name].spec)
+                    out += [
+                        PolicyChange(kind=kind, name=name, field=field, after=figures[field])
+                        for field in sorted(figures, key=_field_order)
+                        if figures[field] is not None
+                    ]
                 continue
             if kind == "project" and (was := before[name].metadata.name) != name:
                 out.append(PolicyChange(kind=kind, name=name, field="name", before=was, after=name))

@@ -434,6 +434,27 @@ def test_against_the_plan_last_applied_names_queues_added_and_removed(
     assert {("project", "paint"), ("project", "film")} <= shares, "under arts"
 
 
+def test_a_queue_added_shows_its_figures(repo: Path, capsys: Capsys) -> None:
+    """A department added with a rank above everybody's, a quota and a limit, and a project
+    under it with a budget: the comment read "added | none | present" for each, none of
+    their figures shown, the rank nowhere (user trial)."""
+    specs = repo / "specs"
+    git(repo, "checkout", "-q", "-b", "lab")
+    docs = [
+        *org(36),
+        department("lab", gpus=8, limit=8, rank=150),
+        project("lp", gpus=8, department="lab", budget={"gpuHoursPerMonth": 100}),
+    ]
+    write_specs(specs, docs)
+    git(repo, "commit", "-q", "-am", "a lab")
+    policy = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    rows = {(c["kind"], c["name"], c["field"]): c["after"] for c in policy["policy"]["changes"]}
+    assert rows[("department", "lab", "")] == "present"
+    assert rows[("department", "lab", "rank")] == 150
+    assert rows[("department", "lab", "quota.limit")] == 8
+    assert rows[("project", "lp", "budget.gpuHoursPerMonth")] == 100
+
+
 def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) -> None:
     specs = repo / "specs"
     res = cp(capsys, "plan", specs, "--base", "no-such-branch", "--now", NOW)
