@@ -55,6 +55,9 @@ def test_plan_apply_replan_history(quickstart: Path, capsys: pytest.CaptureFixtu
     ]
     shown = cp(capsys, "show", report["plan"][:8], "--dir", quickstart, "--json")
     assert shown.code == 0 and shown.json()["id"] == report["plan"]
+    # as a comment too, with the apply's status and outcomes (they were left out: trial)
+    md = cp(capsys, "show", report["plan"][:8], "--dir", quickstart, "--markdown").out
+    assert "Apply status: applied" in md and "| done | submit | `nlp/llm-finetune` |" in md, md
 
 
 def test_pruned_workload_is_cancelled(quickstart: Path, capsys: pytest.CaptureFixture[str]) -> None:

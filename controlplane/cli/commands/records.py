@@ -155,7 +155,9 @@ def show(
         write_json(doc)
         return
     if markdown:
-        sys.stdout.write(plan_markdown(plan, max_chars=max_chars))
+        done = any(r.status != "pending" for r in rows)
+        applied = (store.plan_status(plan.id) or "", rows) if done else None
+        sys.stdout.write(plan_markdown(plan, max_chars=max_chars, applied=applied))
         return
     plan_view.print_plan(out, plan)
     if any(r.status != "pending" for r in rows):

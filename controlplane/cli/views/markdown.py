@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Protocol
 
 from controlplane import collector
 from controlplane.cli.views.plan import cut_short, node_removed, placement, short_commit, summary
@@ -168,7 +169,35 @@ def plan_markdown(
     max_chars: int = DEFAULT_MAX_CHARS,
     full: str | None = None,
     alerts: Sequence[str] = (),
+    applied: tuple[str, Sequence[Outcome]] | None = None,
 ) -> str:
-    """The plan as a pull-request comment within ``max_chars`` (0: the whole plan)."""
+    """The plan as a pull-request comment within ``max_chars`` (0: the whole plan);
+    ``applied``: its apply status and each action's outcome (``cp show``), first."""
     top = plan_top(plan, alerts)
-    return render(top, plan_sections(plan, warnings), max_chars=max_chars, full=full)
+    sections = plan_sections(plan, warnings)
+    if applied is not None:
+        status, outcomes = applied
+        rows = [
+            f"| {cell(o.status)} | {cell(o.op)} | `{cell(o.workload)}` | {cell(o.job or '')} | "
+            f"{cell(o.message)} |"
+            for o in outcomes
+        ]
+        outcome = Section(
+            title=f"Apply status: {status}",
+            columns=["status", "op", "workload", "job", "message"],
+            rows=rows,
+            noun="actions",
+            open=True,
+        )
+        sections = [outcome, *sections]
+    return render(top, sections, max_chars=max_chars, full=full)
+
+
+class Outcome(Protocol):
+    """An action's recorded outcome, as the store keeps it."""
+
+    status: str
+    op: str
+    workload: str
+    job: str | None
+    message: str
