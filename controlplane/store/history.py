@@ -109,6 +109,12 @@ class History:
             _append(db, event, _event_payload(event))
             db.commit()
 
+    def last_recorded(self) -> datetime | None:
+        """When the latest event the store holds happened (None: it holds none)."""
+        with self.db.session() as db:
+            latest = db.exec(select(func.max(EventRow.at))).first()
+            return _utc(latest) if latest is not None else None
+
     def last_applied_plan(self) -> Plan | None:
         """The plan that acted on the clusters last (applied, or begun and cut short), or
         that an apply found had nothing to do: the policy the clusters last followed. Last

@@ -16,7 +16,7 @@ workload specs running jobs were made of).
 
 from __future__ import annotations
 
-import time
+import itertools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -64,10 +64,15 @@ class Store(History, Leases, Runs, SchedulingState, Versions):
         self.close()
 
     def at(self, now: datetime) -> None:
-        """Record what happens from here on as if the clock read ``now`` (``--now``):
-        ``now`` plus the real time gone by since, so the history keeps its order."""
-        start = time.monotonic()
-        self.clock = lambda: now + timedelta(seconds=time.monotonic() - start)
+        """Record what happens from here on as if the clock read ``now`` (``--now``): each
+        record a microsecond after the one before, and after the last the store recorded
+        (an apply at the same ``--now`` as one before follows it), so the history keeps its
+        order, shows ``now`` to the second, and a run at a given ``--now`` records the same
+        times each time."""
+        last = self.last_recorded()  # read now: the clock is read inside write transactions
+        start = max(now, last + timedelta(microseconds=1)) if last is not None else now
+        ticks = itertools.count()
+        self.clock = lambda: start + timedelta(microseconds=next(ticks))
 
     @property
     def engine(self) -> Engine:

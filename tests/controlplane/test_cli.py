@@ -9,7 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -572,3 +572,22 @@ def test_a_snapshot_cp_observe_wrote_is_read_back_with_a_queued_job(
     planned = cp(capsys, "plan", specs, "--observed", tmp_path / "snap.json", "--json")
     assert planned.code == 0, planned.err
     assert [p["reason"]["code"] for p in planned.json()["pending"]] == ["submitted"]
+
+
+def test_applies_at_the_same_now_are_recorded_at_it_in_order(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What an apply at --now records happened at --now plus the real time the apply took
+    (up to a second and more later), and a second apply at the same --now was recorded
+    before the first one's last actions: `cp history` listed it as older (user trials).
+    Each record is now a microsecond after the one before: at --now, in order."""
+    at = "2026-12-01T00:00:00+00:00"
+    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", at).code == 0
+    text = (quickstart / "workloads" / "nlp.yaml").read_text()
+    (quickstart / "workloads" / "nlp.yaml").write_text(text.partition("---\n")[2])
+    assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", at).code == 0
+    hist = cp(capsys, "history", quickstart, "--json").json()
+    assert hist[0]["op"] == "cancel" and hist[0]["workload"] == "nlp/llm-finetune", hist[0]
+    times = [datetime.fromisoformat(h["at"]) for h in hist]
+    assert times == sorted(times, reverse=True), times  # newest first, truly
+    assert all(t.replace(microsecond=0) == datetime.fromisoformat(at) for t in times), times
