@@ -161,14 +161,26 @@ def _actor(env: Mapping[str, str]) -> str:
 
 
 @contextlib.contextmanager
-def holding_lease(store: Store, ttl: float = LEASE_SECONDS) -> Iterator[Lease]:
+def holding_lease(
+    store: Store, ttl: float = LEASE_SECONDS, *, observing: bool = False
+) -> Iterator[Lease]:
     """Hold the store's apply lease for the block, or raise LeaseHeldError naming who
     holds it. One actor at a time, end to end: whoever applies observes, plans and acts
-    under the lease, so nobody plans against a world another process is changing."""
+    under the lease, so nobody plans against a world another process is changing.
+    ``observing``: only to record an observation (``cp observe``, a watch that does not
+    apply), which an apply waits out (up to ``OBSERVATION_WAIT`` seconds) rather than
+    be refused."""
     # host and process first (a crashed holder on this host is recognised by them), then
     # who applies, for whoever finds the lease held
-    holder = f"{here()}:{os.getpid()} by {actor()}"
-    if (other := store.acquire_lease(holder, ttl=ttl)) is not None:
+    holder = f"{here()}:{os.getpid()} by {actor()}" + (OBSERVING if observing else "")
+    other = store.acquire_lease(holder, ttl=ttl)
+    waited = time.monotonic() + OBSERVATION_WAIT
+    while other is not None and not observing and OBSERVING in other:
+        if time.monotonic() > waited:
+            break
+        time.sleep(0.25)
+        other = store.acquire_lease(holder, ttl=ttl)
+    if other is not None:
         dead = store.lease_holder()
         if (
             dead is None
@@ -180,6 +192,10 @@ def holding_lease(store: Store, ttl: float = LEASE_SECONDS) -> Iterator[Lease]:
         yield Lease(store, holder, ttl)
     finally:
         store.release_lease(holder)
+
+
+OBSERVING = " (observing)"  # the end of an observer's holder name
+OBSERVATION_WAIT = 60.0  # seconds an apply waits for an observation to be recorded
 
 
 def apply_plan(

@@ -33,7 +33,7 @@ from controlplane import apply as applying
 from controlplane import collector
 from controlplane.activity import busy, note
 from controlplane.apply import REPLAN, ApplyReport, OnOutcome, actor, holding_lease, run_plan
-from controlplane.errors import ControlPlaneError, StateFileError
+from controlplane.errors import ControlPlaneError, LeaseHeldError, StateFileError
 from controlplane.forecast import gather
 from controlplane.gitcommit import git_commit
 from controlplane.impact import applied_diff
@@ -154,7 +154,7 @@ def survey(
     kept (``cp plan``), in a store started for it if need be (see :func:`open_store`).
     ``record``: what is observed is recorded, under the apply lease, as ``cp observe``
     records it (a ``cp watch`` that does not apply: the store learns of edits and ended
-    jobs at the first observation that sees them)."""
+    jobs at the first observation that sees them), unless somebody applies meanwhile."""
     if observed is not None:
         snap = read_snapshot(observed)
         when = resolve_now(now) if now is not None else snap.now
@@ -163,11 +163,16 @@ def survey(
     when = resolve_now(now)
     store = open_store(spec_dir, db, reading=not (noting or record), noting=noting)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=not record)
+    seen: Snapshot | None = None
     if record:
-        with holding_lease(store):
-            snap = observe(loaded.desired, adapters, when, store, record=True)
-    else:
-        snap = observe(loaded.desired, adapters, when, store, record=False)
+        try:  # while somebody applies, it observes as a plan does: the apply records
+            with holding_lease(store, observing=True):
+                seen = observe(loaded.desired, adapters, when, store, record=True)
+        except LeaseHeldError:
+            adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
+    if seen is None:
+        seen = observe(loaded.desired, adapters, when, store, record=False)
+    snap = seen
     plan = plan_for(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
     plan = with_policy(plan, applied_diff(store.last_applied_plan(), plan))
     return Survey(carried_over(loaded.desired, snap), plan, store)  # as the plan saw it

@@ -476,3 +476,28 @@ def test_a_store_deleted_under_the_loop_is_not_replaced_by_an_empty_one(tmp_path
     assert not db.exists()  # not started afresh behind people's backs
     fresh = Watcher(specs, WatchOptions(auto_approve=True, quiet=0), lambda _: None)
     assert not fresh.cycle().failed and db.exists()  # a loop started anew begins a new one
+
+
+def test_a_watch_that_does_not_apply_never_stands_in_an_apply_s_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A watch without --auto-approve records what it observes under the apply lease (as
+    `cp observe` does). Its cycle failed when an apply held the lease, and an apply that
+    began while it observed was refused (code review). Now the watch observes without
+    recording while somebody applies, and an apply waits out an observation."""
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    (specs / ".cp").mkdir()
+    store = Store(default_url(specs))
+    applier = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert store.acquire_lease(f"{here()}:{applier.pid} by someone") is None
+        cycle = Watcher(specs, WatchOptions(quiet=0), lambda _: None).cycle()
+        assert not cycle.failed, cycle.line
+    finally:
+        store.release_lease(f"{here()}:{applier.pid} by someone")
+        applier.kill()
+        applier.wait()
+    observer = f"{here()}:{os.getpid()} by watch (observing)"
+    assert store.acquire_lease(observer) is None
+    threading.Timer(1.0, store.release_lease, args=(observer,)).start()
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0  # waited, then applied

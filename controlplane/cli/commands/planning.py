@@ -82,7 +82,7 @@ def observe_cmd(
         return observe(loaded.desired, adapters, when, store, record=record)
 
     try:  # what it records is written under the apply lease, as apply and watch write it
-        with holding_lease(store):
+        with holding_lease(store, observing=True):
             snap = look(record=True)
     except LeaseHeldError as exc:
         err.print(f"note: recorded nothing, {escape(str(exc))}", soft_wrap=True)
