@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 
-from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -110,9 +109,11 @@ class History:
             db.commit()
 
     def last_recorded(self) -> datetime | None:
-        """When the latest event the store holds happened (None: it holds none)."""
-        with self.db.session() as db:
-            latest = db.exec(select(func.max(EventRow.at))).first()
+        """When the latest event the store recorded happened (None: it holds none)."""
+        with self.db.session() as db:  # the newest by the chain's index: no scan
+            latest = db.exec(
+                select(EventRow.at).order_by(col(EventRow.chain_seq).desc()).limit(1)
+            ).first()
             return _utc(latest) if latest is not None else None
 
     def last_applied_plan(self) -> Plan | None:
@@ -122,17 +123,15 @@ class History:
         scheduled applies that run until it is merged and applied."""
         acted = ("applied", "applying", "interrupted", "failed")
         with self.db.session() as db:
-            applies = (
-                select(EventRow.plan_id, func.max(EventRow.chain_seq).label("last"))
-                .where(col(EventRow.seq).is_(None), col(EventRow.status).in_(acted))
-                .group_by(col(EventRow.plan_id))
-                .subquery()
-            )
-            row = db.exec(
+            row = db.exec(  # the newest such status event, read back along the chain's index
                 select(PlanRow)
-                .join(applies, col(PlanRow.id) == applies.c.plan_id)
-                .where(col(PlanRow.status).in_(acted))
-                .order_by(applies.c.last.desc())
+                .join(EventRow, col(EventRow.plan_id) == col(PlanRow.id))
+                .where(
+                    col(EventRow.seq).is_(None),
+                    col(EventRow.status).in_(acted),
+                    col(PlanRow.status).in_(acted),
+                )
+                .order_by(col(EventRow.chain_seq).desc())
                 .limit(1)
             ).first()
             if row is None:  # a store from before status events: by when plans were made
