@@ -140,9 +140,14 @@ def reconcile_drift(
             found = _running_image(found, runs.image if runs is not None else None)
         found += _observed(job, new, runs)
         fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
+        leaving = leave.get(req.cluster or "", {}).get(job.id, [])
         if req.fan_out:  # never replaced: the new version runs once this job has ended
-            if _needs_new_job(req, fields):
-                drift.waiting[key] = reasons.fan_out_edited(job.id, _described(found, old, new))
+            if _needs_new_job(req, fields) or leaving:
+                cause = reasons.Cause(
+                    _described(found, old, new) if _needs_new_job(req, fields) else "",
+                    "; ".join(why for _, why in leaving),
+                )
+                drift.waiting[key] = reasons.fan_out_edited(job.id, cause)
             continue
         if req.ending and job.spec_digest not in (None, new.digest):
             # its job winds down (saving its checkpoint, its pods being deleted): the new
@@ -151,7 +156,6 @@ def reconcile_drift(
             drift.waiting[key] = reasons.saves_first(job.id, saves=saves)
             drift.needs[key] = new.gpus * new.effective_min_replicas
             continue
-        leaving = leave.get(req.cluster or "", {}).get(job.id, [])
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields) or leaving:
             nodes = "; ".join(why for _, why in leaving)
             cause = reasons.Cause(_described(found, old, new) if found else "", nodes)

@@ -137,16 +137,18 @@ def queued_for_old_version(job: str) -> Reason:
     )
 
 
-def fan_out_edited(job: str, changes: str) -> Reason:
-    """A running fan-out workload edited in a way its job cannot follow: fan-out work is
-    not replaced (its candidates are chosen once); the new version runs once it ends."""
+def fan_out_edited(job: str, cause: Cause) -> Reason:
+    """A running fan-out workload edited in a way its job cannot follow, or on a node that
+    leaves or shrinks: fan-out work is not replaced (its candidates are chosen once); the
+    new version runs once it ends, and it runs on where it is meanwhile."""
+    then = (
+        f"job {job} runs the old version, and the new one is submitted once it has ended"
+        if cause.fields
+        else f"job {job} runs on there until it ends"
+    )
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
-        message=(
-            f"the spec changed ({changes}); a fan-out workload is not replaced while it "
-            f"runs: job {job} runs the old version, and the new one is submitted once it "
-            "has ended"
-        ),
+        message=f"{cause.lead}; a fan-out workload is not replaced while it runs: {then}",
     )
 
 

@@ -171,3 +171,23 @@ def test_an_edit_that_fits_the_shrunk_node_takes_what_its_old_job_leaves(
     assert placed == ["a100-01"], plan["actions"]
     assert cp(capsys, "apply", root, "--auto-approve", "--now", LATER).code == 0
     assert cp(capsys, "plan", root, "--now", LATER, "--detailed-exitcode").code == 0
+
+
+def test_a_fan_out_job_on_a_shrunk_node_says_it_runs_on_there(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A fan-out workload is not replaced while it runs: on a node that shrank under it,
+    the plan named it ("moves off it, or waits for room") and then said nothing of it, not
+    even among what waits (code review)."""
+    fan = workload("f", "p", gpus=4, strategy={"fanOut": True, "maxParallel": 2})
+    first = [cluster(pools=[pool(nodes=1)]), project("p", gpus=8), workload("a", "p", gpus=4)]
+    root = write_specs(tmp_path / "s", first)
+    assert cp(capsys, "apply", root, "--auto-approve", "--now", NOW).code == 0
+    write_specs(root, [*first, fan])
+    assert cp(capsys, "apply", root, "--auto-approve", "--now", "2027-01-01T00:10:00Z").code == 0
+    # the node shrinks to 4: p/a started first and stays; p/f must leave, and cannot
+    write_specs(root, [cluster(pools=[pool(nodes=1, gpus_per_node=4)]), first[1], first[2], fan])
+    plan = cp(capsys, "plan", root, "--json", "--now", LATER).json()
+    [waits] = [w for w in plan["pending"] if w["workload"] == "p/f"]
+    assert "its node a100-01 shrinks to 4 GPUs" in waits["reason"]["message"], waits
+    assert "runs on there until it ends" in waits["reason"]["message"], waits
