@@ -76,6 +76,7 @@ class SimulatorAdapter:
             )
         self._sync_nodes(sim)
         sim.refresh(now)
+        self._sync_nodes(sim)  # what leaves or shrinks, as the work stands now
         return sim
 
     def _read(self) -> tuple[SimulatedCluster, datetime | None]:

@@ -130,3 +130,26 @@ def test_the_clock_only_moves_on_but_a_what_if_may_look_back(tmp_path: Path) -> 
     assert [j.workload for j in looking.observe().jobs] == ["p/w"]
     clock[0] = NOW
     assert [j.workload for j in sim.observe().jobs] == ["p/w"]
+
+
+def test_work_that_ended_meanwhile_no_longer_holds_a_node_shrunk_or_removed(
+    tmp_path: Path,
+) -> None:
+    """Nodes were marked shrinking (or left draining) as their jobs were before the clock
+    moved on: work that had completed since still held them in the report, and read-only
+    observations (every `cp plan`) said so until something recorded (code review)."""
+    clock = [NOW]
+    two = SimulatorAdapter(sim_cluster(2), state_dir=tmp_path, clock=lambda: clock[0])
+    nodes = sorted(n.name for n in two.observe().nodes)
+    short = submit("p/short", nodes[0], gpus=6)
+    assert short.submit is not None
+    ten_minutes = short.submit.model_copy(update={"walltime": 600})
+    assert two.execute(short.model_copy(update={"submit": ten_minutes}), plan_id="x").ok
+    assert two.execute(submit("p/gone", nodes[1]), plan_id="x").ok
+    clock[0] = NOW + timedelta(hours=1)  # p/short's 10 minutes are long over
+    looking = SimulatorAdapter(
+        sim_cluster(1, 4), state_dir=tmp_path, clock=lambda: clock[0], read_only=True
+    )
+    seen = looking.observe()
+    assert seen.shrinking_nodes == {}, seen.shrinking_nodes  # its work has ended
+    assert seen.removed_nodes == [nodes[1]]  # p/gone runs on there
