@@ -453,6 +453,9 @@ def test_a_queue_added_shows_its_figures(repo: Path, capsys: Capsys) -> None:
     assert rows[("department", "lab", "rank")] == 150
     assert rows[("department", "lab", "quota.limit")] == 8
     assert rows[("project", "lp", "budget.gpuHoursPerMonth")] == 100
+    # two queues added: two changes, not one per figure (code review)
+    md = ok(cp(capsys, "plan", specs, "--base", "main", "--markdown", "--now", NOW)).out
+    assert "2 policy changes" in md, md[:400]
 
 
 def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) -> None:

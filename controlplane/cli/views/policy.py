@@ -45,7 +45,10 @@ def share_text(s: ShareChange) -> str:
 
 def summary(diff: PolicyDiff) -> str:
     moved = [w for w in diff.workloads if w.head in _DISRUPTIVE]
-    parts = [f"{len(diff.changes)} policy change{'s' if len(diff.changes) != 1 else ''}"]
+    # a queue added is one change, whatever figures it comes with
+    added = {(c.kind, c.name) for c in diff.changes if not c.field and c.before is None}
+    changes = sum(not (c.field and (c.kind, c.name) in added) for c in diff.changes)
+    parts = [f"{changes} policy change{'s' if changes != 1 else ''}"]
     if diff.shares:
         parts.append(f"{len(diff.shares)} fair share{'s' if len(diff.shares) != 1 else ''} moved")
     if diff.workloads:
