@@ -22,8 +22,11 @@ def specs(tmp_path: Path, capsys: Capsys) -> Path:
     """A spec repo whose store holds three plans of the ids ``IDS`` (copies of one plan:
     only their ids matter here)."""
     root = write_specs(tmp_path / "s", [cluster(), project("p", gpus=2), workload("w", "p")])
-    made = cp(capsys, "plan", root, "--json")
+    # at a fixed time: the plan's own id is fixed too, and begins as none of IDS does (at
+    # the wall clock, one run in 256 or so made a "10…" id and `cp show 10` ambiguous)
+    made = cp(capsys, "plan", root, "--json", "--now", "2026-11-22T10:00:00Z")
     assert made.code == 0, made.err
+    assert not made.json()["id"].startswith(("1", "2f")), made.json()["id"]
     with Store(default_url(root)) as store:
         plan = store.get_plan(made.json()["id"])
         assert plan is not None
