@@ -160,6 +160,10 @@ def _actor(env: Mapping[str, str]) -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+OBSERVING = " (observing)"  # the end of an observer's holder name
+OBSERVATION_WAIT = 60.0  # seconds an apply waits for an observation to be recorded
+
+
 @contextlib.contextmanager
 def holding_lease(
     store: Store, ttl: float = LEASE_SECONDS, *, observing: bool = False
@@ -174,10 +178,8 @@ def holding_lease(
     # who applies, for whoever finds the lease held
     holder = f"{here()}:{os.getpid()} by {actor()}" + (OBSERVING if observing else "")
     other = store.acquire_lease(holder, ttl=ttl)
-    waited = time.monotonic() + OBSERVATION_WAIT
-    while other is not None and not observing and OBSERVING in other:
-        if time.monotonic() > waited:
-            break
+    until = time.monotonic() + OBSERVATION_WAIT
+    while other is not None and not observing and OBSERVING in other and time.monotonic() < until:
         time.sleep(0.25)
         other = store.acquire_lease(holder, ttl=ttl)
     if other is not None:
@@ -192,10 +194,6 @@ def holding_lease(
         yield Lease(store, holder, ttl)
     finally:
         store.release_lease(holder)
-
-
-OBSERVING = " (observing)"  # the end of an observer's holder name
-OBSERVATION_WAIT = 60.0  # seconds an apply waits for an observation to be recorded
 
 
 def apply_plan(

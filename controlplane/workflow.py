@@ -156,23 +156,22 @@ def survey(
     records it (a ``cp watch`` that does not apply: the store learns of edits and ended
     jobs at the first observation that sees them), unless somebody applies meanwhile."""
     if observed is not None:
-        snap = read_snapshot(observed)
-        when = resolve_now(now) if now is not None else snap.now
-        plan = plan_for(spec_dir, loaded, snap, when, None, policy)
-        return Survey(carried_over(loaded.desired, snap), plan, None)
+        saved = read_snapshot(observed)
+        when = resolve_now(now) if now is not None else saved.now
+        plan = plan_for(spec_dir, loaded, saved, when, None, policy)
+        return Survey(carried_over(loaded.desired, saved), plan, None)
     when = resolve_now(now)
     store = open_store(spec_dir, db, reading=not (noting or record), noting=noting)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=not record)
-    seen: Snapshot | None = None
+    snap: Snapshot | None = None
     if record:
         try:  # while somebody applies, it observes as a plan does: the apply records
             with holding_lease(store, observing=True):
-                seen = observe(loaded.desired, adapters, when, store, record=True)
+                snap = observe(loaded.desired, adapters, when, store, record=True)
         except LeaseHeldError:
             adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
-    if seen is None:
-        seen = observe(loaded.desired, adapters, when, store, record=False)
-    snap = seen
+    if snap is None:
+        snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = plan_for(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
     plan = with_policy(plan, applied_diff(store.last_applied_plan(), plan))
     return Survey(carried_over(loaded.desired, snap), plan, store)  # as the plan saw it

@@ -89,10 +89,11 @@ class FreeIndex:
     def _move(self, node: str, delta: int) -> None:
         pool = self.pool_of[node]
         self._room.pop(pool, None)
-        if pool in self._trace and (delta > 0 or self._alters(pool, node, -delta)):
-            del self._trace[pool]  # the pass picks other nodes now: worked out when asked
-        if self._held[node]:
-            self._held_roomy.pop(pool, None)
+        if pool in self._waiting:  # candidates wait in the pool: what they are told changes
+            if pool in self._trace and (delta > 0 or self._alters(pool, node, -delta)):
+                del self._trace[pool]  # the pass picks other nodes now: worked out when asked
+            if self._held.get(node):
+                self._held_roomy.pop(pool, None)
         before = self.free[node]
         self._buckets[pool][before].remove(node)
         self.free[node] = before + delta
@@ -208,7 +209,7 @@ class FreeIndex:
 
     def _base(self, node: str) -> int:
         """The node's free GPUs as the cluster sees them: those held for its pass are free."""
-        return self.free[node] + self._held[node]
+        return self.free[node] + self._held.get(node, 0)
 
     def _passed(self, pool: PoolKey) -> list[Picks]:
         if pool not in self._trace:

@@ -54,9 +54,8 @@ class Ledger:
     touched: set[str] = field(default_factory=set)  # placed by a step: waits no more
     # placed by a step: which step, and whom it disturbed for them
     helped: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
-    moved: dict[str, set[str]] = field(
-        default_factory=dict
-    )  # of those, the ones moved, not evicted
+    # of those, the victims each moved (placed again elsewhere), not evicted
+    moved: dict[str, set[str]] = field(default_factory=dict)
     # the indexes the last step's search left, up to date: the next step may take them over
     indexes: Indexes | None = None
     # victims taken from again after their first eviction: what they were told first (the

@@ -154,13 +154,13 @@ def show(
         doc["outcomes"] = recorded_json(rows)
         write_json(doc)
         return
+    done = any(r.status != "pending" for r in rows)  # an apply began
     if markdown:
-        done = any(r.status != "pending" for r in rows)
         applied = (store.plan_status(plan.id) or "", rows) if done else None
         sys.stdout.write(plan_markdown(plan, max_chars=max_chars, applied=applied))
         return
     plan_view.print_plan(out, plan)
-    if any(r.status != "pending" for r in rows):
+    if done:
         out.print(f"\nApply status: [bold]{store.plan_status(plan.id)}[/]")
         for r in rows:
             out.print(
