@@ -4,7 +4,9 @@ A simulated cluster's nodes are its spec. A node the spec removes drains and lea
 empty: every job there moves off it. A node the spec shrinks below the GPUs its work
 holds has its new size at once, the work running on over it: what is not ours stays (it
 is not ours to move), then our jobs in the order they started while they fit; the rest
-moves off. The simulator adapter reports both kinds of node
+moves off. Work winding down (a cancel or an eviction under way) leaves by itself
+within its grace: it neither keeps a place nor moves, and a newer job that fits once it
+has ended stays. The simulator adapter reports both kinds of node
 (``removedNodes``, ``shrinkingNodes``); the reconciler replaces the jobs named here
 elsewhere (solvers/drift.py), and the plan names the nodes.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from specs.snapshot import ClusterState, Job
+from specs.snapshot import ClusterState, Job, JobState
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -25,7 +27,7 @@ def must_leave(state: ClusterState) -> dict[str, list[tuple[str, str]]]:
     gone = set(state.removed_nodes)
     on: dict[str, list[tuple[Job, int]]] = defaultdict(list)  # node -> (job, GPUs there)
     for job in state.jobs:
-        if not job.state.active:
+        if not job.state.active or job.state is JobState.COMPLETING:
             continue
         here: dict[str, int] = defaultdict(int)
         for r in job.replicas:

@@ -58,3 +58,18 @@ def test_nothing_leaves_a_node_whose_work_fits_its_new_size() -> None:
         shrinking_nodes={"n1": 4},  # the queued job holds no GPUs
     )
     assert must_leave(state) == {}
+
+
+def test_work_winding_down_on_a_shrunk_node_makes_room_instead_of_staying() -> None:
+    """A job that started first but is winding down (a cancel or eviction under way) ends
+    within its grace: it neither keeps its place nor moves, and the newer job that fits
+    once it has ended stays."""
+    ending = job("ending", "n1", 4, minutes=0)
+    ending.state = JobState.COMPLETING
+    state = ClusterState(
+        name="c",
+        nodes=[Node(name="n1", gpus=8, pool="a100")],
+        jobs=[ending, job("newer", "n1", 4, minutes=20)],
+        shrinking_nodes={"n1": 4},
+    )
+    assert must_leave(state) == {}
