@@ -107,12 +107,17 @@ def build_problem(
     won: dict[str, tuple[str, Job]] = {}
     fan_out: dict[str, JobRequest] = {}
     segments: dict[str, Segments] = {}
+    created_now = _utc(now)
     for key, template in part.requests.items():
         req = _clone(template)  # solvers set where it runs, and site policy may block it
         req.placed = []
-        req.created = _utc(since.get(key, now))
+        req.created = _utc(queued_since) if (queued_since := since.get(key)) else created_now
         wl = desired.workloads[key]
-        seen = by_workload.get(key, [])
+        seen = by_workload.get(key)
+        if seen is None and wl.spec.checkpoint is None:
+            jobs[key] = req  # never submitted (most of a busy org's waiting work): it waits
+            continue
+        seen = seen or []
         seg = (
             segments_of(wl.spec, progress.get(key) or progress_from_jobs(key, (j for _, j in seen)))
             if wl.spec.checkpoint is not None

@@ -120,8 +120,8 @@ def block_failed(
             if j.workload is not None:
                 jobs.setdefault(j.workload, []).append(j)
     for key, job in problem.jobs.items():
-        if job.running or job.blocked is not None:
-            continue
+        if job.running or job.blocked is not None or (key not in jobs and key not in records):
+            continue  # no failure to wait out (most waiting work never ran)
         failure = latest_failure(key, jobs.get(key, []), records.get(key))
         if failure is None or failure.spec_digest not in (None, digests.get(key)):
             continue
