@@ -192,10 +192,13 @@ class Session:
 
     def pools_for(self, job: JobRequest) -> list[PoolKey]:
         """Where the job may place replicas: a job holding GPUs grows in its own pool (one
-        Slurm job, one partition); one that holds none — new, or evicted from everywhere
-        earlier in this plan — may use any eligible pool."""
+        Slurm job, one partition); a new one may use any eligible pool; a running job this
+        plan evicted from everywhere, any of its own cluster's (placed again, it moves, and
+        a job moves within its cluster: elsewhere it is a new job, a later round's submit)."""
         if self.tasks.get(job.key) and job.key in self.pool:
             return [self.pool[job.key]]
+        if job.running:
+            return [p for p in job.pools if p[0] == job.cluster]
         return job.pools
 
     def charge(self, job: JobRequest, gpus: float, pool: PoolKey | None = None) -> None:
