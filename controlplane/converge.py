@@ -218,10 +218,12 @@ def net_actions(observed: Snapshot, final: Snapshot, rounds: list[list[Action]])
     out: list[Action] = []
     new = {k: j for k, j in after.items() if k not in before}
     # jobs new in the final world, per (workload, cluster), by job key: an evicted job's
-    # successor is the first of them not yet taken
+    # successor is the first of them not yet taken. A fan-out candidate is none: the
+    # cluster places it, so nothing could move the evicted job onto it
     successors: dict[tuple[str | None, str], list[tuple[str, str]]] = {}
     for k in sorted(new):
-        successors.setdefault((new[k].workload, k[0]), []).append(k)
+        if new[k].candidate is None:
+            successors.setdefault((new[k].workload, k[0]), []).append(k)
     replaced: set[tuple[str, str]] = set()
     for key, job in sorted(before.items()):
         cluster, job_id = key

@@ -63,7 +63,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from controlplane import unreachable
-from controlplane.converge import Round, converge
+from controlplane.converge import VIRTUAL, Round, converge
 from controlplane.placements import placements, prunes, retried, segment, unlisted
 from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id
 from controlplane.quotas import quota_tables
@@ -392,13 +392,22 @@ def _pending(
     ]
     out += unlisted(problem, session, {*waits, *drift.waiting})  # what nothing else lists
     for key, job in problem.submitted.items():
-        reason = reasons.submitted(job.id, job.reason)
+        reason = reasons.submitted(_observed_id(job.id), job.reason)
         if key in problem.candidates:
             reason = reasons.candidates_waiting(
-                [(j.id, j.candidate or c, j.reason) for c, j in problem.candidates[key]]
+                [
+                    (_observed_id(j.id), j.candidate or c, j.reason)
+                    for c, j in problem.candidates[key]
+                ]
             )
         out.append(Pending(workload=key, reason=reason))
     return sorted(out, key=lambda p: p.workload)
+
+
+def _observed_id(job_id: str) -> str | None:
+    """A job's id as the clusters know it; None for one a plan's earlier round submitted
+    on the virtual world (controlplane/converge.py): the plan submits it."""
+    return None if job_id.startswith(VIRTUAL) else job_id
 
 
 def _protected_wait(

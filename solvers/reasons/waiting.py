@@ -339,10 +339,12 @@ def _failure(
     return f"job {job} {how} at {stamp(ended_at)}, the {ordinal(streak)} failure in a row"
 
 
-def submitted(job: str, cluster_reason: str | None) -> Reason:
+def submitted(job: str | None, cluster_reason: str | None) -> Reason:
+    """A job waiting in its cluster's queue (``job`` None: the one this plan submits)."""
     where = f" ({cluster_reason})" if cluster_reason else ""
+    which = f"job {job}" if job is not None else "the job this plan submits"
     return Reason(
-        code=ReasonCode.SUBMITTED, message=f"job {job} waits in the cluster's own queue{where}"
+        code=ReasonCode.SUBMITTED, message=f"{which} waits in the cluster's own queue{where}"
     )
 
 
@@ -358,10 +360,14 @@ def also_submitted_to(waiting: Reason, clusters: Sequence[str]) -> Reason:
     )
 
 
-def candidates_waiting(jobs: Sequence[tuple[str, str | None, str | None]]) -> Reason:
-    """Fan-out candidates in the clusters' queues: (job id, candidate name, cluster's reason)."""
+def candidates_waiting(jobs: Sequence[tuple[str | None, str | None, str | None]]) -> Reason:
+    """Fan-out candidates in the clusters' queues: (job id, candidate name, cluster's
+    reason); a job id None is a candidate this plan submits."""
     listed = ", ".join(
-        f"job {job} ({', '.join(filter(None, [name, why]))})" for job, name, why in jobs
+        f"job {job} ({', '.join(filter(None, [name, why]))})"
+        if job is not None
+        else f"{name or 'a candidate'} (this plan submits it)"
+        for job, name, why in jobs
     )
     return Reason(
         code=ReasonCode.SUBMITTED,

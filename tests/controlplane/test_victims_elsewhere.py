@@ -13,6 +13,7 @@ from datetime import timedelta
 from adapters.simulator import SimulatedCluster
 from controlplane.plan import Plan, execution_order
 from controlplane.reconcile import plan
+from specs.actions import Op
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, pool, project, workload
 
@@ -77,3 +78,38 @@ def test_a_victim_that_fits_only_on_another_cluster_is_evicted_and_submitted_the
     after = _applied(snap, made)
     runs = {(c.name, j.workload) for c in after.clusters for j in c.jobs if j.state.holds_gpus}
     assert runs == {("east", "bio/g"), ("west", "chem/any")}
+
+
+def test_a_running_fan_out_job_is_evicted_and_its_new_candidates_submitted() -> None:
+    fan_out = {"strategy": {"fanOut": True, "maxParallel": 2}, "walltime": "4h"}
+    state = desired(
+        [
+            cluster("east", pools=[pool("v100", gpu_type="v100", gpus_per_node=4, nodes=2)]),
+            project("chem", gpus=0),
+            project("bio", gpus=8),
+            workload("md-run", "chem", gpus=4, **fan_out),
+            workload("vg", "bio", gpus=4, replicas=2, walltime="2h"),
+        ]
+    )
+    snap = Snapshot(
+        now=NOW,
+        clusters=[
+            ClusterState(
+                name="east",
+                nodes=_nodes("v100", 2, 4),
+                jobs=[
+                    _running("chem/md-run", "v100-01", 4, "v100", candidate="east.v100.1x4.direct")
+                ],
+            )
+        ],
+    )
+    made = plan(state, snap, now=NOW)
+    assert not [a for a in made.actions if a.op is Op.MOVE], made.actions
+    ops = sorted((a.op.value, a.workload) for a in made.actions)
+    assert ("preempt", "chem/md-run") in ops and ("submit", "bio/vg") in ops, ops
+    for a in made.actions:
+        assert a.op is not Op.MOVE or all(r.node for r in a.replicas or []), a
+    waits = {p.workload: p.reason.message for p in made.pending}
+    assert "virtual-" not in waits.get("chem/md-run", ""), waits
+    after = _applied(snap, made)
+    assert {j.workload for c in after.clusters for j in c.jobs if j.state.holds_gpus} == {"bio/vg"}
