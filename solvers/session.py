@@ -339,11 +339,14 @@ class Statement:
         return nodes
 
     def put(self, job: JobRequest, nodes: list[str]) -> None:
-        """Place replicas on the given nodes (the caller checked that they fit)."""
+        """Place replicas on the given nodes (the caller checked that they fit); the job's
+        pool is theirs (a victim put back home after a simulation placed it elsewhere)."""
         tasks, pool = self._remember(job)
         for n in nodes:
             self.s.index.take(n, job.gpus)
         self.s.tasks.setdefault(job.key, []).extend(nodes)
+        if nodes:
+            self.s.pool[job.key] = self.s.index.pool_of[nodes[0]]
         self.s.charge(job, len(nodes) * job.gpus)
         self._log.append((job, tasks, pool, [(n, -job.gpus) for n in nodes]))
 

@@ -113,3 +113,39 @@ def test_a_running_fan_out_job_is_evicted_and_its_new_candidates_submitted() -> 
     assert "virtual-" not in waits.get("chem/md-run", ""), waits
     after = _applied(snap, made)
     assert {j.workload for c in after.clusters for j in c.jobs if j.state.holds_gpus} == {"bio/vg"}
+
+
+def test_a_victim_put_back_home_is_submitted_on_its_home_cluster() -> None:
+    """Found by the two-cluster property: p1/w4, started by this plan on west, was a
+    candidate victim of a reclaim whose simulation placed it again on east; the victim then
+    went back to its west nodes, but the session kept east as its pool, and its submit
+    named east's node of the same name (over-committing it: 10 GPUs on an 8-GPU node)."""
+    fan_out = {"strategy": {"fanOut": True, "maxParallel": 2}, "walltime": "4h"}
+    state = desired(
+        [
+            cluster("east", pools=[pool(nodes=2)]),
+            cluster("west", pools=[pool(nodes=1)]),
+            project("p0", gpus=1),
+            project("p1", gpus=0),
+            workload("w0", "p1", gpus=1),
+            workload("w1", "p0", gpus=1, **fan_out),
+            workload("w2", "p0", gpus=1),
+            workload("w3", "p0", gpus=8, replicas=2),
+            workload("w4", "p1", gpus=4, replicas=2),
+        ]
+    )
+    snap = Snapshot(
+        now=NOW,
+        clusters=[
+            ClusterState(name="east", nodes=_nodes("a100", 2, 8)),
+            ClusterState(name="west", nodes=_nodes("a100", 1, 8)),
+        ],
+    )
+    made = plan(state, snap, now=NOW)
+    used: dict[tuple[str, str], int] = {}
+    for a in made.actions:
+        for r in a.replicas or []:
+            if r.node is not None:
+                used[(a.cluster, r.node)] = used.get((a.cluster, r.node), 0) + r.gpus
+    assert all(gpus <= 8 for gpus in used.values()), used
+    _applied(snap, made)
