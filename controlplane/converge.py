@@ -84,8 +84,10 @@ def converge(
         if deadline.expired:
             deadline.cut("converge", "the time limit ran out before the next round")
             break
-        if not _apply(world, latest, now):
-            break  # the virtual world refused a step: keep what was reached
+        refused = _apply(world, latest, now)
+        if refused is not None:  # keep what was reached, and say that a step may fail
+            deadline.cut("converge", f"a copy of the clusters refused a step: {refused}")
+            break
         if len(rounds) == 1:
             _start_where_held(world, latest.held)
         _regrow_at_home(world, observed, latest.actions)
@@ -102,7 +104,9 @@ def converge(
     return Converged(first, last, net_actions(observed, world, rounds), len(rounds))
 
 
-def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
+def _apply(world: Snapshot, step: Round, now: datetime) -> str | None:
+    """Carry out a round's actions on the virtual world; why a step was refused, if one
+    was (a plan whose steps do not fit the clusters: a defect, said in the plan)."""
     sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL, schedule=False) for c in world.clusters}
     by_cluster: dict[str, list[Action]] = {}
     for action in execution_order(step.actions):  # clusters are independent: each in order
@@ -113,9 +117,9 @@ def _apply(world: Snapshot, step: Round, now: datetime) -> bool:
     try:
         for cluster, actions in by_cluster.items():
             sims[cluster].execute_many(actions, plan_id=step.id, now=now)
-    except (AdapterError, KeyError):
-        return False
-    return True
+    except (AdapterError, KeyError) as err:
+        return str(err)
+    return None
 
 
 def _winding_down(world: Snapshot, cancel: Action) -> None:

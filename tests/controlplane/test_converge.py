@@ -9,6 +9,7 @@ from adapters.simulator import SimulatedCluster, nodes_from_spec
 from controlplane.converge import Round, net_actions
 from controlplane.plan import Plan, SolverReport
 from controlplane.reconcile import plan
+from solvers.policy import Deadline
 from specs.actions import Action, Op, Reason, ReasonCode
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, project, workload
@@ -216,7 +217,7 @@ def test_only_the_first_and_the_last_round_work_out_their_whole_plan(
 
         return Round(actions, f"r{n}", finish)
 
-    monkeypatch.setattr(converge_module, "_apply", lambda *args: True)  # no virtual world here
+    monkeypatch.setattr(converge_module, "_apply", lambda *args: None)  # no virtual world here
     done = converge_module.converge(cycle, _world(), NOW)
     assert (ran, finished, done.rounds) == ([1, 2, 3, 4], [1, 4], 4)
     assert (done.first.id, done.last.id) == ("r1", "r4")
@@ -303,3 +304,30 @@ def test_a_regrown_replica_goes_home_only_where_home_can_take_it(
     )
     converge_module._regrow_at_home(world, observed, [grow])
     assert [r.node for r in world.clusters[0].jobs[0].replicas] == placed
+
+
+def test_a_step_the_virtual_world_refuses_is_said_in_the_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A round whose actions do not fit the clusters is a defect of the plan; it had been
+    kept silently (the two-cluster property found such a plan): the plan now says so."""
+
+    def cycle(world: Snapshot) -> Round:
+        actions = [Action(op=Op.SUBMIT, workload="p/w", cluster="c", reason=START)]
+        plan = Plan(
+            id="r",
+            created_at=NOW,
+            spec_digest="",
+            observed_digest="",
+            actions=actions,
+            solver=SolverReport(engine="t", status="t"),
+        )
+        return Round(actions, "r", lambda: plan)
+
+    refused = "node n1 has 8 GPUs; this would use 10"
+    monkeypatch.setattr(converge_module, "_apply", lambda *args: refused)
+    deadline = Deadline()
+    converge_module.converge(cycle, _world(), NOW, deadline)
+    assert deadline.cut_short == [
+        f"converge (round 1): a copy of the clusters refused a step: {refused}"
+    ]

@@ -110,6 +110,7 @@ def _applied(snap: Snapshot, made: Plan) -> None:
 def test_every_action_acts_on_its_own_clusters_nodes(scene: tuple[DesiredState, Snapshot]) -> None:
     state, snap = scene
     made = plan(state, snap, now=NOW)
+    assert not [c for c in made.solver.cut_short if "refused a step" in c], made.solver.cut_short
     running = {(c.name, j.id): c.name for c in snap.clusters for j in c.jobs}
     for a in made.actions:
         if a.job is not None:
