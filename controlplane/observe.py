@@ -20,7 +20,7 @@ them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ from adapters import make_adapter
 from adapters.base import Accounting, Adapter, AdapterError, LocalStateError
 from controlplane import placeholders, unreachable
 from controlplane.activity import busy
+from controlplane.completions import recall_completions
 from solvers.order import job_id_order, last_completed
 from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
@@ -412,38 +413,3 @@ def reap_placeholders(snap: Snapshot, store: Store, *, record: bool = True) -> S
             ph = v.placeholder
             store.drop_placeholder(ph.workload, ph.cluster, job=ph.job)
     return placeholders.inject(snap, verdicts)
-
-
-def recall_completions(
-    snap: Snapshot, store: Store, workloads: set[str], *, record: bool = True
-) -> Snapshot:
-    """Add the remembered completed jobs the clusters no longer show; with ``record``,
-    remember the completed jobs in view first."""
-    done = {
-        (j.workload, c.name): (j.id, j.spec_digest)
-        for c in snap.clusters
-        for j in c.jobs
-        if j.workload in workloads and j.state == JobState.COMPLETED
-    }
-    if done and record:
-        store.record_completions(done, snap.now)
-    shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
-    extra: dict[str, list[Job]] = {}
-    for row in store.completions(workloads, prune=record):
-        if row.workload not in shown:
-            extra.setdefault(row.cluster, []).append(
-                Job(
-                    id=row.job,
-                    workload=row.workload,
-                    state=JobState.COMPLETED,
-                    reason="completed; remembered by the store",
-                    spec_digest=row.spec_digest,
-                    ended_at=row.seen_at.replace(tzinfo=row.seen_at.tzinfo or UTC),  # by then
-                )
-            )
-    if not extra:
-        return snap
-    clusters = [
-        c.model_copy(update={"jobs": [*c.jobs, *extra.get(c.name, [])]}) for c in snap.clusters
-    ]
-    return snap.model_copy(update={"clusters": clusters})

@@ -1,0 +1,53 @@
+"""Completions: a workload that ran to completion is done, after its job is forgotten.
+
+Clusters forget ended jobs (Slurm keeps one for ``MinJobAge``, five minutes by default;
+a Kubernetes job may be deleted), so the store remembers each workload's completed job and
+observations add it back where the clusters no longer show it: without it a finished
+workload would look never run, and be started again. A workload gone from the specs
+loses its memory, so one removed and added again runs again.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import TYPE_CHECKING
+
+from specs.snapshot import Job, JobState, Snapshot
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import Store
+
+
+def recall_completions(
+    snap: Snapshot, store: Store, workloads: set[str], *, record: bool = True
+) -> Snapshot:
+    """Add the remembered completed jobs the clusters no longer show; with ``record``,
+    remember the completed jobs in view first."""
+    done = {
+        (j.workload, c.name): (j.id, j.spec_digest)
+        for c in snap.clusters
+        for j in c.jobs
+        if j.workload in workloads and j.state == JobState.COMPLETED
+    }
+    if done and record:
+        store.record_completions(done, snap.now)
+    shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
+    extra: dict[str, list[Job]] = {}
+    for row in store.completions(workloads, prune=record):
+        if row.workload not in shown:
+            extra.setdefault(row.cluster, []).append(
+                Job(
+                    id=row.job,
+                    workload=row.workload,
+                    state=JobState.COMPLETED,
+                    reason="completed; remembered by the store",
+                    spec_digest=row.spec_digest,
+                    ended_at=row.seen_at.replace(tzinfo=row.seen_at.tzinfo or UTC),  # by then
+                )
+            )
+    if not extra:
+        return snap
+    clusters = [
+        c.model_copy(update={"jobs": [*c.jobs, *extra.get(c.name, [])]}) for c in snap.clusters
+    ]
+    return snap.model_copy(update={"clusters": clusters})
