@@ -194,7 +194,8 @@ class ClusterState(SnapshotModel):
     """One cluster as observed. An unreachable cluster (its adapter failed) is reported
     with ``reachable: false`` and the error, and no nodes or jobs: nothing is known of it,
     so the reconciler leaves it and the workloads that may run there alone (those the store
-    last knew there, when it knows)."""
+    last knew there, when it knows). A cluster gone from the specs (``gone``) holds only the
+    completed jobs of ours the store remembers there."""
 
     name: str
     nodes: list[Node] = Field(default_factory=list)
@@ -222,6 +223,13 @@ class ClusterState(SnapshotModel):
         "simulated cluster's nodes are its spec), with the GPUs it gives them (their size "
         "already): the work runs on over it, and no new work fits, until the plan has moved "
         "off what does not fit",
+        exclude_if=lambda v: not v,
+    )
+    gone: bool = Field(
+        default=False,
+        description="a cluster no longer in the specs, so not observed: it holds only the "
+        "completed jobs of ours the store remembers there (a completed workload does not run "
+        "again), no nodes, and nothing is planned there",
         exclude_if=lambda v: not v,
     )
     reachable: bool = Field(default=True, exclude_if=lambda v: v is True)
@@ -339,10 +347,11 @@ def observed_digest(snapshot: Snapshot) -> str:
     idle/mixed/allocated, and foreign jobs — on a busy shared cluster those change every
     minute, and a plan must survive the time between review and merge. A foreign job that
     takes planned GPUs makes the submitted job wait in the cluster's queue, and the next
-    reconcile sees it.
+    reconcile sees it. Nor a cluster gone from the specs: it holds only completed jobs,
+    which no digest counts.
     """
     clusters = []
-    for c in sorted(snapshot.clusters, key=lambda c: c.name):
+    for c in sorted((c for c in snapshot.clusters if not c.gone), key=lambda c: c.name):
         nodes = sorted((n.name, n.gpus, n.schedulable, n.pool) for n in c.nodes)
         jobs = sorted(
             (

@@ -27,14 +27,13 @@ DESIRED = desired([cluster(), project("p", gpus=8), workload("w", "p", gpus=1)])
 class Scripted:
     """An adapter that reports the given jobs on one idle 8-GPU node."""
 
-    cluster = "sim"
-
-    def __init__(self) -> None:
+    def __init__(self, cluster: str = "sim") -> None:
+        self.cluster = cluster
         self.jobs: list[Job] = []
 
     def observe(self) -> ClusterState:
         node = Node(name="n1", pool="a100", gpu_type="a100_80", gpus=8)
-        return ClusterState(name="sim", nodes=[node], jobs=list(self.jobs))
+        return ClusterState(name=self.cluster, nodes=[node], jobs=list(self.jobs))
 
     def execute(self, action, *, plan_id):  # type: ignore[no-untyped-def]
         raise NotImplementedError
@@ -79,6 +78,25 @@ def test_a_completed_workload_stays_completed_after_the_cluster_forgets_it(tmp_p
     snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(minutes=12), store)
     assert snap.clusters[0].jobs == []
     assert [a.workload for a in plan(DESIRED, snap, now=snap.now).actions] == ["p/w"]
+
+
+def test_a_completion_outlives_the_cluster_it_ran_on(tmp_path: Path) -> None:
+    """The cluster a workload completed on leaves the specs: its completion was recalled
+    onto that cluster's report, and with no report of it the workload looked never run and
+    ran again for its whole walltime on another cluster (user trial)."""
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    ended = job(JobState.COMPLETED, started=True).model_copy(update={"ended_at": NOW})
+    adapter.jobs = [ended]
+    observe(DESIRED, {"sim": adapter}, NOW, store)
+    assert store.clusters_with_work() == set(), "nothing of ours left there"
+    moved = desired([cluster("east"), project("p", gpus=8), workload("w", "p", gpus=1)])
+    for minutes in (10, 11):  # a plan (read only), then an observation that records
+        later = NOW + timedelta(minutes=minutes)
+        snap = observe(moved, {"east": Scripted("east")}, later, store, record=minutes == 11)
+        assert [(c, j.id, j.state) for c, j in snap.jobs_of("p/w")] == [
+            ("sim", "41", JobState.COMPLETED)
+        ]
+        assert plan(moved, snap, now=snap.now).actions == [], "not started again"
 
 
 def test_an_edit_after_completion_is_told_after_the_cluster_forgets_the_job(

@@ -98,6 +98,37 @@ def test_a_cluster_retired_as_the_readme_says_leaves_nothing_held(
     assert usage["projects"]["nlp"]["monthGpuHours"] == pytest.approx(4.0, abs=0.01)  # 4 GPUs 1 h
 
 
+def test_work_that_completed_on_a_removed_cluster_does_not_run_again(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """nlp/done completed on west; west left the specs (and nlp/done its pin to it), and
+    the next plan submitted it on east for its whole walltime: the store remembered the
+    completion, but only on the clusters observed (user trial). Forgetting the cluster
+    ends its runs and drops its placeholders; its completed work stays done."""
+    docs = [*_docs(west=True), workload("done", "nlp", gpus=4, walltime="1h", clusters=["west"])]
+    specs = write_specs(tmp_path / "s", docs)
+    for hours in (0, 2):  # both start on west; nlp/done completes within the hour
+        assert cp(capsys, "apply", specs, "--auto-approve", "--now", _at(hours)).code == 0
+    unpinned = workload("done", "nlp", gpus=4, walltime="1h")
+    write_specs(specs, [*_docs(west=False), unpinned])
+
+    plan = cp(capsys, "plan", specs, "--json", "--now", _at(3)).json()
+    assert plan["actions"] == [], "nlp/w1 is held, nlp/done is done"
+    done = cp(capsys, "explain", "nlp/done", "--dir", specs, "--json", "--now", _at(3))
+    assert done.json()["state"] == "completed"
+
+    forgot = cp(capsys, "store", "forget-cluster", "west", "--dir", specs, "--json")
+    assert forgot.json() == {"cluster": "west", "runs": 1, "placeholders": 0}
+    planned = cp(capsys, "plan", specs, "--json", "--now", _at(3)).json()  # only reads
+    applied = cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", _at(3)).json()
+    for made in (planned, applied):  # only the work that was running there starts anew
+        assert [(a["op"], a["workload"]) for a in made["actions"]] == [("submit", "nlp/w1")]
+    done = cp(capsys, "explain", "nlp/done", "--dir", specs, "--json", "--now", _at(5))
+    assert done.json()["state"] == "completed"
+    status = cp(capsys, "status", specs, "--json", "--now", _at(5)).json()
+    assert [c["cluster"] for c in status["clusters"]] == ["east"], "west has no GPUs now"
+
+
 def test_a_cancelled_run_the_cluster_still_shows_running_runs_on(tmp_path: Path) -> None:
     """The apply's word that it stopped a job stands only until an observation says
     otherwise: a cancel the cluster did not carry out leaves the run open."""

@@ -22,9 +22,10 @@ def cluster_rows(snap: Snapshot) -> list[dict[str, Any]]:
     nodes too), the GPUs free on the nodes that take work (on each, those no job holds),
     the GPUs held beyond what over-committed nodes report and those nodes; and how many
     nodes no pool declares (never planned on, and not counted). On a node that takes work,
-    held + free = GPUs + over-committed."""
+    held + free = GPUs + over-committed. Not a cluster gone from the specs: it has no GPUs
+    now, only the completions the store remembers there."""
     rows = []
-    for c in sorted(snap.clusters, key=lambda c: c.name):
+    for c in sorted((c for c in snap.clusters if not c.gone), key=lambda c: c.name):
         pooled = {node.name: node for node in c.nodes if node.pool is not None}
         ours = others = 0
         used = dict.fromkeys(pooled, 0)  # by every job, on each node
@@ -91,7 +92,7 @@ def print_clusters(console: Console, snap: Snapshot) -> None:
     ]
     print_table(console, columns, rows, title="Clusters (GPUs, now)")
     usage = usage_by_cluster(snap)
-    if len(snap.clusters) > 1 and usage:
+    if len(rows) > 1 and usage:
         console.print(
             "In use by project: "
             + "; ".join(
