@@ -60,8 +60,8 @@ def forget_cluster(
     """Forget a cluster that is gone for good, removed from the specs while the store still
     knew work of ours there (which plans hold meanwhile: it may be running). Its runs not
     seen ending end when they were last seen (their usage stands), its placeholders go, and
-    the next plan starts their workloads anew where the specs allow. A cluster in the
-    specs is refused: remove it first, or let its work end."""
+    the next plan starts their workloads anew where the specs allow; what completed there
+    stays done. A cluster in the specs is refused: remove it first, or let its work end."""
     spec_dir = spec_dir_of(given_dir, dir_option)
     loaded = load(spec_dir)
     if name in loaded.desired.clusters:
