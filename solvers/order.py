@@ -10,7 +10,8 @@
 - :class:`VictimOrder` — job order reversed, for a min-heap of candidate victims (lowest
   priority and newest first);
 - :func:`job_id_order` — cluster job ids in numeric order ("9" before "10"), and
-  :func:`last_completed` by it.
+  :func:`last_completed` by it;
+- :func:`round_winner` — which of a fan-out workload's candidates won their round.
 
 Sort keys rather than comparators: Python sorts and heaps compare tuples, and a key
 computed once per item is cheaper than a comparison function called per pair.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from specs.snapshot import Job, JobState
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # the rules read these records; the records do not need the r
 
 QueueKey = tuple[int, int, int, float, float, float, int]
 JobKey = tuple[int, int, datetime, str]
+T = TypeVar("T")
 
 # a queue with no share at all compares by allocation scaled far above any real share
 _NO_SHARE_SCALE = 1000
@@ -132,3 +134,14 @@ def last_completed(jobs: Iterable[Job]) -> dict[str, Job]:
         if key not in last or job_id_order(job.id) > job_id_order(last[key].id):
             last[key] = job
     return last
+
+
+def round_winner(candidates: Iterable[T], facts: Callable[[T], tuple[datetime, float, str]]) -> T:
+    """The fan-out candidate that won its round, of those that ran: the earliest started,
+    and of those started together (``SAME_START`` apart) the cheaper to run (job ids of
+    two clusters say nothing), then the lower job id. ``facts``: a candidate's start, its
+    cost an hour, its job id."""
+    known = [(facts(c), c) for c in candidates]
+    first = min(started for (started, _, _), _ in known)
+    together = [(f, c) for f, c in known if f[0] - first <= SAME_START]
+    return min(together, key=lambda fc: (fc[0][1], job_id_order(fc[0][2])))[1]

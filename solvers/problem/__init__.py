@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from solvers.order import SAME_START, job_id_order, last_completed
+from solvers.order import job_id_order, last_completed, round_winner
 from solvers.problem.records import (
     JobRequest,
     NodeInfo,
@@ -277,15 +277,13 @@ def _kept(
     cost: Callable[[str, Job], float],
 ) -> tuple[str, Job]:
     """The job a workload with several running keeps. Fan-out candidates may start at
-    once: the earliest started, and of those started together (``SAME_START`` apart) the
-    cheaper to run (job ids of two clusters say nothing). Any other workload runs two
+    once: the winner of their round (:func:`~solvers.order.round_winner`: the earliest
+    started, and of those started together the cheaper to run). Any other workload runs two
     only when an apply stopped between a replacement's submit and its cancel (a resize or
     a move on Slurm, an edit): the replacement, the one of the current spec and else the
     newer."""
     if fan_out:
-        first = min(j.started_at or now for _, j in running)
-        together = [(c, j) for c, j in running if (j.started_at or now) - first <= SAME_START]
-        return min(together, key=lambda cj: (cost(*cj), job_id_order(cj[1].id)))
+        return round_winner(running, lambda cj: (cj[1].started_at or now, cost(*cj), cj[1].id))
     return max(
         running,
         key=lambda cj: (
