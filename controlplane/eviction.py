@@ -20,6 +20,7 @@ Pure: read off the specs, the snapshot and the plan made for it; nothing is solv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -32,7 +33,7 @@ from specs.desired import DesiredState
 from specs.durations import format_duration
 from specs.fit import shortfalls
 from specs.models import Workload
-from specs.snapshot import Snapshot
+from specs.snapshot import Job, Snapshot
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,17 @@ class Exposure:
     threats: list[Threat]
 
 
+def _hourly(desired: DesiredState) -> Callable[[str, Job], float]:
+    """What a job costs an hour, its GPUs at their type's price on its cluster."""
+
+    def cost(cluster: str, job: Job) -> float:
+        c = desired.clusters.get(cluster)
+        price = c.spec.gpu_types.get(job.gpu_type or "") if c is not None else None
+        return job.gpus * (price.cost_per_gpu_hour if price is not None else 0.0)
+
+    return cost
+
+
 def exposure(desired: DesiredState, snapshot: Snapshot, plan: Plan, key: str) -> Exposure | None:
     """Who could evict workload ``key``; None when no job of it holds GPUs."""
     workload = desired.workloads[key]
@@ -84,7 +96,7 @@ def exposure(desired: DesiredState, snapshot: Snapshot, plan: Plan, key: str) ->
     ]
     progress = next((p for p in snapshot.progress if p.workload == key), None)
     seg = segments_of(
-        spec, progress or progress_from_jobs(key, (j for _, j in snapshot.jobs_of(key)))
+        spec, progress or progress_from_jobs(key, snapshot.jobs_of(key), _hourly(desired))
     )
     now = plan.created_at
     project = desired.projects.get(spec.project)

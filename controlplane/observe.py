@@ -103,9 +103,10 @@ def observe(
     snap = _without_theirs(snap, store, workloads)
     snap = _with_unseen_endings(snap)
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
+    prices = _prices(desired)
     if record:
         store.link_jobs(_tagged(snap))
-        store.record_runs(seen, now, complete=accounted, prices=_prices(desired))
+        store.record_runs(seen, now, complete=accounted, prices=prices)
         store.retire_runs(workloads)
     snap = reap_placeholders(snap, store, record=record)
     snap = recall_completions(snap, store, workloads, record=record)
@@ -129,7 +130,7 @@ def observe(
     unrecorded = None if record else seen
     snap.usage = store.usage_records(now, unrecorded)
     segmented_ones = {k for k in workloads if segmented(desired.workloads[earlier.get(k, k)].spec)}
-    snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded)
+    snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded, prices=prices)
     snap.failures = store.failures(workloads)
     if record:
         store.record_versions({k: w.spec for k, w in desired.workloads.items()}, now)

@@ -13,17 +13,21 @@ started again on every reconcile, each run adding a few seconds.
 
 Run time counts only segments that finished (COMPLETED); a failed, cancelled or
 requeued run is not counted, since its progress since the last checkpoint is lost. The
-numbers come in as :class:`~specs.snapshot.Progress` (kept by the store, which
-remembers jobs the cluster has forgotten) or, for a snapshot file without them, from
-the ended jobs it shows. Pure.
+candidates one plan submitted for a fan-out workload are one round: when several ran to
+completion before a plan saw one run (and cancelled the others), they ran the same
+segment, and only the round's winner counts. The numbers come in as
+:class:`~specs.snapshot.Progress` (kept by the store, which remembers jobs the cluster
+has forgotten) or, for a snapshot file without them, from the ended jobs it shows; both
+are added up by :func:`progress_of`. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from solvers.order import job_id_order, round_winner
 from specs.durations import format_duration
 from specs.models import WorkloadSpec
 from specs.snapshot import Job, JobState, Progress
@@ -120,25 +124,71 @@ def ended_early(base: Segments, elapsed: int, last: int, limit: int | None) -> b
     return run > 0 and last + slack < run
 
 
-def progress_from_jobs(workload: str, jobs: Iterable[Job]) -> Progress | None:
-    """Progress read off the finished jobs a snapshot shows (when it carries none itself)."""
-    runs: list[tuple[datetime, datetime, Job]] = []
-    for j in jobs:
-        if (
-            j.workload == workload
+@dataclass(frozen=True)
+class SegmentRun:
+    """A completed run of a segmented workload's job, as its progress counts it."""
+
+    cluster: str
+    job: str
+    started_at: datetime
+    ended_at: datetime
+    seconds: int  # its run time (a job resized in place: all its stretches)
+    limit: int | None  # its time limit, as the cluster reported it
+    plan_id: str | None = None  # the plan that submitted it: its round, for a candidate
+    cost: float = 0.0  # an hour of it, its GPUs at their price: a round's tie-break
+
+
+def progress_of(workload: str, runs: Iterable[SegmentRun]) -> Progress | None:
+    """Progress from a workload's completed runs. Each is a segment, except that of the
+    runs of one plan's jobs (fan-out candidates: a plan submits a workload one job
+    otherwise) only the round's winner counts (:func:`~solvers.order.round_winner`): the
+    others ran the same segment again."""
+    counted: list[SegmentRun] = []
+    rounds: dict[str, list[SegmentRun]] = {}
+    for run in runs:
+        if run.plan_id is None:
+            counted.append(run)
+        else:
+            rounds.setdefault(run.plan_id, []).append(run)
+    counted += (
+        round_winner(r, lambda run: (run.started_at, run.cost, run.job)) for r in rounds.values()
+    )
+    if not counted:
+        return None
+    counted.sort(key=lambda run: (run.ended_at, run.cluster, job_id_order(run.job)))
+    return Progress(
+        workload=workload,
+        elapsed_seconds=sum(run.seconds for run in counted),
+        segments=len(counted),
+        last_seconds=counted[-1].seconds,
+        last_limit_seconds=counted[-1].limit,
+    )
+
+
+def progress_from_jobs(
+    workload: str,
+    jobs: Iterable[tuple[str, Job]],
+    cost: Callable[[str, Job], float] | None = None,
+) -> Progress | None:
+    """Progress read off the finished (cluster, job)s a snapshot shows (when it carries
+    none itself). ``cost``: what a job costs an hour (unknown: nothing)."""
+    return progress_of(
+        workload,
+        (
+            SegmentRun(
+                cluster=c,
+                job=j.id,
+                started_at=j.started_at,
+                ended_at=j.ended_at,
+                seconds=max(0, int((j.ended_at - j.started_at).total_seconds())),
+                limit=j.walltime,
+                plan_id=j.plan_id,
+                cost=cost(c, j) if cost is not None else 0.0,
+            )
+            for c, j in jobs
+            if j.workload == workload
             and j.state == JobState.COMPLETED
             and j.started_at is not None
             and j.ended_at is not None
-        ):
-            runs.append((j.ended_at, j.started_at, j))
-    runs.sort(key=lambda r: (r[0], r[2].id))
-    if not runs:
-        return None
-    seconds = [max(0, int((end - start).total_seconds())) for end, start, _ in runs]
-    return Progress(
-        workload=workload,
-        elapsed_seconds=sum(seconds),
-        segments=len(runs),
-        last_seconds=seconds[-1],
-        last_limit_seconds=runs[-1][2].walltime,
+        ),
     )

@@ -163,6 +163,7 @@ def migrate(engine: Engine, version: int) -> None:
             "gpu_type VARCHAR",
             "retired BOOLEAN DEFAULT FALSE",
             "price FLOAT",  # 10: the price it ran at
+            "plan_id VARCHAR",  # 11: the plan that submitted it
         ),
     }
     with engine.begin() as conn:

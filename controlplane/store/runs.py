@@ -21,6 +21,7 @@ from sqlmodel import col, select
 from controlplane.store.database import Database
 from controlplane.store.tables import MetaRow, RunRow
 from controlplane.store.tables import aware as _aware
+from solvers.segments import SegmentRun, progress_of
 from specs.snapshot import JobRun, Progress, UsageRecord
 
 Seen = Mapping[str, Iterable[JobRun]]  # cluster -> runs an observation reports
@@ -96,43 +97,48 @@ class Runs:
             db.commit()
 
     def progress(
-        self, workloads: set[str], *, now: datetime, seen: Seen | None = None
+        self,
+        workloads: set[str],
+        *,
+        now: datetime,
+        seen: Seen | None = None,
+        prices: Mapping[tuple[str, str], float] | None = None,
     ) -> list[Progress]:
-        """Run time of the completed runs of each of ``workloads`` (checkpoint segments). A
-        job resized in place has a run per stretch at one size (all but the last ended
-        RUNNING: the job went on): its stretches count together, as one segment, when its
-        last one completed."""
+        """Run time of the completed runs of each of ``workloads`` (checkpoint segments),
+        added up as a plan reads a snapshot's ended jobs (:func:`solvers.segments.progress_of`:
+        of a fan-out round, only the winner's). A job resized in place has a run per
+        stretch at one size (all but the last ended RUNNING: the job went on): its
+        stretches count together, as one segment, when its last one completed. ``prices``:
+        (cluster, GPU type) -> cost per GPU-hour, for runs ``seen`` holds that were never
+        recorded with theirs."""
         pieces: dict[tuple[str, str], list[RunRow]] = {}
         for row in self._rows(now, seen):
             if row.workload in workloads and not row.retired:
                 pieces.setdefault((row.cluster, row.job), []).append(row)
-        done: dict[str, list[tuple[datetime, int, int | None]]] = {}
-        for stretches in pieces.values():
+        done: dict[str, list[SegmentRun]] = {}
+        for (cluster, job), stretches in pieces.items():
             stretches.sort(key=lambda r: _aware(r.started_at))
             last = stretches[-1]
             if last.state != "COMPLETED":
                 continue
-            end = _aware(last.ended_at or last.last_seen)
             went_on = [last]  # and the stretches it went on from (a requeue started afresh)
             for r in reversed(stretches[:-1]):
                 if r.state != "RUNNING":
                     break
                 went_on.append(r)
-            seconds = sum(_seconds(r) for r in went_on)
-            done.setdefault(last.workload, []).append((end, seconds, last.time_limit))
-        out = []
-        for workload, runs in sorted(done.items()):
-            runs.sort()
-            out.append(
-                Progress(
-                    workload=workload,
-                    elapsed_seconds=sum(r[1] for r in runs),
-                    segments=len(runs),
-                    last_seconds=runs[-1][1],
-                    last_limit_seconds=runs[-1][2],
-                )
+            price = (prices or {}).get((cluster, last.gpu_type or ""), last.price)
+            run = SegmentRun(
+                cluster=cluster,
+                job=job,
+                started_at=_aware(went_on[-1].started_at),
+                ended_at=_aware(last.ended_at or last.last_seen),
+                seconds=sum(_seconds(r) for r in went_on),
+                limit=last.time_limit,
+                plan_id=last.plan_id,
+                cost=last.gpus * (price or 0.0),
             )
-        return out
+            done.setdefault(last.workload, []).append(run)
+        return [p for workload, runs in sorted(done.items()) if (p := progress_of(workload, runs))]
 
     def _rows(self, now: datetime, seen: Seen | None) -> list[RunRow]:
         with self.db.session() as db:
@@ -170,6 +176,7 @@ def _merged(rows: list[RunRow], seen: Seen, now: datetime) -> list[RunRow]:
             row.time_limit = run.time_limit or row.time_limit
             row.gpus = run.gpus or row.gpus
             row.gpu_type = run.gpu_type or row.gpu_type
+            row.plan_id = run.plan_id or row.plan_id
             row.last_seen = max(_aware(row.last_seen), run.ended_at or now)
             by_run[key] = row
     return list(by_run.values())

@@ -28,7 +28,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 class MetaRow(SQLModel, table=True):
@@ -143,6 +143,9 @@ class RunRow(SQLModel, table=True):
     # 10: its GPU type's costPerGpuHour on its cluster when recorded: the price a run on a
     # cluster since removed from the specs counts at (one in the specs: its price there)
     price: float | None = None
+    # 11: the plan that submitted its job: the fan-out candidates of one round share it,
+    # and of those that completed only the winner's run counts as progress
+    plan_id: str | None = None
     last_seen: datetime
     # its workload left the specs: the run still counts as usage, no longer as progress
     # (a workload added again starts its segments from zero)

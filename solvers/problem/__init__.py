@@ -119,7 +119,7 @@ def build_problem(
             continue
         seen = seen or []
         seg = (
-            segments_of(wl.spec, progress.get(key) or progress_from_jobs(key, (j for _, j in seen)))
+            segments_of(wl.spec, progress.get(key) or progress_from_jobs(key, seen, hourly))
             if wl.spec.checkpoint is not None
             else None
         )

@@ -276,3 +276,18 @@ def test_a_store_of_schema_8_keeps_its_placeholders_one_per_job(
         rows = db.execute("SELECT workload, cluster, job FROM placeholders").fetchall()
     assert key == ["workload", "cluster", "job"]
     assert rows == [("nlp/notebook", "sim", "77")]
+
+
+def test_a_store_of_schema_10_gains_the_plan_of_each_run(tmp_path: Path, capsys: Capsys) -> None:
+    """Version 11 keeps the plan that submitted each run's job: the round of a fan-out
+    candidate, of which only the winner's run counts as a checkpoint segment."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "store", "init", specs).code == 0
+    sql(specs, "ALTER TABLE runs DROP COLUMN plan_id")  # as version 10 made it
+    sql(specs, "UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-20T00:00:00Z").code == 0
+    assert cp(capsys, "observe", specs, "--now", "2026-11-20T01:00:00Z").code == 0
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        (told,) = db.execute("SELECT count(*) FROM runs WHERE plan_id IS NOT NULL").fetchone()
+    assert told > 0, "runs recorded with the plan that submitted their job"

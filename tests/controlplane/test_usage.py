@@ -199,6 +199,43 @@ def test_a_segment_resized_while_it_ran_counts_its_whole_run(tmp_path: Path) -> 
     assert (progress.last_seconds, progress.last_limit_seconds) == (12 * 3600, 12 * 3600)
 
 
+def test_fan_out_candidates_of_one_round_that_all_completed_are_one_segment(
+    tmp_path: Path,
+) -> None:
+    """Two candidates of a segmented fan-out workload, submitted by one plan, started at
+    once and both completed before a plan saw them run: each counted as a segment (two
+    copies of segment 1 made "segment 3: 8h of 12h done", user trial). Only the round's
+    winner counts (started together: the cheaper), as the plan's own reading of the jobs."""
+    from controlplane.workflow import open_store
+
+    store = open_store(specs(tmp_path / "s"), None)
+    start = datetime(2026, 11, 2, tzinfo=UTC)
+
+    def run(job: str, begin: float, hours: int, gpu_type: str, plan: str) -> JobRun:
+        return JobRun(
+            job=job,
+            workload="p/first",
+            started_at=start + timedelta(hours=begin),
+            ended_at=start + timedelta(hours=begin + hours),
+            gpus=4,
+            gpu_type=gpu_type,
+            state=JobState.COMPLETED,
+            time_limit=hours * 3600,
+            plan_id=plan,
+        )
+
+    runs = [
+        run("1", 0, 4, "a100_80", "plan-a"),  # 3 a GPU-hour
+        run("2", 0.01, 3, "v100", "plan-a"),  # 1 a GPU-hour, started 36 s later
+        run("3", 5, 4, "a100_80", "plan-b"),  # the next segment
+    ]
+    end = start + timedelta(hours=10)
+    store.record_runs({"sim": runs}, end, prices={("sim", "a100_80"): 3.0, ("sim", "v100"): 1.0})
+    [progress] = store.progress({"p/first"}, now=end)
+    assert (progress.elapsed_seconds, progress.segments) == (7 * 3600, 2)
+    assert (progress.last_seconds, progress.last_limit_seconds) == (4 * 3600, 4 * 3600)
+
+
 def test_a_usage_share_weighed_by_cost_says_so(tmp_path: Path, capsys: Capsys) -> None:
     """With fairshare.byCost the usage share is cost over the cost the clusters could
     deliver, but the table's footnote defined it as the decayed GPU-hours beside it over

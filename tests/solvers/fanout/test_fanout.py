@@ -557,7 +557,7 @@ def test_progress_from_the_jobs_of_a_snapshot() -> None:
         job("2", JobState.COMPLETED, started=at(-50), ended=at(-20), walltime=3660),
         job("3", JobState.FAILED, started=at(-19), ended=at(-18)),
     ]
-    p = progress_from_jobs("p/w", runs)
+    p = progress_from_jobs("p/w", [("sim", j) for j in runs])
     assert p == Progress(
         workload="p/w",
         elapsed_seconds=90 * 60,
@@ -565,6 +565,40 @@ def test_progress_from_the_jobs_of_a_snapshot() -> None:
         last_seconds=30 * 60,
         last_limit_seconds=3660,
     )
+
+
+def test_candidates_of_one_round_that_all_completed_ran_one_segment() -> None:
+    """Room freed on two pools at once: both candidates of a segmented fan-out workload
+    started, and both ran to completion before a plan saw them run. Each run counted as a
+    segment: two copies of segment 1 made "segment 3: 8h of 12h done" (with three
+    candidates the workload was complete after one segment; user trial). One plan
+    submitted them, one round: only its winner's run counts, the earliest started and, of
+    those started together, the cheaper. A run of another plan is another segment."""
+    seg = {"signal": "USR1", "grace": "10m", "total": "12h"}
+    d = specs(
+        workload("w", "p", gpus=4, walltime="4h", checkpoint=seg, strategy=FAN),
+        adapter="simulator",
+    )
+    dear = job("11", JobState.COMPLETED, node="a100-01", started=at(-250), ended=at(-10))
+    cheap = job(  # v100 runs segments of its pool's maxWalltime: 1 h
+        "12", JobState.COMPLETED, node="v100-01", pool="v100", walltime=HOUR
+    )
+    cheap.started_at, cheap.ended_at = at(-249.5), at(-189.5)
+    dear.walltime = 4 * HOUR
+    dear.plan_id = cheap.plan_id = "plan-a"
+
+    def standing(*jobs: Job) -> tuple[int, int]:
+        seg = build_problem(d, world(d, *jobs), NOW).segments["p/w"]
+        return seg.done, seg.elapsed
+
+    assert standing(dear, cheap) == (1, HOUR)  # started together: the cheaper won
+    messages = [a.reason.message for a in plan(d, world(d, dear, cheap), now=NOW).actions]
+    assert messages and all(m.startswith("segment 2: 1h of 12h done") for m in messages)
+    dear.started_at = at(-252)  # two minutes before the other: it won, whatever it cost
+    assert standing(dear, cheap) == (1, 4 * HOUR + 2 * 60)
+    later = job("13", JobState.COMPLETED, started=at(-9), ended=at(-1), walltime=4 * HOUR)
+    later.plan_id = "plan-b"  # the next round
+    assert standing(dear, cheap, later) == (2, 4 * HOUR + 10 * 60)
 
 
 def test_a_segment_done_submits_the_next_until_the_total() -> None:
