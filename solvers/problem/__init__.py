@@ -126,7 +126,7 @@ def build_problem(
         if seg is not None:
             segments[key] = seg
         active = [(c, j) for c, j in seen if j.state.active]
-        if req.fan_out and (rivals := _rivals_of_a_finished_winner(seen, active)):
+        if req.fan_out and (rivals := _rivals_of_a_finished_winner(seen, active, hourly, now)):
             won[key], losers = rivals
             duplicates += losers  # its round is won: the rest would run it again
             active = [(c, j) for c, j in active if not any(j is lost for _, lost in losers)]
@@ -379,13 +379,23 @@ def stuck_on(cluster: str, job: Job, nodes: dict[str, NodeInfo]) -> list[str]:
 
 
 def _rivals_of_a_finished_winner(
-    seen: list[tuple[str, Job]], active: list[tuple[str, Job]]
+    seen: list[tuple[str, Job]],
+    active: list[tuple[str, Job]],
+    cost: Callable[[str, Job], float],
+    now: datetime,
 ) -> tuple[tuple[str, Job], list[tuple[str, Job]]] | None:
     """A fan-out workload's candidate that ran to completion before a plan saw it run, and
-    the candidates of its round (submitted by the same plan) still active: they lost."""
-    done = {j.plan_id: (c, j) for c, j in seen if j.state is JobState.COMPLETED and j.plan_id}
+    the candidates of its round (submitted by the same plan) still active: they lost. Of
+    several that completed, the round's winner (the one its checkpoint progress counts)."""
+    done: dict[str, list[tuple[str, Job]]] = {}
+    for c, j in seen:
+        if j.state is JobState.COMPLETED and j.plan_id:
+            done.setdefault(j.plan_id, []).append((c, j))
     losers = [(c, j) for c, j in active if j.plan_id in done]
-    return (done[losers[0][1].plan_id or ""], losers) if losers else None
+    if not losers:
+        return None
+    finished = done[losers[0][1].plan_id or ""]
+    return round_winner(finished, lambda cj: (cj[1].started_at or now, cost(*cj), cj[1].id)), losers
 
 
 def _outdated(queued: list[tuple[str, Job]], digest: str) -> bool:

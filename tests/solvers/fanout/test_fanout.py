@@ -436,6 +436,12 @@ def test_a_candidate_that_ran_to_completion_unseen_won_its_round() -> None:
     assert [(a.op, a.job) for a in plan(d, world(d, done, rival), now=NOW).actions] == [
         (Op.CANCEL, "12")
     ]
+    # two of the round completed, started together: the cheaper won (the one its
+    # checkpoint progress would count), whichever the snapshot lists last
+    cheap = job("13", JobState.COMPLETED, node="v100-02", pool="v100", started=at(-40))
+    cheap.ended_at, cheap.plan_id = at(-10), "plan-a"
+    [cancel] = plan(d, world(d, cheap, done, rival), now=NOW).actions
+    assert cancel.reason.message.startswith("fan-out: job 13 on sim of p/w ran to completion")
 
 
 def test_a_candidate_queued_in_a_pool_the_specs_removed_is_cancelled() -> None:
