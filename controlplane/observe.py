@@ -101,7 +101,7 @@ def observe(
     snap = _with_last_known(snap, store, desired)
     snap, accounted = _with_runs(snap, adapters, store)
     snap = _without_theirs(snap, store, workloads)
-    snap = _with_unseen_endings(snap)
+    snap = with_unseen_endings(snap)
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
     prices = _prices(desired)
     if record:
@@ -315,7 +315,7 @@ def _without_theirs(snap: Snapshot, store: Store, workloads: set[str]) -> Snapsh
     return snap.model_copy(update={"clusters": clusters})
 
 
-def _with_unseen_endings(snap: Snapshot) -> Snapshot:
+def with_unseen_endings(snap: Snapshot) -> Snapshot:
     """Our jobs that ended since the last look and that the clusters no longer show, as
     their accounting tells it (Slurm forgets an ended job ``MinJobAge`` after it ends,
     five minutes by default): added as ended jobs, so a completed workload is remembered
@@ -338,6 +338,7 @@ def _with_unseen_endings(snap: Snapshot) -> Snapshot:
                 gpu_type=r.gpu_type,
                 walltime=r.time_limit,
                 spec_digest=r.spec_digest,
+                plan_id=r.plan_id,  # a fan-out candidate's round: it may have won it
                 reason="ended before it was observed; from the cluster's accounting",
             )
             for r in last.values()

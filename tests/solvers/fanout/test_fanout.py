@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.simulator import SimulatedCluster, nodes_from_spec
+from controlplane.observe import with_unseen_endings
 from controlplane.reconcile import plan
 from solvers.fanout import (
     NEVER,
@@ -30,7 +31,16 @@ from solvers.segments import Segments, ended_early, progress_from_jobs
 from solvers.sitepolicy.backoff import backoff_seconds, latest_failure
 from specs.actions import Action, Op, ReasonCode
 from specs.desired import DesiredState
-from specs.snapshot import ClusterState, Failure, Job, JobState, Progress, Replica, Snapshot
+from specs.snapshot import (
+    ClusterState,
+    Failure,
+    Job,
+    JobRun,
+    JobState,
+    Progress,
+    Replica,
+    Snapshot,
+)
 from tests.builders import NOW, cluster, desired, project, workload
 
 HOUR = 3600
@@ -442,6 +452,34 @@ def test_a_candidate_that_ran_to_completion_unseen_won_its_round() -> None:
     cheap.ended_at, cheap.plan_id = at(-10), "plan-a"
     [cancel] = plan(d, world(d, cheap, done, rival), now=NOW).actions
     assert cancel.reason.message.startswith("fan-out: job 13 on sim of p/w ran to completion")
+
+
+def test_a_winner_slurm_forgot_still_wins_its_round_from_its_accounting() -> None:
+    """Slurm forgets an ended job ``MinJobAge`` after it ends; the observation then adds it
+    back from the cluster's accounting. It came back without the plan that submitted it,
+    so it won no round: the rival the same plan queued was not cancelled, and ran the work
+    again (noticed while fixing the checkpoint progress of such rounds)."""
+    d = specs(workload("w", "p", gpus=4, walltime="30m", strategy=FAN))
+    rival = job("12", candidate="sim.v100.1x4.direct", pool="v100")
+    rival.plan_id = "plan-a"
+    snap = world(d, rival)
+    snap.clusters[0].runs = [
+        JobRun(
+            job="11",
+            workload="p/w",
+            started_at=at(-40),
+            ended_at=at(-10),
+            gpus=4,
+            state=JobState.COMPLETED,
+            plan_id="plan-a",
+        )
+    ]
+    seen = with_unseen_endings(snap)
+    [back] = [j for j in seen.clusters[0].jobs if j.id == "11"]
+    assert back.plan_id == "plan-a"
+    assert [(a.op, a.job, a.reason.code.value) for a in plan(d, seen, now=NOW).actions] == [
+        (Op.CANCEL, "12", "fan-out-loser")
+    ]
 
 
 def test_a_candidate_queued_in_a_pool_the_specs_removed_is_cancelled() -> None:
