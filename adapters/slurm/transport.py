@@ -22,9 +22,23 @@ from typing import Protocol, runtime_checkable
 from adapters.base import PermanentError, TemporaryError
 
 # Variables that silently change what sbatch/squeue/sinfo do (SBATCH_PARTITION,
-# SQUEUE_STATES, SINFO_FORMAT, ...). The adapter states every option it relies on, so
-# the control plane's own environment must not add to them.
-_SLURM_DEFAULTS_PREFIXES = ("SBATCH_", "SQUEUE_", "SINFO_", "SCANCEL_", "SCONTROL_")
+# SQUEUE_STATES, SINFO_FORMAT, ...), and those of an allocation the control plane itself
+# runs in (salloc, an interactive session, `cp watch` as a job: SLURM_JOB_ID,
+# SLURM_MEM_PER_NODE, SRUN_CPUS_PER_TASK, ...), which sbatch would export into every job
+# it submits, where a gang's srun dies on them. The adapter states every option it relies
+# on, so the control plane's own environment must not add to them; SLURM_CONF, which says
+# which cluster the commands talk to, is the one kept.
+_SLURM_DEFAULTS_PREFIXES = (
+    "SBATCH_",
+    "SQUEUE_",
+    "SINFO_",
+    "SCANCEL_",
+    "SCONTROL_",
+    "SLURM_",
+    "SRUN_",
+    "SALLOC_",
+)
+_KEPT = frozenset({"SLURM_CONF"})
 
 
 @dataclass(frozen=True)
@@ -93,7 +107,11 @@ class LocalTransport:
     """Slurm's client tools on this machine, with this process's environment."""
 
     def environment(self, env: Mapping[str, str] | None) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(_SLURM_DEFAULTS_PREFIXES)}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if k in _KEPT or not k.startswith(_SLURM_DEFAULTS_PREFIXES)
+        }
         return base | dict(env or {})
 
     def run(

@@ -46,6 +46,31 @@ def test_local_transport_ignores_slurm_defaults_from_the_environment(
     assert "TZ=UTC" in done.stdout.splitlines()
 
 
+def test_local_transport_leaves_an_outer_allocation_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cp apply` run inside a Slurm allocation (salloc, an interactive session, `cp watch`
+    as a job): sbatch exported the allocation's SLURM_*/SRUN_* variables into every job it
+    submitted, and a gang's srun died on them ("SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and
+    SLURM_MEM_PER_NODE are mutually exclusive"; user trial). Only SLURM_CONF, which says
+    which cluster the commands talk to, is kept."""
+    outer = {
+        "SLURM_JOB_ID": "42",
+        "SLURM_MEM_PER_NODE": "1024",
+        "SLURM_NODELIST": "a100-1",
+        "SRUN_CPUS_PER_TASK": "4",
+        "SALLOC_PARTITION": "debug",
+    }
+    for name, value in outer.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")
+    seen = dict(
+        line.split("=", 1)
+        for line in LocalTransport().run(["env"]).stdout.splitlines()
+        if "=" in line
+    )
+    assert not set(outer) & set(seen), sorted(set(outer) & set(seen))
+    assert seen["SLURM_CONF"] == "/etc/slurm/slurm.conf"
+
+
 def test_local_transport_failures() -> None:
     with pytest.raises(PermanentError, match="not found on PATH"):
         LocalTransport().run(["no-such-slurm-command"])
