@@ -66,6 +66,12 @@ class Node(SnapshotModel):
     gpus: int = Field(ge=0)
     state: NodeState = "idle"
     partition: str | None = None
+    full: bool = Field(
+        default=False,
+        description="no new job can start here now, whatever GPUs are free (Slurm: every CPU "
+        "of it is allocated); its work runs on, and a job queued for it is placed again",
+        exclude_if=lambda v: not v,
+    )
 
     @property
     def schedulable(self) -> bool:

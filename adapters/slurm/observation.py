@@ -64,6 +64,9 @@ def build_node(row: NodeRow, pools: Sequence[NodePool]) -> Node:
         gpus=gpus,
         state=state,
         partition=partition,
+        # ALLOCATED: every CPU is taken, so no job starts here whatever GPUs are free
+        # (mixed: some CPUs are free)
+        full=state == "allocated",
     )
 
 

@@ -266,6 +266,10 @@ def _nodes(observed: Snapshot, pools: dict[PoolKey, PoolInfo]) -> dict[str, Node
                     node.used += r.gpus
                     if j.state is JobState.COMPLETING:
                         node.leaving += r.gpus
+        for n in c.nodes:
+            if n.full:  # no new job starts there: none of its free GPUs is free for one
+                node = nodes[node_key(c.name, n.name)]
+                node.used = max(node.used, node.capacity)
     return nodes
 
 

@@ -18,10 +18,12 @@ from tests.builders import NOW, cluster, desired, project, workload
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
 
 
-def _world(taken: bool, state: JobState = JobState.RUNNING) -> tuple[object, Snapshot]:
+def _world(
+    taken: bool, state: JobState = JobState.RUNNING, late_gpus: int = 8
+) -> tuple[object, Snapshot]:
     """``late`` (8 GPUs) queued for a100-01; with ``taken``, somebody else's 4-GPU job
     is there, in ``state``."""
-    d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("late", "p", gpus=8)])
+    d = desired([cluster(pools=POOLS), project("p", gpus=8), workload("late", "p", gpus=late_gpus)])
     nodes = [Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2)]
     jobs = [
         Job(
@@ -29,7 +31,7 @@ def _world(taken: bool, state: JobState = JobState.RUNNING) -> tuple[object, Sna
             workload="p/late",
             state=JobState.PENDING,
             submitted_at=NOW - timedelta(minutes=10),
-            replicas=[Replica(node="a100-01", gpus=8)],
+            replicas=[Replica(node="a100-01", gpus=late_gpus)],
             plan_id="abc",
             pool="a100",
             reason="Resources",
@@ -96,3 +98,19 @@ def test_a_job_bound_to_a_node_that_left_the_cluster_says_so() -> None:
     cancel = next(a for a in plan(d, snap, now=NOW).actions if a.op == Op.CANCEL)  # type: ignore[arg-type]
     assert "a100-01, which the cluster no longer has" in cancel.reason.message
     assert "waited in the cluster's queue" not in cancel.reason.message
+
+
+def test_a_node_that_takes_no_new_job_strands_the_job_queued_there() -> None:
+    """Somebody else's job holds 4 GPUs and all the CPUs of a100-01 (Slurm reports it
+    ALLOCATED): no job can start there, however many GPUs are free. The plan had pinned
+    ``late`` there (the tightest fit by GPUs) and kept it waiting for ever while a100-02
+    stood idle (user trial on real Slurm). It is cancelled and placed on a100-02, and no
+    new work goes to a100-01."""
+    d, snap = _world(taken=True, late_gpus=4)
+    snap.clusters[0].nodes[0].full = True
+    p = plan(d, snap, now=NOW)  # type: ignore[arg-type]
+    assert [(a.op, a.workload, a.job) for a in p.actions] == [
+        (Op.SUBMIT, "p/late", None),
+        (Op.CANCEL, "p/late", "7"),
+    ]
+    assert [r.node for r in p.actions[0].replicas or []] == ["a100-02"]

@@ -652,3 +652,11 @@ def test_a_job_waiting_for_the_nodes_a_plan_pinned_it_to_names_them() -> None:
     job = build_job(row, None, POOLS)
     assert job.state is JobState.PENDING and job.started_at is None
     assert [(r.node, r.gpus) for r in job.replicas] == [("a100-1", 4), ("a100-2", 4)]
+
+
+def test_a_node_whose_cpus_are_all_taken_takes_no_new_job() -> None:
+    """Slurm says ALLOCATED when every CPU of a node is allocated: a GPU job sent there
+    waits (Resources), whatever GPUs are free (user trial). MIXED nodes take new jobs."""
+    full = parse_sinfo(record("a100-2", "gpu-a100", "allocated", "gpu:a100_80:8(S:0)"))[0]
+    busy = parse_sinfo(record("a100-1", "gpu-a100", "mixed", "gpu:a100_80:8(S:0)"))[0]
+    assert build_node(full, POOLS).full and not build_node(busy, POOLS).full
