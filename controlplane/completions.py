@@ -26,7 +26,7 @@ def recall_completions(
     remember the completed jobs in view first. Those of a cluster the snapshot does not
     have (gone from the specs) come on a cluster of their own, ``gone``."""
     done = {
-        (j.workload, c.name): (j.id, j.spec_digest)
+        (j.workload, c.name): (j.id, j.spec_digest, j.ended_at)
         for c in snap.clusters
         for j in c.jobs
         if j.workload in workloads and j.state == JobState.COMPLETED
@@ -44,7 +44,8 @@ def recall_completions(
                     state=JobState.COMPLETED,
                     reason="completed; remembered by the store",
                     spec_digest=row.spec_digest,
-                    ended_at=row.seen_at.replace(tzinfo=row.seen_at.tzinfo or UTC),  # by then
+                    # when it ended (when it was first seen ended, if the cluster did not say)
+                    ended_at=row.seen_at.replace(tzinfo=row.seen_at.tzinfo or UTC),
                 )
             )
     if not extra:

@@ -174,12 +174,15 @@ class SchedulingState:
                 db.commit()
 
     def record_completions(
-        self, done: dict[tuple[str, str], tuple[str, str | None]], now: datetime
+        self,
+        done: dict[tuple[str, str], tuple[str, str | None, datetime | None]],
+        now: datetime,
     ) -> None:
-        """Remember ``{(workload, cluster): (job, spec digest)}`` as completed (a newer job
-        replaces an older)."""
+        """Remember ``{(workload, cluster): (job, spec digest, end)}`` as completed (a newer
+        job replaces an older), with the time it ended (``now`` if the cluster did not
+        say)."""
         with self.db.session() as db:
-            for (workload, cluster), (job, digest) in sorted(done.items()):
+            for (workload, cluster), (job, digest, ended) in sorted(done.items()):
                 row = db.get(CompletionRow, (workload, cluster))
                 if row is None or row.job != job or (digest and row.spec_digest != digest):
                     db.merge(
@@ -187,7 +190,7 @@ class SchedulingState:
                             workload=workload,
                             cluster=cluster,
                             job=job,
-                            seen_at=now,
+                            seen_at=ended or now,
                             spec_digest=digest,
                         )
                     )

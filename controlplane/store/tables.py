@@ -118,7 +118,7 @@ class CompletionRow(SQLModel, table=True):
     workload: str = Field(primary_key=True)
     cluster: str = Field(primary_key=True)
     job: str
-    seen_at: datetime
+    seen_at: datetime  # when it ended (when first seen ended, if its cluster did not say)
     spec_digest: str | None = None  # of the spec it ran (6): an edit after it is told
 
 

@@ -99,6 +99,19 @@ def test_a_completion_outlives_the_cluster_it_ran_on(tmp_path: Path) -> None:
         assert plan(moved, snap, now=snap.now).actions == [], "not started again"
 
 
+def test_a_remembered_completion_keeps_the_time_its_job_ended(tmp_path: Path) -> None:
+    """A completed job the cluster has forgotten comes back from the store with the time
+    it ended, not the time an observation first saw it ended (user trial on Slurm: `cp
+    explain` said it ended when `cp apply` noticed, minutes late with a long interval)."""
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    ended_at = NOW - timedelta(minutes=7)
+    adapter.jobs = [job(JobState.COMPLETED, started=True).model_copy(update={"ended_at": ended_at})]
+    observe(DESIRED, {"sim": adapter}, NOW, store)  # seen 7 minutes after it ended
+    adapter.jobs = []  # MinJobAge later
+    snap = observe(DESIRED, {"sim": adapter}, NOW + timedelta(minutes=10), store)
+    assert [j.ended_at for _, j in snap.jobs_of("p/w")] == [ended_at]
+
+
 def test_an_edit_after_completion_is_told_after_the_cluster_forgets_the_job(
     tmp_path: Path,
 ) -> None:
