@@ -1,8 +1,9 @@
 """Checkpoint segments and retry backoff on the real local Slurm.
 
 A workload runs in two segments, each stopped by its checkpoint signal, and completes; a
-failing workload waits out its backoff. (The segment wrapper alone, without Slurm, is
-tested in tests/adapters/slurm/test_segment_script.py.)
+segment cancelled while it runs saves first; a failing workload waits out its backoff.
+(The segment wrapper alone, without Slurm, is tested in
+tests/adapters/slurm/test_segment_script.py.)
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from adapters.slurm import SlurmAdapter
+from specs.actions import Op
+from specs.snapshot import JobState
 from tests.builders.cli import Result, cp, write_specs
 from tests.builders.programs import SAVES
 
@@ -85,6 +89,42 @@ def test_a_workload_runs_in_two_segments_and_completes(
     assert done["actions"] == [] and done["pending"] == []  # 16 s reached: complete
     assert state.read_text() == "start\nsaved\nstart\nsaved\n"
     assert sorted(j.id for j in ours(squeue, "p/long")) == sorted([one, two])
+
+
+@pytest.mark.slurm
+def test_a_cancelled_segment_gets_its_checkpoint_signal_and_grace(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
+) -> None:
+    """A running segment whose workload was edited (replaced) or removed got a plain
+    scancel: SIGTERM, never its checkpoint signal, while the plan said it saves first
+    (user trial). Its script's shell now passes the signal on to ``timeout``: the command
+    saves and exits, and the job ends seen as preempted, not as a completed segment."""
+    marker = tmp_path / "progress"
+    action = make_action(
+        workload="chem/seg",
+        checkpoint_signal="USR1",
+        walltime=300,
+        command=["python3", "-c", SAVES, str(marker)],
+    )
+    assert action.submit is not None
+    details = action.submit.model_copy(update={"checkpoint_grace": 5, "segment": 1})
+    submitted = adapter.execute(action.model_copy(update={"submit": details}), plan_id="p")
+    job_id = submitted.job
+    assert job_id is not None
+    wait_for(lambda: marker.exists(), timeout=30)
+    cancel = make_action(Op.CANCEL, workload="chem/seg", job=job_id, details=False)
+    result = adapter.execute(cancel, plan_id="p2")
+    assert result.ok and "checkpoint signal" in result.message, result.message
+    wait_for(lambda: "saved" in marker.read_text(), timeout=30)
+    job = wait_for(
+        lambda: (
+            (j := next((j for j in adapter.observe().jobs if j.id == job_id), None))
+            and not j.state.active
+            and j
+        )
+    )
+    assert job.state is JobState.PREEMPTED and job.workload == "chem/seg"
+    assert marker.read_text() == "start\nsaved\n"
 
 
 @pytest.mark.slurm
