@@ -24,7 +24,9 @@ How each action maps onto Slurm (and why):
     race the plan's winner for the GPUs it was evicted from; the reconciler resubmits it
     when it fits again.
 ``cancel``
-    ``scancel``.
+    ``scancel``; a running checkpointable job is first given its signal and grace as a
+    preempted one is, a segment by signalling its batch shell (``scancel --batch``),
+    which passes the signal on to its ``timeout`` wrapper.
 ``move`` / ``resize``
     Slurm cannot move a running job or change its node count. Both are done as
     *submit the new shape, then cancel the old job*: the new job (new id, tagged with
@@ -65,7 +67,7 @@ from adapters.slurm.idempotency import PlanIndex
 from adapters.slurm.observation import build_job, build_node, pool_states
 from adapters.slurm.parse import QueueRow
 from adapters.slurm.request import build_request, request_of_job
-from adapters.slurm.script import BatchRequest, render_script, sbatch_options, segment_of
+from adapters.slurm.script import BatchRequest, render_script, sbatch_options
 from adapters.slurm.tags import Tag, job_name, parse_tag
 from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
 from specs.actions import NEVER, Action, Never, Op
@@ -297,7 +299,7 @@ class SlurmAdapter:
         return ActionResult(ok=True, job=job_id, message=f"cancelled job {job_id}")
 
     def _cancel(self, action: Action, plan_id: str) -> ActionResult:
-        """Cancel a job; a running checkpointable one (not a segment) is given its signal
+        """Cancel a job; a running checkpointable one (a segment too) is given its signal
         and grace first, as an eviction is: its workload, replaced or removed, may save."""
         owned = self._owned(action)
         if owned is None or not _state(owned[0]).active:
@@ -307,7 +309,9 @@ class SlurmAdapter:
         row, tag = owned
         state = _state(row)
         if tag.checkpoint is not None and state.holds_gpus:
-            ending = wind_down(self._run, row, tag, state, plan_id, lambda: self._segment(row))
+            ending = wind_down(
+                self._run, row, tag, state, plan_id, lambda: self._script(row), cancel=True
+            )
             if ending is not None:
                 return ending
         return self._scancel(row.job_id)
@@ -330,12 +334,11 @@ class SlurmAdapter:
             return ActionResult(
                 ok=True, job=row.job_id, message=f"job {row.job_id} is still queued; left as is"
             )
-        ending = wind_down(self._run, row, tag, state, plan_id, lambda: self._segment(row))
+        ending = wind_down(self._run, row, tag, state, plan_id, lambda: self._script(row))
         return ending if ending is not None else requeue(self._run, row)
 
-    def _segment(self, row: QueueRow) -> bool:
-        script = self._check(["scontrol", "write", "batch_script", row.unique_id, "-"]).stdout
-        return segment_of(script) is not None
+    def _script(self, row: QueueRow) -> str:
+        return self._check(["scontrol", "write", "batch_script", row.unique_id, "-"]).stdout
 
     def _replace(self, action: Action, plan_id: str) -> ActionResult:
         if not action.replicas:

@@ -16,7 +16,11 @@ its GPUs, and work queued for its nodes waits for it); once ended, however it en
 (the workload exits after saving, or the limit stops it), as ``PREEMPTED``: the workload
 is planned again and resumes from its checkpoint, with no failure and no completion
 counted. A checkpoint *segment* runs under ``timeout``, which signals the command by its
-own clock, so it is requeued as before.
+own clock, so it is requeued as before when preempted. When cancelled (its workload
+edited or removed) it is tagged the same way and its batch shell is signalled, which
+passes the signal on to ``timeout``: the command saves and ``timeout`` ends it once the
+grace has passed. Ended, it too is ``PREEMPTED``, not a completed segment: its run is not
+counted as progress (a segment cut short would look like one that finished the work).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from datetime import UTC, datetime
 from adapters.base import ActionResult
 from adapters.slurm.errors import classify, is_gone
 from adapters.slurm.parse import QueueRow
+from adapters.slurm.script import forwards_signal, segment_of
 from adapters.slurm.tags import Tag, format_tag
 from adapters.slurm.transport import Completed
 from specs.snapshot import JobState
@@ -69,10 +74,17 @@ def shortened_limit(
     return minutes
 
 
-def evict(run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime) -> ActionResult:
+def evict(
+    run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime, *, segment: bool = False
+) -> ActionResult:
     """Bring the job's time limit in, so Slurm sends its checkpoint signal now and ends it
     once its ``grace`` has passed, and tag it ``evicted`` (``tag`` says by which plan).
-    One ``scontrol update``: a rerun finds the tag and does nothing more."""
+    One ``scontrol update``: a rerun finds the tag and does nothing more.
+
+    A ``segment`` has no ``--signal`` for Slurm to send: its batch shell is signalled
+    (``scancel --batch``) and passes the signal on to ``timeout``, which ends the command
+    once the grace has passed; the limit is then only a backstop. The tag comes first, so
+    that a segment which saves and exits at once is not seen as one completed."""
     # Requeue=0: a workload that requeues its own job on the signal (PyTorch Lightning)
     # would bring it back pending, with the shortened limit, beside its evictor
     update = [
@@ -93,6 +105,8 @@ def evict(run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime) -> Actio
             )
         raise classify(done)
     limit = f"its time limit brought in to {minutes} min" if minutes else "its own limit is near"
+    if segment:
+        return _signal_segment(run, row, tag, grace, limit)
     return ActionResult(
         ok=True,
         job=row.job_id,
@@ -102,19 +116,51 @@ def evict(run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime) -> Actio
 
 
 def wind_down(
-    run: Run, row: QueueRow, tag: Tag, state: JobState, plan_id: str, segment: Callable[[], bool]
+    run: Run,
+    row: QueueRow,
+    tag: Tag,
+    state: JobState,
+    plan_id: str,
+    script: Callable[[], str],
+    *,
+    cancel: bool = False,
 ) -> ActionResult | None:
     """A running job's way out with its checkpoint signal and grace (``evict``), or nothing
     more for one on its way out already (cancelled, finished, or evicted by an earlier
     attempt: Slurm 22.05 accepts a requeue of a job completing after a cancel and runs it
     again, which would undo the eviction). None: no grace in its tag, or a checkpoint
-    segment (``segment``), whose ``timeout`` wrapper keeps its own clock."""
+    segment (``script``, its batch script, says) that is preempted, not cancelled: its
+    ``timeout`` wrapper keeps its own clock, and it is requeued. A cancelled segment is
+    signalled through its batch shell, unless its script predates the shell passing the
+    signal on (that shell would die of it)."""
     if state is JobState.COMPLETING or tag.evicted is not None:
         return ActionResult(ok=True, job=row.job_id, message=f"job {row.job_id} is already ending")
     grace = grace_of(tag.checkpoint) if tag.checkpoint else None
-    if grace is None or segment():
+    if grace is None:
         return None
-    return evict(run, row, replace(tag, evicted=plan_id), grace, datetime.now(UTC))
+    text = script()
+    segment = segment_of(text) is not None
+    if segment and not (cancel and forwards_signal(text)):
+        return None
+    evicted = replace(tag, evicted=plan_id)
+    return evict(run, row, evicted, grace, datetime.now(UTC), segment=segment)
+
+
+def _signal_segment(run: Run, row: QueueRow, tag: Tag, grace: int, limit: str) -> ActionResult:
+    signal, _, _ = (tag.checkpoint or "").partition("@")
+    done = run(["scancel", "--batch", f"--signal={signal.removeprefix('SIG')}", row.job_id])
+    if not done.ok:
+        if is_gone(done):
+            return ActionResult(
+                ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
+            )
+        raise classify(done)
+    return ActionResult(
+        ok=True,
+        job=row.job_id,
+        message=f"job {row.job_id}: its checkpoint signal sent to its segment, which ends "
+        f"once its {grace} s grace has passed ({limit})",
+    )
 
 
 def requeue(run: Run, row: QueueRow) -> ActionResult:

@@ -1,6 +1,7 @@
 """Preempting a checkpointable Slurm job with its own signal and grace (eviction.py), the
-pure parts: the tag, the shortened time limit, and how an evicted job is observed. The
-adapter's half runs on the real local Slurm (tests/integration/slurm/test_adapter.py)."""
+pure parts: the tag, the shortened time limit, how an evicted job is observed, and which
+commands wind a job down (with a stand-in for Slurm). The adapter's half runs on the real
+local Slurm (tests/integration/slurm/test_adapter.py, test_checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from adapters.slurm.accounting import SacctRow, runs_of
-from adapters.slurm.eviction import grace_of, observed_state, shortened_limit
+from adapters.slurm.eviction import grace_of, observed_state, shortened_limit, wind_down
 from adapters.slurm.observation import build_job
 from adapters.slurm.parse import QueueRow
+from adapters.slurm.script import BatchRequest, render_script
 from adapters.slurm.tags import Tag, format_tag, parse_tag
+from adapters.slurm.transport import Completed
 from specs.snapshot import JobState
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -66,3 +69,43 @@ def test_the_shortened_limit_leaves_the_grace_and_a_check_of_slurmctld() -> None
     assert shortened_limit(started, 3600, 120, NOW) == 13
     assert shortened_limit(started, 13 * 60, 120, NOW) is None  # its own limit is as close
     assert shortened_limit(None, None, 60, NOW) == 2
+
+
+SEGMENT = render_script(
+    BatchRequest("chem/md", "p1", (None,), 1, walltime=3600, command=("train",),
+                 checkpoint_signal="USR1", checkpoint_grace=120, segment=1)
+)  # fmt: skip
+
+
+def commands_of(script: str, *, cancel: bool) -> list[list[str]] | None:
+    """What winding a running job with ``script`` down runs; None: nothing (the caller
+    requeues or cancels it)."""
+    ran: list[list[str]] = []
+
+    def run(argv: list[str]) -> Completed:
+        ran.append(argv)
+        return Completed(tuple(argv), 0, "", "")
+
+    tag = parse_tag(EVICTED.removesuffix(";evicted=p2"))
+    assert tag is not None
+    ending = wind_down(
+        run, row("RUNNING", format_tag(tag)), tag, JobState.RUNNING, "p2", lambda: script,
+        cancel=cancel,
+    )  # fmt: skip
+    return ran if ending is not None else None
+
+
+def test_a_cancelled_segment_is_tagged_then_its_shell_signalled() -> None:
+    """Tagged first: a segment that saves and exits at once is preempted, not completed."""
+    update, signal = commands_of(SEGMENT, cancel=True) or []
+    assert update[:2] == ["scontrol", "update"] and "Comment=" + EVICTED in update
+    assert signal == ["scancel", "--batch", "--signal=USR1", "7"]
+
+
+def test_a_preempted_segment_and_an_older_segment_script_are_left_to_the_caller() -> None:
+    assert commands_of(SEGMENT, cancel=False) is None  # requeued
+    older = SEGMENT.replace("trap forward USR1\n", "")  # its shell would die of the signal
+    assert commands_of(older, cancel=True) is None  # cancelled
+    plain = "#!/bin/bash\nexec train\n"
+    [update] = commands_of(plain, cancel=True) or [[]]
+    assert update[:2] == ["scontrol", "update"]  # its limit in: Slurm's own --signal fires

@@ -2,13 +2,14 @@
 
 No Slurm is needed: outside a job the wrapper uses the limit it was given, so a few-second
 segment shows the signal stopping the command, a command that ignores it being killed,
-and the argv arriving verbatim. tests/integration/slurm/test_checkpoint.py runs segments
-on the real local Slurm.
+the signal of a cancel passed on by the script's shell, and the argv arriving verbatim.
+tests/integration/slurm/test_checkpoint.py runs segments on the real local Slurm.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 from adapters.slurm.script import (
     BatchRequest,
     command_of,
+    forwards_signal,
     render_script,
     sbatch_options,
     segment_of,
@@ -67,6 +69,50 @@ def test_a_command_that_ignores_the_signal_is_killed_and_fails(tmp_path: Path) -
 def test_a_command_that_ends_by_itself_keeps_its_exit_code(tmp_path: Path) -> None:
     assert run_script(segment(["true"]), tmp_path)[0] == 0
     assert run_script(segment(["bash", "-c", "exit 3"]), tmp_path)[0] == 3
+
+
+def signalled_script(req: BatchRequest, tmp_path: Path, started: Path) -> tuple[int, float]:
+    """Run the script and, once ``started`` exists, send its shell the checkpoint signal
+    (as ``scancel --batch --signal=USR1`` does); its exit code, and the seconds from the
+    signal to its end."""
+    script = tmp_path / "job.sh"
+    script.write_text(render_script(req))
+    shell = subprocess.Popen(["bash", str(script)], env={"PATH": "/usr/bin:/bin"})
+    deadline = time.monotonic() + 10
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    signalled = time.monotonic()
+    shell.send_signal(signal.SIGUSR1)
+    code = shell.wait(timeout=30)
+    return code, time.monotonic() - signalled
+
+
+def test_the_shell_passes_a_cancels_signal_on_to_the_command(tmp_path: Path) -> None:
+    """A cancel signals the batch shell: without passing it on, the shell died of it and
+    the command was killed without saving."""
+    state = tmp_path / "state"
+    req = segment(["python3", "-c", SAVES, str(state)], walltime=60, grace=5)
+    code, took = signalled_script(req, tmp_path, state)
+    assert code == 0 and took < 3  # long before its checkpoint time (55 s)
+    assert state.read_text() == "start\nsaved\n"
+
+
+def test_a_cancelled_command_that_ignores_the_signal_is_killed_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    started = tmp_path / "started"
+    ignores = ["bash", "-c", "trap '' USR1; touch \"$0\"; sleep 60", str(started)]
+    code, took = signalled_script(segment(ignores, walltime=60, grace=2), tmp_path, started)
+    assert code == 137 and 1.5 < took < 4
+
+
+def test_only_scripts_that_pass_the_signal_on_say_so() -> None:
+    script = render_script(segment(["true"]))
+    assert forwards_signal(script)
+    # a segment script written before the shell passed the signal on
+    assert not forwards_signal(script.replace("trap forward USR1\n", ""))
+    plain = BatchRequest(workload="p/x", plan_id="t", nodes=(None,), gpus_per_node=1)
+    assert not forwards_signal(render_script(plain))
 
 
 def test_the_argv_reaches_the_command_verbatim(tmp_path: Path) -> None:
