@@ -31,8 +31,8 @@ How each action maps onto Slurm (and why):
     Slurm cannot move a running job or change its node count. Both are done as
     *submit the new shape, then cancel the old job*: the new job (new id, tagged with
     this plan) pends until the old job's GPUs are free, and if the submission is
-    rejected the old job is still running. A checkpointable workload resumes from its
-    checkpoint (Slurm sends SIGTERM, then SIGKILL after KillWait). Without submit
+    rejected the old job is still running. The old job ends as a cancelled one does (a
+    checkpointable one saves first), and the new one resumes from it. Without submit
     details in the action, partition, GPUs, walltime, account and checkpoint come from
     the old job and the command from its batch script.
 
@@ -306,7 +306,11 @@ class SlurmAdapter:
             return ActionResult(
                 ok=True, job=action.job, message=f"job {action.job} had already ended"
             )
-        row, tag = owned
+        return self._end(*owned, plan_id)
+
+    def _end(self, row: QueueRow, tag: Tag, plan_id: str) -> ActionResult:
+        """End a job of ours that the plan no longer wants (cancelled, or the old half of a
+        move or resize): a running checkpointable one with its signal and grace."""
         state = _state(row)
         if tag.checkpoint is not None and state.holds_gpus:
             ending = wind_down(
@@ -365,7 +369,7 @@ class SlurmAdapter:
             )
         result = self._submit(self.request(action, plan_id, old=old))
         if owned is not None and _state(owned[0]).active:
-            self._scancel(owned[0].job_id)
+            self._end(*owned, plan_id)  # a checkpointable one saves first
         return ActionResult(
             ok=True,
             job=result.job,

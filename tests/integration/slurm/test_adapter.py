@@ -318,6 +318,31 @@ def test_a_cancel_gives_a_checkpointable_job_its_signal_and_grace(
     assert not job.state.holds_gpus and marker.read_text() == "start\nsaved\n"
 
 
+def test_a_move_gives_the_old_checkpointable_job_its_signal_and_grace(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
+) -> None:
+    """A move (or resize) submits the new job, then ends the old one; the old job got a
+    plain scancel, SIGTERM, so the move lost what it had done since its last checkpoint,
+    while a cancel and a preemption give the signal and grace (noticed with the segment
+    fix)."""
+    marker = tmp_path / "progress"
+    job_id = start_checkpointable(
+        adapter, make_action, wait_for, "chem/moved", "a100-1", SAVES, marker
+    )
+    move = make_action(
+        Op.MOVE,
+        workload="chem/moved",
+        job=job_id,
+        nodes=["a100-2"],
+        checkpoint_signal="USR1",
+        command=["python3", "-c", SAVES, str(marker)],
+    )
+    assert adapter.execute(move, plan_id="p2").ok
+    wait_for(lambda: "saved" in marker.read_text(), timeout=90)
+    old = wait_for(lambda: (j := job_of(adapter, job_id)) and not j.state.active and j)
+    assert old.state is JobState.PREEMPTED, old.state
+
+
 def test_preempt_cancels_a_job_without_checkpoint(
     adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
 ) -> None:
@@ -397,7 +422,10 @@ def test_move_resubmits_on_the_new_node_and_cancels_the_old_job(
     assert moved.ok and moved.job != first.job
     job = wait_for(lambda: running(adapter, moved.job))
     assert [(r.node, r.gpus) for r in job.replicas] == [("a100-2", 2)] and job.plan_id == "p2"
-    assert wait_for(lambda: (j := job_of(adapter, first.job)) and j.state is JobState.CANCELLED)
+    # the old job, checkpointable, is given its signal and grace: it ends preempted
+    assert wait_for(
+        lambda: (j := job_of(adapter, first.job)) and j.state is JobState.PREEMPTED, timeout=120
+    )
     detail = show_job(moved.job)
     assert "ckpt=USR1@60" in detail and "TimeLimit=01:00:00" in detail
     assert "exec sleep 301" in slurm("scontrol", "write", "batch_script", moved.job, "-").stdout
