@@ -67,13 +67,8 @@ class Exposure:
 
 def _hourly(desired: DesiredState) -> Callable[[str, Job], float]:
     """What a job costs an hour, its GPUs at their type's price on its cluster."""
-
-    def cost(cluster: str, job: Job) -> float:
-        c = desired.clusters.get(cluster)
-        price = c.spec.gpu_types.get(job.gpu_type or "") if c is not None else None
-        return job.gpus * (price.cost_per_gpu_hour if price is not None else 0.0)
-
-    return cost
+    prices = desired.gpu_prices()
+    return lambda cluster, job: job.gpus * prices.get((cluster, job.gpu_type or ""), 0.0)
 
 
 def exposure(desired: DesiredState, snapshot: Snapshot, plan: Plan, key: str) -> Exposure | None:

@@ -103,7 +103,7 @@ def observe(
     snap = _without_theirs(snap, store, workloads)
     snap = with_unseen_endings(snap)
     seen = {c.name: c.runs for c in snap.clusters if c.reachable}
-    prices = _prices(desired)
+    prices = desired.gpu_prices()
     if record:
         store.link_jobs(_tagged(snap))
         store.record_runs(seen, now, complete=accounted, prices=prices)
@@ -137,15 +137,6 @@ def observe(
     snap.versions = store.versions(edited(snap, desired))
     snap.spec_since = _spec_since(snap, desired, store)
     return snap
-
-
-def _prices(desired: DesiredState) -> dict[tuple[str, str], float]:
-    """(cluster, GPU type) -> cost per GPU-hour, as the specs say now."""
-    return {
-        (name, gpu_type): t.cost_per_gpu_hour
-        for name, c in desired.clusters.items()
-        for gpu_type, t in c.spec.gpu_types.items()
-    }
 
 
 def _lost_to_node_failure(snap: Snapshot) -> dict[str, datetime]:

@@ -45,6 +45,14 @@ class DesiredState:
         else:
             self.workloads[name] = doc
 
+    def gpu_prices(self) -> dict[tuple[str, str], float]:
+        """(cluster, GPU type) -> cost per GPU-hour, as the specs say now."""
+        return {
+            (name, gpu_type): t.cost_per_gpu_hour
+            for name, c in self.clusters.items()
+            for gpu_type, t in c.spec.gpu_types.items()
+        }
+
     def with_document(self, doc: Document, ref: SourceRef) -> DesiredState:
         """A copy in which ``doc`` stands for its kind and name instead."""
         copy = DesiredState(
