@@ -128,7 +128,8 @@ def reconcile_drift(
             observed.versions.get(job.spec_digest or "") if job.spec_digest != new.digest else None
         )
         if old is None and job.spec_digest not in (None, new.digest):
-            drift.waiting[key] = reasons.unknown_version(job.id)  # and left as it runs
+            # left running as it runs, and counted so (not as the spec's new shape)
+            _keep_old(drift, req, job, None, reasons.unknown_version(job.id))
             continue
         found = changes(old, new) if old is not None else []
         runs = (kube or {}).get(req.cluster or "")
@@ -397,8 +398,8 @@ def _keep_old(
     count = len(req.placed)
     if old is not None:
         req.gpus, req.walltime = old.gpus, old.walltime
-    elif job.replicas:
-        req.gpus = job.replicas[0].gpus
+    elif count:  # a version the store does not hold: what the job holds, per replica
+        req.gpus = sum(r.gpus for r in job.replicas) // count
     req.replicas = req.min_replicas = count
     req.pools = [req.pool] if req.pool is not None else req.pools
 

@@ -589,6 +589,30 @@ def test_a_job_of_a_version_the_store_does_not_hold_is_told_not_ignored() -> Non
         assert make_plan(d, world, now=NOW).pending == []
 
 
+def test_a_job_of_an_unknown_version_counts_the_gpus_it_holds() -> None:
+    """Left running, a job of a version the store does not hold counted as its new spec's
+    shape: 2 replicas of 4 GPUs edited to 1 GPU each held 8 GPUs and counted 2. Its
+    project's limit (12) then let a second workload grow by 4 (new property test): 16
+    GPUs under a limit of 12. It counts, and stays, as it runs."""
+    d = desired([
+        cluster(pools=POOLS), project("p", gpus=0, limit=12),
+        workload("w", "p", gpus=1, replicas=2, minReplicas=1),
+        workload("e", "p", gpus=4, replicas=2, minReplicas=1),
+    ])  # fmt: skip
+    nodes = [Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2)]
+    started = NOW - timedelta(hours=1)
+    old = Job(id="12", workload="p/w", pool="a100", started_at=started,
+              replicas=[Replica(node="a100-01", gpus=4), Replica(node="a100-02", gpus=4)],
+              spec_digest="0123456789abcdef")  # fmt: skip
+    elastic = Job(id="13", workload="p/e", pool="a100", started_at=started,
+                  replicas=[Replica(node="a100-01", gpus=4)],
+                  spec_digest=d.workloads["p/e"].spec.digest)  # fmt: skip
+    world = Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=[old, elastic])])
+    made = make_plan(d, world, now=NOW)
+    assert made.actions == [], [(a.op.value, a.workload, a.reason.message) for a in made.actions]
+    assert [(p.workload, p.reason.code.value) for p in made.pending] == [("p/w", "spec-changed")]
+
+
 def test_an_edit_to_a_running_fan_out_workload_is_told_while_its_job_runs(
     tmp_path: Path, capsys: Capsys
 ) -> None:
