@@ -3,10 +3,13 @@
 A submitted job starts at once on the nodes the plan names (or, with no node named, where
 it packs tightest; if it does not fit yet it waits PENDING and starts, first come first
 served, at a refresh that finds room), preempt and cancel free the GPUs, and a job whose
-walltime has run out is COMPLETED at the next refresh. Pure: the time is an argument and
-nothing is read or written outside the state it is given, so the reconciler's virtual
-world (controlplane/converge.py) runs on it as well as the file-backed adapter
-(adapters/simulator/adapter.py).
+walltime has run out is COMPLETED at the next refresh. A move restarts the job on its new
+nodes; where they are not free yet it stops and waits for them, as a moved job's new Slurm
+job or Kubernetes pods do, and starts once an action frees them (moves that trade places).
+
+Pure: the time is an argument and nothing is read or written outside the state it is
+given, so the reconciler's virtual world (controlplane/converge.py) runs on it as well as
+the file-backed adapter (adapters/simulator/adapter.py).
 """
 
 from __future__ import annotations
@@ -103,7 +106,10 @@ class SimulatedCluster:
                 j.ended_at = j.started_at + timedelta(seconds=j.walltime)
         if self.schedule:
             for j in self.state.jobs:
-                if j.state == JobState.PENDING:
+                if _pinned_waiting(j):  # a moved job: on its nodes, once they have room
+                    if not self._misfit(j.replicas, None):
+                        j.state, j.started_at = JobState.RUNNING, now
+                elif j.state == JobState.PENDING:
                     placed = self._fit(j.pool, j.replicas)
                     if placed is not None:
                         j.replicas, j.state, j.started_at = placed, JobState.RUNNING, now
@@ -117,18 +123,29 @@ class SimulatedCluster:
     # ------------------------------------------------------------------ actions
 
     def execute(self, action: Action, *, plan_id: str, now: datetime) -> ActionResult:
-        return self.execute_many([action], plan_id=plan_id, now=now)[0]
+        return self.execute_many([action], plan_id=plan_id, now=now, strict=False)[0]
 
     def execute_many(
-        self, actions: Iterable[Action], *, plan_id: str, now: datetime
+        self, actions: Iterable[Action], *, plan_id: str, now: datetime, strict: bool = True
     ) -> list[ActionResult]:
         """Carry out ``actions`` in order. The jobs are indexed once (by id, by workload,
         GPUs used per node), so each action costs what it touches, not the whole cluster;
         removed jobs leave the state's job list in one pass at the end (also when an
-        action fails: the state then holds the actions before it)."""
+        action fails: the state then holds the actions before it). ``strict``: a moved job
+        still waiting for its nodes at the end is an error (a whole plan, run at once, must
+        leave every move running)."""
         self._ix = _Index(self.state)
+        if self.schedule:  # a cluster of its own: moves left waiting by earlier actions too
+            self._ix.moved = [j for j in self.state.jobs if _pinned_waiting(j)]
         try:
-            return [self._execute(a, plan_id, now) for a in actions]
+            done = []
+            for action in actions:
+                done.append(self._execute(action, plan_id, now))
+                if self._ix.moved:
+                    self._start_moved(now)
+            if strict and self._ix.moved:
+                self._check_fits(self._ix.moved[0].replicas, ignore=self._ix.moved[0])
+            return done
         finally:
             if self._ix.removed:
                 self.state.jobs = [j for j in self.state.jobs if id(j) not in self._ix.removed]
@@ -154,19 +171,46 @@ class SimulatedCluster:
             ix.remove(job)
             return ActionResult(ok=True, job=job.id, message=f"{action.op.value}ed")
         # move / resize: the replicas after the action
-        self._check_fits(action.replicas or [], ignore=job)
+        replicas = action.replicas or []
+        if action.op == Op.MOVE and job.state.holds_gpus and self._misfit(replicas, job):
+            return self._wait_for_room(job, replicas, now)
+        self._check_fits(replicas, ignore=job)
         self._close_run(job, now, JobState.RUNNING)
         if job.state.holds_gpus:
             self.open_since[job.id] = now
             if action.op == Op.MOVE:  # a restart on other nodes (a new job on Slurm, new
                 job.started_at = now  # pods on Kubernetes): walltime and minRuntime anew
         ix.release(job)
-        job.replicas = [Replica(node=r.node, gpus=r.gpus) for r in action.replicas or []]
+        self._land(job, replicas)
         ix.hold(job)
-        where = ix.nodes.get(job.replicas[0].node or "") if job.replicas else None
+        return ActionResult(ok=True, job=job.id, message=f"{action.op.value}d")
+
+    def _land(self, job: Job, replicas: list[Replica]) -> None:
+        job.replicas = [Replica(node=r.node, gpus=r.gpus) for r in replicas]
+        where = self._index().nodes.get(job.replicas[0].node or "") if job.replicas else None
         if where is not None and where.pool != job.pool:  # moved to another pool: its type
             job.pool, job.gpu_type, job.partition = where.pool, where.gpu_type, where.partition
-        return ActionResult(ok=True, job=job.id, message=f"{action.op.value}d")
+
+    def _wait_for_room(self, job: Job, replicas: list[Replica], now: datetime) -> ActionResult:
+        """A move whose nodes are still held (by a job another action of the plan moves
+        away): the job stops where it ran and waits for them."""
+        ix = self._index()
+        self._close_run(job, now, JobState.RUNNING)
+        ix.release(job)
+        job.state, job.started_at = JobState.PENDING, None
+        self._land(job, replicas)
+        ix.moved.append(job)
+        nodes = ", ".join(sorted({r.node or "" for r in replicas}))
+        return ActionResult(ok=True, job=job.id, message=f"moved: waits for room on {nodes}")
+
+    def _start_moved(self, now: datetime) -> None:
+        """Start the moved jobs whose nodes have room now, in the order they were moved."""
+        ix = self._index()
+        for job in list(ix.moved):
+            if not self._misfit(job.replicas, None):
+                job.state, job.started_at = JobState.RUNNING, now
+                ix.hold(job)
+                ix.moved.remove(job)
 
     # ------------------------------------------------------------------ accounting
 
@@ -310,6 +354,17 @@ class SimulatedCluster:
             out.append(Replica(node=node, gpus=r.gpus))
         return out
 
+    def _misfit(self, replicas: list[Replica], ignore: Job | None) -> bool:
+        """Whether some node named lacks the room (it exists and takes work)."""
+        try:
+            self._check_fits(replicas, ignore=ignore)
+        except PermanentError:
+            return all(
+                (node := self._index().nodes.get(r.node or "")) is not None and node.schedulable
+                for r in replicas
+            )
+        return False
+
     def _check_fits(self, replicas: list[Replica], ignore: Job | None = None) -> None:
         ix = self._index()
         extra: Counter[str] = Counter()
@@ -331,6 +386,16 @@ class SimulatedCluster:
                 )
 
 
+def _pinned_waiting(job: Job) -> bool:
+    """A job of ours waiting for nodes named for it: a move whose nodes were not free."""
+    return (
+        job.state == JobState.PENDING
+        and job.workload is not None
+        and bool(job.replicas)
+        and all(r.node is not None for r in job.replicas)
+    )
+
+
 class _Index:
     """Lookups over a cluster's state for a run of actions: jobs by id and by workload, GPUs
     used per node by jobs that hold them, and the jobs removed so far (by object id)."""
@@ -341,6 +406,7 @@ class _Index:
         self.by_workload: dict[str, list[Job]] = {}
         self.used: dict[str, int] = {n.name: 0 for n in state.nodes}
         self.removed: set[int] = set()
+        self.moved: list[Job] = []  # moved jobs waiting for their new nodes, in move order
         for j in state.jobs:
             self.add(j)
 

@@ -10,7 +10,7 @@ import pytest
 from adapters.base import PermanentError
 from adapters.simulator import SimulatedCluster
 from specs.actions import Action, Op, Reason, ReasonCode, SubmitDetails
-from specs.snapshot import ClusterState, Job, Node, Replica
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica
 from tests.builders import NOW
 
 WHY = Reason(code=ReasonCode.RECLAIM, message="x")
@@ -170,3 +170,64 @@ def test_a_job_is_touched_only_for_the_workload_its_tag_names() -> None:
     renamed = other.model_copy(update={"tagged_as": "a/one"})
     assert sim.execute(renamed, plan_id="p", now=NOW).ok
     assert [j.id for j in sim.state.jobs] == ["2", "3"]
+
+
+def _trading_places() -> tuple[ClusterState, list[Action]]:
+    """Two jobs moved each onto the node the other leaves: neither fits before the other
+    has gone."""
+    nodes = [Node(name="a", pool="p", gpus=8), Node(name="b", pool="p", gpus=4)]
+    jobs = [
+        Job(id="1", workload="t/x", pool="p", started_at=NOW, replicas=[Replica(node="a", gpus=4)]),
+        Job(id="2", workload="t/y", pool="p", started_at=NOW, replicas=[Replica(node="b", gpus=4)]),
+        Job(id="3", workload=None, pool="p", started_at=NOW, replicas=[Replica(node="a", gpus=2)]),
+    ]
+    moves = [
+        Action(op=Op.MOVE, workload=w, cluster="c", job=j, replicas=[Replica(node=n, gpus=4)],
+               reason=WHY)
+        for w, j, n in (("t/x", "1", "b"), ("t/y", "2", "a"))
+    ]  # fmt: skip
+    return ClusterState(name="c", nodes=nodes, jobs=jobs), moves
+
+
+@pytest.mark.parametrize("one_at_a_time", [True, False])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_moves_that_trade_places_both_run(one_at_a_time: bool, reverse: bool) -> None:
+    """A plan's moves may form a cycle (a preempted job placed again where a consolidated
+    one left, and that one onto the first's old node: found by the lifetime property
+    test). Slurm and Kubernetes carry such moves out (the new job waits for its nodes
+    while the old one ends); the simulator refused the first one ("node a has 8 GPUs;
+    this would use 10"), so the apply failed and the plan was cut short. A move whose
+    nodes are not free yet stops where it ran and starts once they are."""
+    state, moves = _trading_places()
+    sim = SimulatedCluster(state)
+    later = NOW + timedelta(minutes=5)
+    order = moves[::-1] if reverse else moves
+    if one_at_a_time:
+        first = sim.execute(order[0], plan_id="p", now=later)
+        assert "waits for room" in first.message
+        sim.execute(order[1], plan_id="p", now=later)
+    else:
+        sim.execute_many(order, plan_id="p", now=later)
+    where = {j.id: (j.state, [r.node for r in j.replicas]) for j in sim.state.jobs}
+    assert where == {
+        "1": (JobState.RUNNING, ["b"]),
+        "2": (JobState.RUNNING, ["a"]),
+        "3": (JobState.RUNNING, ["a"]),
+    }
+    assert all(j.started_at == later for j in sim.state.jobs if j.workload)
+    assert sim.used() == {"a": 6, "b": 4}
+
+
+def test_a_move_that_never_finds_room_waits_or_is_refused_in_a_run() -> None:
+    """One at a time (an apply) it waits, as a pinned Slurm job would, and the next plan
+    sees it waiting; a whole plan run at once (the reconciler's virtual world) refuses it,
+    so the plan says a step was refused."""
+    state, moves = _trading_places()
+    stuck = moves[0].model_copy(update={"replicas": [Replica(node="a", gpus=4)]})
+    stuck = stuck.model_copy(update={"job": "2", "workload": "t/y"})
+    sim = SimulatedCluster(state)
+    assert "waits for room" in sim.execute(stuck, plan_id="p", now=NOW).message
+    assert next(j for j in sim.state.jobs if j.id == "2").state is JobState.PENDING
+    state, _ = _trading_places()
+    with pytest.raises(PermanentError, match="a has 8 GPUs; this would use 10"):
+        SimulatedCluster(state).execute_many([stuck], plan_id="p", now=NOW)
