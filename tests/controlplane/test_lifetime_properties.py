@@ -1,0 +1,256 @@
+"""A reconcile loop over a working day: random orgs, then a run of edits (workloads resized,
+retyped, reprioritised, added and removed, quotas and limits changed) with time passing
+between them, each cycle planned and carried out on the simulator.
+
+After every cycle: no node holds more than it has; no workload has two jobs; a workload
+the specs dropped runs nowhere; a running job is its current spec, or the plan says why
+its edit waits; limits and deserved quotas (for non-preemptible work) are kept, or no
+worse than the cycle found them; the job the control plane did not create is never
+touched; and the plan is a fixed point: planned again at once, nothing is left to do.
+Each cycle's plan is also deterministic (the same input, the same plan).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.simulator import SimulatedCluster, nodes_from_spec
+from controlplane.plan import Plan
+from controlplane.reconcile import plan
+from specs.desired import DesiredState
+from specs.models import WorkloadSpec
+from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
+from tests.builders import NOW, cluster, department, desired, pool, project, workload
+
+Doc = dict[str, Any]
+FOREIGN = "foreign-1"  # a job someone else submitted: never ours to touch
+
+
+def _workload(draw: st.DrawFn, name: str, projects: list[str]) -> Doc:
+    replicas = draw(st.integers(1, 3))
+    extra: Doc = {}
+    if draw(st.booleans()):
+        extra["walltime"] = draw(st.sampled_from(["30m", "3h"]))
+    if draw(st.integers(0, 3)) == 0:
+        extra["priority"] = draw(st.sampled_from([50, 75, 125]))
+    return workload(
+        name,
+        draw(st.sampled_from(projects)),
+        gpus=draw(st.sampled_from([1, 2, 4])),
+        replicas=replicas,
+        minReplicas=draw(st.integers(1, replicas)),
+        type=draw(st.sampled_from(["training", "training", "interactive", "inference"])),
+        **extra,
+    )
+
+
+@st.composite
+def days(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, str, Any]]]:
+    """An org and its running work's first specs, then (minutes later, edit, argument)
+    steps."""
+    pools = [
+        pool("a100", gpus_per_node=8, nodes=draw(st.integers(1, 3))),
+        pool("v100", gpu_type="v100", gpus_per_node=4, nodes=draw(st.integers(0, 2))),
+    ]
+    docs: list[Doc] = [cluster(pools=pools)]
+    depts = [f"d{i}" for i in range(draw(st.integers(0, 2)))]
+    docs += [department(d, gpus=draw(st.integers(0, 16))) for d in depts]
+    projects = [f"p{i}" for i in range(draw(st.integers(1, 3)))]
+    for p in projects:
+        gpus = draw(st.integers(0, 12))
+        docs.append(
+            project(
+                p,
+                gpus=gpus,
+                weight=draw(st.integers(0, 2)),
+                limit=draw(st.one_of(st.none(), st.integers(gpus, 20))),
+                department=draw(st.sampled_from([None, *depts])),
+            )
+        )
+    docs += [_workload(draw, f"w{i}", projects) for i in range(draw(st.integers(1, 6)))]
+    steps: list[tuple[int, str, Any]] = []
+    for i in range(draw(st.integers(1, 5))):
+        minutes = draw(st.sampled_from([0, 20, 120]))
+        edit = draw(
+            st.sampled_from(
+                ["gpus", "replicas", "type", "priority", "remove", "add", "quota", "limit"]
+            )
+        )
+        which = draw(st.integers(0, 99))
+        if edit == "gpus":
+            arg: Any = (which, draw(st.sampled_from([1, 2, 4])))
+        elif edit == "replicas":
+            r = draw(st.integers(1, 3))
+            arg = (which, r, draw(st.integers(1, r)))
+        elif edit == "type":
+            arg = (which, draw(st.sampled_from(["training", "interactive", "inference"])))
+        elif edit == "priority":
+            arg = (which, draw(st.sampled_from([50, 75, 125])))
+        elif edit == "add":
+            arg = _workload(draw, f"n{i}", projects)
+        elif edit == "quota":
+            arg = (which, draw(st.integers(0, 12)))
+        elif edit == "limit":
+            arg = (which, draw(st.one_of(st.none(), st.integers(0, 20))))
+        else:
+            arg = which
+        steps.append((minutes, edit, arg))
+    return docs, steps
+
+
+def _edit(docs: list[Doc], edit: str, arg: Any) -> None:
+    works = [d for d in docs if d["kind"] == "Workload"]
+    projects = [d for d in docs if d["kind"] == "Project"]
+    if edit == "add":
+        docs.append(arg)
+        return
+    if edit in ("quota", "limit"):
+        quota = projects[arg[0] % len(projects)]["spec"]["quota"]
+        if edit == "quota":
+            quota["gpus"] = arg[1]
+            if quota.get("limit") is not None and quota["limit"] < arg[1]:
+                quota["limit"] = arg[1]
+        elif arg[1] is None:
+            quota.pop("limit", None)
+        else:
+            quota["limit"] = max(arg[1], quota["gpus"])
+        return
+    if not works:
+        return
+    which = arg if edit == "remove" else arg[0]
+    target = works[which % len(works)]
+    spec = target["spec"]
+    if edit == "remove":
+        docs.remove(target)
+    elif edit == "gpus":
+        spec["gpus"] = arg[1]
+    elif edit == "replicas":
+        spec["replicas"], spec["minReplicas"] = arg[1], arg[2]
+    elif edit == "type":
+        spec["type"] = arg[1]
+    elif edit == "priority":
+        spec["priority"] = arg[1]
+
+
+def _first_world(state: DesiredState) -> Snapshot:
+    """The cluster of the specs, with a job of someone else's on its first node."""
+    nodes = nodes_from_spec(state.clusters["sim"])
+    first = nodes[0]
+    foreign = Job(
+        id=FOREIGN,
+        state=JobState.RUNNING,
+        pool=first.pool,
+        started_at=NOW - timedelta(hours=1),
+        replicas=[Replica(node=first.name, gpus=1)],
+    )
+    return Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=[foreign])])
+
+
+def _usage(
+    state: DesiredState, snap: Snapshot, waiting: set[str]
+) -> tuple[Counter[str], Counter[str]]:
+    """GPUs held per quota level (departments prefixed ``d:``), and the non-preemptible
+    ones (a job whose edit waits runs as it was: preemptible, if it was)."""
+    held: Counter[str] = Counter()
+    held_np: Counter[str] = Counter()
+    for job in snap.clusters[0].jobs:
+        if not job.state.holds_gpus or job.workload not in state.workloads:
+            continue
+        spec = state.workloads[job.workload].spec
+        levels = [spec.project]
+        dept = state.projects[spec.project].spec.department
+        while dept is not None and dept in state.departments:
+            levels.append(f"d:{dept}")
+            dept = state.departments[dept].spec.parent
+        for level in levels:
+            held[level] += job.gpus
+            if not spec.is_preemptible and job.workload not in waiting:
+                held_np[level] += job.gpus
+    return held, held_np
+
+
+def _quotas(state: DesiredState) -> dict[str, Any]:
+    return {
+        **{p: q.spec.quota for p, q in state.projects.items()},
+        **{f"d:{d}": q.spec.quota for d, q in state.departments.items()},
+    }
+
+
+def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snapshot) -> None:
+    jobs = after.clusters[0].jobs
+    # the job that is not ours: untouched, and no action names it
+    assert all(a.job != FOREIGN for a in made.actions), made.actions
+    assert any(j.id == FOREIGN and j.state.holds_gpus for j in jobs)
+    # no node over-committed
+    size = {n.name: n.gpus for n in after.clusters[0].nodes}
+    used: Counter[str] = Counter()
+    for job in jobs:
+        if job.state.holds_gpus:
+            used.update({r.node or "": r.gpus for r in job.replicas})
+    assert all(used[n] <= size[n] for n in used), (used, size)
+    # one job per workload, none for a workload the specs dropped
+    active = Counter(j.workload for j in jobs if j.state.active and j.workload is not None)
+    assert all(n == 1 for n in active.values()), active
+    assert set(active) <= set(state.workloads), set(active) - set(state.workloads)
+    # a running job is its spec, or its edit waits and the plan says why
+    waiting = {p.workload for p in made.pending}
+    for job in jobs:
+        if not job.state.holds_gpus or job.workload is None or job.workload in waiting:
+            continue
+        spec = state.workloads[job.workload].spec
+        assert {r.gpus for r in job.replicas} == {spec.gpus}, (job, spec)
+        assert spec.effective_min_replicas <= len(job.replicas) <= spec.replicas, (job, spec)
+    # limits, and deserved for non-preemptible work: kept, or no worse than found
+    was, was_np = _usage(state, before, waiting)
+    now, now_np = _usage(state, after, waiting)
+    for level, quota in _quotas(state).items():
+        if quota.limit is not None:
+            assert now[level] <= max(quota.limit, was[level]), (level, now, quota)
+        assert now_np[level] <= max(quota.gpus, was_np[level]), (level, now_np, quota)
+
+
+def _carry_out(snap: Snapshot, made: Plan, now: datetime) -> Snapshot:
+    after = snap.model_copy(deep=True)
+    sim = SimulatedCluster(after.clusters[0])
+    for action in made.execution_order():
+        sim.execute(action, plan_id=made.id, now=now)  # raises on a refused step
+    return after
+
+
+@settings()
+@given(days())
+def test_a_day_of_edits_keeps_the_loops_promises(
+    day: tuple[list[Doc], list[tuple[int, str, Any]]],
+) -> None:
+    docs, steps = day
+    snap = _first_world(desired(docs))
+    now = NOW
+    # what the store keeps: every version planned, and when each workload's was first seen
+    versions: dict[str, WorkloadSpec] = {}
+    since: dict[str, tuple[str, datetime]] = {}
+    for minutes, edit, arg in [(0, "start", None), *steps]:
+        if edit != "start":
+            _edit(docs, edit, arg)
+        now += timedelta(minutes=minutes)
+        state = desired(docs)
+        for key, w in state.workloads.items():
+            versions.setdefault(w.spec.digest, w.spec)
+            if since.get(key, ("", now))[0] != w.spec.digest:
+                since[key] = (w.spec.digest, now)
+        snap = snap.model_copy(update={"now": now}, deep=True)
+        SimulatedCluster(snap.clusters[0]).refresh(now)
+        snap.versions = dict(versions)
+        snap.spec_since = {key: at for key, (_, at) in since.items()}
+        made = plan(state, snap, now=now)
+        assert plan(state, snap, now=now) == made  # deterministic
+        after = _carry_out(snap, made, now)
+        _check_cycle(state, snap, made, after)
+        again = plan(state, after, now=now)
+        if not made.solver.cut_short:
+            assert again.actions == [], (edit, arg, again.actions)
+        snap = after
