@@ -239,7 +239,7 @@ def _submit(
         spec,
         gpu_type=pool.gpu_type,
         partition=pool.partition,
-        walltime=spec.walltime,
+        walltime=job.time_limit(pool),
         account=pool.account,
     )
     return Action(

@@ -197,7 +197,7 @@ def _modes(
         wall = job.walltime
         if wall is not None and limit is not None and wall > limit:
             return []  # too long for this pool, and no checkpoint to split it
-        return [make(Mode.DIRECT, wall)]
+        return [make(Mode.DIRECT, job.time_limit(pool))]
     out = []
     time = seg.walltime_for()
     if limit is None or time <= limit:

@@ -98,12 +98,23 @@ class JobRequest:
     started_at: datetime | None = None
     # the project's minRuntime (seconds): a preemptible job younger than this is no victim
     min_runtime: int | None = None
+    max_walltime: int | None = None  # the project's maxWalltime (seconds)
     blocked: Reason | None = None  # set when it can never be placed this round
     # the failure a start would retry (its backoff over): named in the start's reason
     retries: Failure | None = None
     fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
     ending: bool = False  # its job winds down (COMPLETING): never grown back, never moved
     ending_why: str | None = None  # and the cluster's word for why, if it gave one
+
+    def time_limit(self, pool: PoolInfo) -> int | None:
+        """The time limit its job is submitted with in ``pool``: its walltime; without one,
+        the limit it runs under all the same (the shorter of its project's maxWalltime and
+        the pool's), as Slurm gives a job that asks none its partition's limit capped by
+        its association's. Unbounded only where nothing sets a limit."""
+        if self.walltime is not None:
+            return self.walltime
+        limits = (self.max_walltime, pool.max_walltime)
+        return min((t for t in limits if t is not None), default=None)
 
     def not_grown(self) -> None:
         """Ask for no more replicas than it runs (at least its minimum): growing it would

@@ -205,6 +205,7 @@ def job_request(
     project = desired.projects.get(spec.project)
     req.min_runtime = project.spec.min_runtime if project else None
     limit = project.spec.max_walltime if project else None
+    req.max_walltime = limit
     if limit is not None and spec.walltime is not None and spec.walltime > limit:
         req.blocked = reasons.walltime_exceeds(spec.walltime, spec.project, limit)
     elif not req.pools:
