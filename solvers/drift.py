@@ -323,6 +323,10 @@ def _replace(
     index = FreeIndex(problem.nodes, distinct)
     held, held_np = defaultdict(float, held_now[0]), defaultdict(float, held_now[1])
     for req, job, old, cause in todo:
+        spent = problem.spent.get(req.queue)
+        if spent is not None and cause.fields:  # a new version is new work
+            _keep_old(drift, req, job, old, reasons.change_over_budget(cause, spent))
+            continue
         if req.preemptible and req.min_runtime and req.started_at is not None:
             until = req.started_at + timedelta(seconds=req.min_runtime)
             if now < until:

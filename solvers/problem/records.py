@@ -183,6 +183,8 @@ class Problem:
     running_at_start: frozenset[str] | None = None
     # running elastic work site policy keeps from growing (a spent budget): why, to say so
     not_grown: dict[str, Reason] = field(default_factory=dict)
+    # projects (queue ids) that spent this month's budget, and why: they start nothing new
+    spent: dict[str, Reason] = field(default_factory=dict)
     # what solvers derive from the problem alone, computed once (e.g. CP-SAT's base state)
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

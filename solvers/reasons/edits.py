@@ -189,6 +189,16 @@ def change_waits_for_min_runtime(cause: Cause, min_runtime: int, until: datetime
     )
 
 
+def change_over_budget(cause: Cause, why: Reason) -> Reason:
+    """A replacement its project's spent budget holds back (``why``): the new version is
+    new work; what runs goes on."""
+    return Reason(
+        code=why.code,
+        message=f"{cause.lead}; {cause.new} is new work: {why.message}; the job keeps "
+        f"{cause.runs_on} meanwhile",
+    )
+
+
 def change_does_not_fit(cause: Cause, why: str) -> Reason:
     return Reason(
         code=ReasonCode.SPEC_CHANGED,

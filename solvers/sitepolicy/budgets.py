@@ -98,6 +98,7 @@ def block_over_budget(
         )
         if why is None:
             continue
+        problem.spent[f"project:{name}"] = why  # an edit's new version too (solvers/drift.py)
         for key, job in problem.jobs.items():
             if job.queue != f"project:{name}":
                 continue
