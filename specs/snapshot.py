@@ -269,8 +269,8 @@ class UsageRecord(SnapshotModel):
     )
     price: float | None = Field(
         default=None,
-        description="the cost per GPU-hour it ran at, as recorded: what it counts at once its "
-        "cluster has left the specs",
+        description="the cost per GPU-hour it ran at, as recorded (the price in force then: a "
+        "later change of the price does not re-price it); absent: its cluster's price in the specs",
         exclude_if=lambda v: v is None,
     )
     started_at: AwareDatetime | None = Field(

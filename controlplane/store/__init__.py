@@ -1,6 +1,7 @@
 """The history store (sqlmodel): :mod:`~controlplane.store.tables` holds the rows,
 :mod:`~controlplane.store.database` opens the database (schema, migrations, errors),
-:mod:`~controlplane.store.chain` the tamper-evident history, and
+:mod:`~controlplane.store.chain` the tamper-evident history,
+:mod:`~controlplane.store.pricebook` what a GPU-hour cost since when, and
 :mod:`~controlplane.store.store` the :class:`Store` that reads and writes them."""
 
 from controlplane.store.database import default_url, sqlite_file

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from sqlmodel import col, select
 
+from controlplane.store import pricebook
 from controlplane.store.database import Database
 from controlplane.store.tables import MetaRow, RunRow
 from controlplane.store.tables import aware as _aware
@@ -64,6 +65,11 @@ class Runs:
                 db.merge(row)
             for cluster in complete:
                 db.merge(MetaRow(key=f"accounting:{cluster}", value=now.isoformat()))
+            if prices:
+                known = db.get(MetaRow, pricebook.KEY)
+                book = pricebook.loads(known.value if known is not None else None)
+                if (changed := pricebook.noted(book, prices, now)) is not book:
+                    db.merge(MetaRow(key=pricebook.KEY, value=pricebook.dumps(changed)))
             db.commit()
 
     def stopped(self, cluster: str, job: str) -> None:
@@ -84,7 +90,10 @@ class Runs:
         """Usage as snapshot records, one per run and calendar month (budgets are monthly).
         With ``seen``, the runs it holds count as if recorded (a read-only plan)."""
         rows = self._rows(now, seen)
-        return [record for row in rows if row.gpus > 0 for record in _monthly(row)]
+        with self.db.session() as db:
+            known = db.get(MetaRow, pricebook.KEY)
+        book = pricebook.loads(known.value if known is not None else None)
+        return [record for row in rows if row.gpus > 0 for record in _monthly(row, book)]
 
     def retire_runs(self, workloads: set[str]) -> None:
         """The runs of workloads no longer in the specs stop counting as their progress
@@ -182,26 +191,29 @@ def _merged(rows: list[RunRow], seen: Seen, now: datetime) -> list[RunRow]:
     return list(by_run.values())
 
 
-def _monthly(row: RunRow) -> list[UsageRecord]:
-    """The run's GPU-hours, cut at month boundaries (a budget is per calendar month)."""
+def _monthly(row: RunRow, book: pricebook.Book) -> list[UsageRecord]:
+    """The run's GPU-hours, cut at month boundaries (a budget is per calendar month) and
+    where its GPU type's price changed (each piece at the price of its day)."""
     out = []
     start = _aware(row.started_at)
     end = _aware(row.ended_at) if row.ended_at is not None else _aware(row.last_seen)
     while start < end:
-        stop = min(end, _next_month(start))
-        hours = row.gpus * (stop - start).total_seconds() / 3600
-        out.append(
-            UsageRecord(
-                project=row.project,
-                gpu_hours=hours,
-                ended_at=stop,
-                gpu_type=row.gpu_type,
-                cluster=row.cluster,
-                price=row.price,
-                started_at=start,
+        month_end = min(end, _next_month(start))
+        for low, stop, price in pricebook.stretches(
+            book, row.cluster, row.gpu_type, start, month_end, row.price
+        ):
+            out.append(
+                UsageRecord(
+                    project=row.project,
+                    gpu_hours=row.gpus * (stop - low).total_seconds() / 3600,
+                    ended_at=stop,
+                    gpu_type=row.gpu_type,
+                    cluster=row.cluster,
+                    price=price,
+                    started_at=low,
+                )
             )
-        )
-        start = stop
+        start = month_end
     return out
 
 

@@ -11,9 +11,11 @@ from specs.snapshot import UsageRecord
 
 
 class Prices:
-    """Cost per GPU-hour by (cluster, GPU type). A run on a cluster no longer in the specs
-    counts at the price recorded with it; one recorded without its cluster (a snapshot
-    written by hand) at the highest price any cluster asks for its type."""
+    """Cost per GPU-hour by (cluster, GPU type). A run counts at the price recorded with it,
+    the one in force when it ran (usage is charged as it accrues, as Slurm's is: a price
+    change does not re-price the past); one recorded without it (a snapshot written by
+    hand) at its cluster's price in the specs, and without its cluster at the highest
+    price any cluster asks for its type."""
 
     def __init__(self, on: Mapping[tuple[str, str], float]) -> None:
         self.on = dict(on)
@@ -26,6 +28,8 @@ class Prices:
         return cls({(p.key[0], p.gpu_type): p.cost_per_gpu_hour for p in problem.pools.values()})
 
     def __call__(self, record: UsageRecord) -> float:
+        if record.price is not None:
+            return record.price
         gpu_type = record.gpu_type or ""
-        price = self.on.get((record.cluster or "", gpu_type), record.price)
+        price = self.on.get((record.cluster or "", gpu_type))
         return price if price is not None else self.highest.get(gpu_type, 0.0)
