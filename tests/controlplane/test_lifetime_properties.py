@@ -1,6 +1,7 @@
 """A reconcile loop over a working day: random orgs, then a run of edits (workloads resized,
-retyped, reprioritised, added and removed, quotas and limits changed) with time passing
-between them, each cycle planned and carried out on the simulator.
+retyped, reprioritised, added and removed, quotas and limits changed, pools grown and
+shrunk) with time passing between them, each cycle planned and carried out one action at a
+time on the file-backed simulator, as ``cp apply`` does.
 
 After every cycle: no node holds more than it has; no workload has two jobs; a workload
 the specs dropped runs nowhere; a running job is its current spec, or the plan says why
@@ -12,14 +13,19 @@ Each cycle's plan is also deterministic (the same input, the same plan).
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.simulator import SimulatedCluster, nodes_from_spec
+from adapters.simulator import nodes_from_spec
+from adapters.simulator.adapter import SimulatorAdapter
 from controlplane.plan import Plan
 from controlplane.reconcile import plan
 from specs.desired import DesiredState
@@ -78,7 +84,7 @@ def days(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, str, Any]]]:
         minutes = draw(st.sampled_from([0, 20, 120]))
         edit = draw(
             st.sampled_from(
-                ["gpus", "replicas", "type", "priority", "remove", "add", "quota", "limit"]
+                ["gpus", "replicas", "type", "priority", "remove", "add", "quota", "limit", "nodes"]
             )
         )
         which = draw(st.integers(0, 99))
@@ -97,6 +103,10 @@ def days(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, str, Any]]]:
             arg = (which, draw(st.integers(0, 12)))
         elif edit == "limit":
             arg = (which, draw(st.one_of(st.none(), st.integers(0, 20))))
+        elif edit == "nodes":  # a pool gains or loses nodes (a100-01, the foreign job's, stays)
+            arg = draw(
+                st.sampled_from([("a100", 1), ("a100", 2), ("a100", 3), ("v100", 0), ("v100", 2)])
+            )
         else:
             arg = which
         steps.append((minutes, edit, arg))
@@ -108,6 +118,10 @@ def _edit(docs: list[Doc], edit: str, arg: Any) -> None:
     projects = [d for d in docs if d["kind"] == "Project"]
     if edit == "add":
         docs.append(arg)
+        return
+    if edit == "nodes":
+        pools = docs[0]["spec"]["nodePools"]
+        next(p for p in pools if p["name"] == arg[0])["nodes"] = arg[1]
         return
     if edit in ("quota", "limit"):
         quota = projects[arg[0] % len(projects)]["spec"]["quota"]
@@ -137,10 +151,10 @@ def _edit(docs: list[Doc], edit: str, arg: Any) -> None:
         spec["priority"] = arg[1]
 
 
-def _first_world(state: DesiredState) -> Snapshot:
-    """The cluster of the specs, with a job of someone else's on its first node."""
-    nodes = nodes_from_spec(state.clusters["sim"])
-    first = nodes[0]
+def _first_world(state: DesiredState, at: Path) -> None:
+    """The simulated cluster of the specs, with a job of someone else's on its first node,
+    as the simulator adapter keeps it (state file format: adapters/simulator/adapter.py)."""
+    first = nodes_from_spec(state.clusters["sim"])[0]
     foreign = Job(
         id=FOREIGN,
         state=JobState.RUNNING,
@@ -148,7 +162,10 @@ def _first_world(state: DesiredState) -> Snapshot:
         started_at=NOW - timedelta(hours=1),
         replicas=[Replica(node=first.name, gpus=1)],
     )
-    return Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=[foreign])])
+    cluster = ClusterState(name="sim", nodes=nodes_from_spec(state.clusters["sim"]), jobs=[foreign])
+    at.mkdir(parents=True)
+    body = {"clock": NOW.isoformat(), "nextId": 1000, "state": cluster.model_dump(mode="json")}
+    (at / "sim.json").write_text(json.dumps(body))
 
 
 def _usage(
@@ -214,12 +231,23 @@ def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snaps
         assert now_np[level] <= max(quota.gpus, was_np[level]), (level, now_np, quota)
 
 
-def _carry_out(snap: Snapshot, made: Plan, now: datetime) -> Snapshot:
-    after = snap.model_copy(deep=True)
-    sim = SimulatedCluster(after.clusters[0])
-    for action in made.execution_order():
-        sim.execute(action, plan_id=made.id, now=now)  # raises on a refused step
-    return after
+def _at(now: datetime) -> Callable[[], datetime]:
+    return lambda: now
+
+
+def _observe(
+    sim: SimulatorAdapter,
+    now: datetime,
+    versions: dict[str, WorkloadSpec],
+    since: dict[str, datetime],
+) -> Snapshot:
+    """The snapshot cp apply plans against: the cluster, and what the store knows."""
+    return Snapshot(now=now, clusters=[sim.observe()], versions=dict(versions), spec_since=since)
+
+
+def _carry_out(sim: SimulatorAdapter, made: Plan) -> None:
+    for action in made.execution_order():  # one at a time, as cp apply does
+        assert sim.execute(action, plan_id=made.id).ok, action
 
 
 @settings()
@@ -228,29 +256,29 @@ def test_a_day_of_edits_keeps_the_loops_promises(
     day: tuple[list[Doc], list[tuple[int, str, Any]]],
 ) -> None:
     docs, steps = day
-    snap = _first_world(desired(docs))
     now = NOW
     # what the store keeps: every version planned, and when each workload's was first seen
     versions: dict[str, WorkloadSpec] = {}
     since: dict[str, tuple[str, datetime]] = {}
-    for minutes, edit, arg in [(0, "start", None), *steps]:
-        if edit != "start":
-            _edit(docs, edit, arg)
-        now += timedelta(minutes=minutes)
-        state = desired(docs)
-        for key, w in state.workloads.items():
-            versions.setdefault(w.spec.digest, w.spec)
-            if since.get(key, ("", now))[0] != w.spec.digest:
-                since[key] = (w.spec.digest, now)
-        snap = snap.model_copy(update={"now": now}, deep=True)
-        SimulatedCluster(snap.clusters[0]).refresh(now)
-        snap.versions = dict(versions)
-        snap.spec_since = {key: at for key, (_, at) in since.items()}
-        made = plan(state, snap, now=now)
-        assert plan(state, snap, now=now) == made  # deterministic
-        after = _carry_out(snap, made, now)
-        _check_cycle(state, snap, made, after)
-        again = plan(state, after, now=now)
-        if not made.solver.cut_short:
-            assert again.actions == [], (edit, arg, again.actions)
-        snap = after
+    with tempfile.TemporaryDirectory() as tmp:
+        _first_world(desired(docs), Path(tmp) / "simulator")
+        for minutes, edit, arg in [(0, "start", None), *steps]:
+            if edit != "start":
+                _edit(docs, edit, arg)
+            now += timedelta(minutes=minutes)
+            state = desired(docs)
+            for key, w in state.workloads.items():
+                versions.setdefault(w.spec.digest, w.spec)
+                if since.get(key, ("", now))[0] != w.spec.digest:
+                    since[key] = (w.spec.digest, now)
+            sim = SimulatorAdapter(state.clusters["sim"], state_dir=Path(tmp), clock=_at(now))
+            seen = {key: at for key, (_, at) in since.items()}
+            snap = _observe(sim, now, versions, seen)
+            made = plan(state, snap, now=now)
+            assert plan(state, snap, now=now) == made  # deterministic
+            _carry_out(sim, made)
+            after = _observe(sim, now, versions, seen)
+            _check_cycle(state, snap, made, after)
+            again = plan(state, after, now=now)
+            if not made.solver.cut_short:
+                assert again.actions == [], (edit, arg, again.actions)
