@@ -28,7 +28,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from yaml.nodes import Node
 
-from specs import broken_docs, cache
+from specs import broken_docs, cache, truncation
 from specs.collecting import paused
 from specs.desired import DesiredState, Document, SourceRef, document_name
 from specs.diagnostics import (
@@ -91,6 +91,11 @@ def _read_file(path: str, key: str, text: str) -> _Read:
     for node in composed.documents:
         builder = Builder()
         value = builder.build(node)
+        if node is composed.documents[-1] and (cut := truncation.cut_short(value)):
+            line, column = locate(node, ())
+            message = f"the file ends in {cut}: it looks cut short (a file saved half-written?)"
+            errors.append(Diagnostic(path, line, column, message))
+            continue
         outcome = _read_document(path, node, value, builder.problems)
         if outcome.placed is not None:
             placed.append(outcome.placed)

@@ -535,6 +535,47 @@ def test_an_api_version_cut_short_is_an_error(repo: Path, api_version: str) -> N
 
 
 @pytest.mark.parametrize(
+    ("tail", "column", "shown"),
+    [
+        ("apiVer", 1, "'apiVer', the start of a document"),
+        ("apiVersion", 1, "'apiVersion', the start of a document"),
+        ("a", 1, "'a', the start of a document"),
+        ("kin", 1, "'kin', the start of a document"),
+        ("apiVersion:", 1, "'apiVersion:' with no value"),
+        ("apiVersion: ", 1, "'apiVersion:' with no value"),
+        ("apiVersion:\n", 1, "'apiVersion:' with no value"),
+        ("kind: Work", 1, "'kind: Work', the start of a document"),
+    ],
+)
+@pytest.mark.parametrize("after", [False, True])
+def test_a_file_cut_in_the_first_line_of_a_document_is_an_error(
+    repo: Path, tail: str, column: int, shown: str, after: bool
+) -> None:
+    """A spec file caught half-written inside the first line of a document (``apiVer``, or
+    ``apiVersion:`` with nothing after it) read as another tool's document, skipped with a
+    warning: the specs loaded, and the workloads of the rest of the file were pruned
+    (user trial: ``cp watch --auto-approve`` cancelled an interactive session). As for
+    ``apiVersion: controlp``, it is an error. ``after``: the cut document follows a whole one."""
+    before = dump(workload("whole")) + "---\n" if after else ""
+    write(repo, "x.yaml", before + tail)
+    line = before.count("\n") + 1
+    assert str(single(repo)) == (
+        f"x.yaml:{line}:{column}: error: the file ends in {shown}: it looks cut short "
+        "(a file saved half-written?)"
+    )
+
+
+@pytest.mark.parametrize("text", ["notes\n---\n" + "apiVersion: batch/v1\nkind: Job\n", "a\n---\n"])
+def test_scalars_and_foreign_documents_that_end_no_file_are_still_skipped(
+    repo: Path, text: str
+) -> None:
+    """Only the last document of a file can be cut short; a bare word before another
+    document, or an empty document at the end, stays a skipped one."""
+    write(repo, "x.yaml", text)
+    assert load_specs(repo).warnings
+
+
+@pytest.mark.parametrize(
     ("api_version", "kind"),
     [
         ("kueue.x-k8s.io/v1beta1", "Workload"),

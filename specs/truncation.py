@@ -1,0 +1,37 @@
+"""A spec file that ends a few characters into a document: one saved half-written.
+
+A file caught while it is written (copied over a slow link, rewritten in place, read by
+``cp watch`` between two writes) ends wherever the writer had got to. Cut inside a
+document's fields it fails to validate, and cut inside ``apiVersion: controlp`` it is an
+error already (specs/loader.py). Cut earlier in the first line it was not: ``apiVer`` is a
+plain scalar and ``apiVersion:`` a key without a value, both read as some other tool's
+document and skipped with a warning, so the specs loaded and every workload the rest of
+the file held was pruned. Only the last document of a file can be cut like that; one in
+the middle was written whole.
+"""
+
+from __future__ import annotations
+
+from specs.models import KINDS
+
+FIRST_KEYS = ("apiVersion", "kind")  # what a document of ours starts with
+
+
+def cut_short(value: object) -> str | None:
+    """How the last document of a file (its built ``value``) shows it was cut in its first
+    line, or None: the start of a first key and nothing more, such a key with no value,
+    or ``kind:`` and the start of one of our kinds."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text and any(key.startswith(text) for key in FIRST_KEYS):
+            return f"{text!r}, the start of a document"
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        return None
+    ((key, item),) = value.items()
+    if key in FIRST_KEYS and item is None:
+        return f"'{key}:' with no value"
+    partial_kind = isinstance(item, str) and item not in KINDS
+    if key == "kind" and partial_kind and any(k.startswith(str(item)) for k in KINDS):
+        return f"'kind: {item}', the start of a document"
+    return None
