@@ -5,13 +5,16 @@ stop on the first problem. So each cycle:
 
 1. Waits until the spec files are quiet: a file written in the last ``quiet`` seconds
    (an editor saving, a ``git pull`` in progress, a file emptied and rewritten) defers
-   the cycle until nothing has changed for that long.
+   the cycle until nothing has changed for that long, and so does a file a process holds
+   open for writing (a slow copy that pauses longer than that; controlplane/writers.py).
 2. Loads the specs; a cycle whose specs do not load applies nothing (the errors are
    printed, the next change or tick tries again).
 3. Plans, and with ``auto_approve`` applies, under the apply lease (one actor at a time).
    A prune guard, like Argo CD's: when the plan would cancel more than
    ``max_prune_share`` of the running workloads because they left the specs (and more
-   than one), it is shown but not applied without ``allow_mass_prune``.
+   than one), it is shown but not applied without ``allow_mass_prune``. Nor is a plan
+   whose spec files changed (or were opened for writing) while it was made: it may have
+   read a file half-written, and the next cycle reads them again.
 4. Reports what happened in one timestamped line. A broken state file or store, an
    unreachable cluster: reported the same way, and retried with backoff (the interval,
    doubled per failure in a row, at most ``MAX_BACKOFF``). A lease held elsewhere (a
@@ -39,6 +42,7 @@ from adapters.base import AdapterError
 from controlplane import workflow
 from controlplane.errors import ControlPlaneError, LeaseHeldError
 from controlplane.plan import Plan
+from controlplane.writers import Writer, writers
 from specs.actions import ReasonCode
 from specs.diagnostics import SpecError
 from specs.files import is_spec_path
@@ -79,6 +83,7 @@ class Watcher:
         self.cycles = 0
         self._blocked: str | None = None  # why the prune guard held the last plan back
         self._had_store = False  # whether a cycle saw the SQLite store there
+        self._read_as: dict[str, float] | None = None  # the spec files' dates as settled
 
     def stop(self) -> None:
         """Finish the action in flight, then end the loop (a signal handler calls this)."""
@@ -138,6 +143,7 @@ class Watcher:
         must not look like a quiet one."""
         started, told = time.monotonic(), False
         seen, same_since = None, started  # the files' dates, unchanged since when
+        told_writers: list[Writer] = []
         while not self.stopping.is_set():
             dates = spec_dates(self.spec_dir)
             if dates != seen:
@@ -146,7 +152,15 @@ class Watcher:
             if age < 0:  # dated ahead of this clock (skew on NFS, a tarball, touch -d): the
                 age = time.monotonic() - same_since  # date says nothing; watch for changes
             if age >= self.options.quiet:
-                return
+                busy = writers(dates)
+                if not busy:
+                    self._read_as = _files(dates)
+                    return
+                if told_writers != busy:
+                    told_writers = busy
+                    self.log(f"{_stamp()} cycle waits: {self._said(busy)}; it runs once closed")
+                self.stopping.wait(min(1.0, max(0.1, self.options.quiet)))
+                continue
             held = time.monotonic() - started
             if not told and held > 10 * self.options.quiet:
                 told = True
@@ -266,8 +280,10 @@ class Watcher:
         )
 
     def _guard(self, plan: Plan, observed: Snapshot) -> bool:
-        """The prune guard: may this plan be applied without asking?"""
-        self._blocked = None
+        """The guards: may this plan be applied without asking?"""
+        self._blocked = None if plan.empty else self._changed_since_read()
+        if self._blocked is not None:
+            return False
         prunes = [a for a in plan.actions if a.reason.code == ReasonCode.PRUNE]
         if len(prunes) < 2 or self.options.allow_mass_prune:
             return True
@@ -287,6 +303,21 @@ class Watcher:
             "`cp apply` or restart watch with --allow-mass-prune"
         )
         return False
+
+    def _changed_since_read(self) -> str | None:
+        """Why the specs the plan was made of may not be what the files hold now: they
+        changed since the cycle read them, or a process is writing one."""
+        dates = spec_dates(self.spec_dir)
+        if self._read_as is not None and _files(dates) != self._read_as:
+            return "the spec files changed while it was planned; the next cycle reads them again"
+        if busy := writers(dates):
+            return f"{self._said(busy)}; the next cycle waits for it"
+        return None
+
+    def _said(self, busy: list[Writer]) -> str:
+        w = busy[0]
+        path = os.path.relpath(w.path, self.spec_dir)
+        return f"{path} is open for writing by pid {w.pid} ({w.command})"
 
 
 def spec_change(path: str, spec_dir: Path) -> bool:
@@ -309,6 +340,12 @@ def spec_dates(spec_dir: Path) -> dict[str, float]:
             except OSError:
                 continue  # gone while we looked: its folder changed
     return dates
+
+
+def _files(dates: dict[str, float]) -> dict[str, float]:
+    """The spec files' dates without their folders' (a folder's changes when ``.cp/`` is
+    made in it; a file added, removed or renamed changes the keys)."""
+    return {path: date for path, date in dates.items() if is_spec_path(os.path.basename(path))}
 
 
 def _summary(plan: Plan) -> str:

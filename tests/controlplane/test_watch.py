@@ -501,3 +501,68 @@ def test_a_watch_that_does_not_apply_never_stands_in_an_apply_s_way(
     assert store.acquire_lease(observer) is None
     threading.Timer(1.0, store.release_lease, args=(observer,)).start()
     assert cp(capsys, "apply", specs, "--auto-approve").code == 0  # waited, then applied
+
+
+# ------------------------------------------------------------------ files being written
+
+
+def test_a_spec_file_still_being_written_is_not_read(specs: Path) -> None:
+    """A spec file written in two steps by a process that keeps it open and pauses longer
+    than --quiet (a slow copy, a paste into `cat > file`): the cycle read the first half,
+    which loaded, and applied it: the workloads of the missing half were cancelled, and
+    started again once the file was whole (user trial, an interactive session killed). The
+    cycle now waits for the writer to close the file, and says so."""
+    watch = Watch(specs)
+    try:
+        watch.wait_for(applied)
+        running = jobs(specs)
+        target = specs / "workloads" / "c.yaml"
+        whole = target.read_text()
+        cut = whole.index("---")  # the first of its two workloads: valid on its own
+        with target.open("w") as f:
+            f.write(whole[:cut])
+            f.flush()
+            line = watch.wait_for(lambda line: "cycle waits:" in line or "to cancel" in line)
+            assert f"c.yaml is open for writing by pid {os.getpid()}" in line, line
+            time.sleep(2.5)  # five times --quiet: the file has been quiet long enough
+            f.write(whole[cut:])
+        watch.wait_for(lambda line: "no changes" in line)
+        assert jobs(specs) == running
+        assert not [line for line in watch.seen if "to cancel" in line], watch.seen
+    finally:
+        assert watch.stop() == 0
+
+
+def test_a_plan_whose_specs_changed_while_it_was_made_is_not_applied(
+    specs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file half written when the cycle read it, whose second half lands while the plan is
+    made (a writer that does not keep it open, pausing about as long as --quiet): the plan
+    of what was read is not applied, and the next cycle reads the files again."""
+    from controlplane import workflow
+
+    watcher = Watcher(specs, WatchOptions(auto_approve=True, quiet=0), lambda _: None)
+    watcher.settle()
+    assert applied(watcher.cycle().line)
+    running = jobs(specs)
+    target = specs / "workloads" / "c.yaml"
+    whole, real_load = target.read_text(), workflow.load
+
+    def load_then_the_rest_lands(spec_dir: Path) -> object:
+        loaded = real_load(spec_dir)
+        target.write_text(whole)
+        later = time.time() + 5
+        os.utime(target, (later, later))  # a date of its own, whatever the clock's grain
+        return loaded
+
+    target.write_text(whole[: whole.index("---")])  # the first half: c1 is not there yet
+    watcher.settle()
+    monkeypatch.setattr(workflow, "load", load_then_the_rest_lands)
+    cycle = watcher.cycle()
+    assert "NOT applied: the spec files changed while it was planned" in cycle.line, cycle.line
+    assert jobs(specs) == running
+    monkeypatch.setattr(workflow, "load", real_load)
+    watcher.settle()
+    cycle = watcher.cycle()
+    assert "no changes" in cycle.line and not cycle.failed, cycle.line
+    assert jobs(specs) == running
