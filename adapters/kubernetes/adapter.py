@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from adapters.base import ActionResult, PermanentError
+from adapters.base import ActionResult, PermanentError, TemporaryError
 from adapters.kubernetes import manifests
 from adapters.kubernetes.api import KubeAPI, Obj, connect
 from adapters.kubernetes.identity import (
@@ -203,13 +203,36 @@ class KubernetesAdapter:
         """Create ``req``'s objects, skipping those that exist already."""
         self._namespace(req.namespace)
         self.room.reserve(req)
-        made = sum(self.api.create(body) for body in manifests.objects(req))
+        made = 0
+        for body in manifests.objects(req):
+            if self.api.create(body):
+                made += 1
+            else:
+                self._ours_already(body, req)
         if not made:
             return ActionResult(
                 ok=True, job=req.job_id, message=f"already submitted as {req.job_id}"
             )
         kind = f"{len(req.nodes)} pods" if req.gang else "job"
         return ActionResult(ok=True, job=req.job_id, message=f"created {kind} {req.job_id}")
+
+    def _ours_already(self, body: Obj, req: PodRequest) -> None:
+        """A create answered AlreadyExists: the object of that name must be this
+        submission's (a rerun). The name is derived from the plan id, which anybody may
+        read in a saved plan: an object of it without our identity is not taken for ours."""
+        meta = body["metadata"]
+        where, kind = f"{meta['namespace']}/{meta['name']}", body["kind"]
+        read = self.api.job if kind == "Job" else self.api.pod
+        found = read(meta["namespace"], meta["name"])
+        if found is None:  # deleted between the create and the read
+            raise TemporaryError(f"{kind} {where} was there, then gone; rerun the apply")
+        ident = identity_of(found["metadata"])
+        if ident is None or (ident.workload, ident.submission) != (req.workload, req.name):
+            raise PermanentError(
+                f"{kind} {where}, the name of this submission, exists and was not created by "
+                f"the control plane for {req.workload}; refusing to take it for ours (delete "
+                "or rename it, then plan again)"
+            )
 
     def _namespace(self, name: str) -> None:
         if name not in self._made:
@@ -295,7 +318,9 @@ class KubernetesAdapter:
             self._namespace(req.namespace)
             self.room.reserve(req)
             for index, node in zip(_free_indices(sub, len(req.nodes)), missing, strict=False):
-                self.api.create(manifests.pod(req, index, node))
+                body = manifests.pod(req, index, node)
+                if not self.api.create(body):  # a rerun's, or somebody's of that name
+                    self._ours_already(body, req)
         return ActionResult(
             ok=True,
             job=sub.id,

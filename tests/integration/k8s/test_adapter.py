@@ -16,6 +16,7 @@ from kubernetes import client
 from adapters.base import PermanentError, TemporaryError
 from adapters.kubernetes import KubernetesAdapter
 from adapters.kubernetes.fakekubelet import FakeKubelet
+from adapters.kubernetes.identity import idempotency_key, submission_name
 from specs.actions import Op
 from specs.models import Cluster
 from specs.snapshot import JobState
@@ -423,3 +424,44 @@ def test_a_shrink_keeps_the_lowest_replicas_where_it_has_a_choice(
     )
     name = gang.job.split("/")[1]
     wait_for(lambda: [p.metadata.name for p in pods()] == [f"{name}-0"])
+
+
+def test_an_object_of_our_name_that_is_not_ours_is_not_taken_for_the_submission(
+    adapter: KubernetesAdapter, make_action: Helper, foreign_pod: Helper, kube: client.ApiClient
+) -> None:
+    """Submission names are deterministic (the workload and the plan id), so a rerun meets
+    its own objects: AlreadyExists was read as "already submitted" whoever had made the
+    object. Somebody's Job of that name (the plan id is in `cp plan --out`'s file) made the
+    apply report the submit done, and the workload sat as a placeholder for a job that was
+    not ours (user trial). An object of that name without our identity fails the submit."""
+    core, batch = client.CoreV1Api(kube), client.BatchV1Api(kube)
+    if not [n for n in core.list_namespace().items if n.metadata.name == "cp-chem"]:
+        core.create_namespace({"metadata": {"name": "cp-chem"}})
+    job_name = submission_name("chem/md-run", idempotency_key("p1"))
+    batch.create_namespaced_job(
+        "cp-chem",
+        {
+            "metadata": {"name": job_name},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    }
+                }
+            },
+        },
+    )
+    gang_name = submission_name("chem/gang", idempotency_key("p1"))
+    foreign_pod(f"{gang_name}-1", "a100-2", 1, namespace="cp-chem")
+    with pytest.raises(PermanentError, match="not created by the control plane"):
+        adapter.execute(make_action(nodes=["a100-0"]), plan_id="p1")
+    with pytest.raises(PermanentError, match="not created by the control plane"):
+        adapter.execute(make_action(workload="chem/gang", nodes=["a100-1", "a100-2"]), plan_id="p1")
+    theirs = core.read_namespaced_pod(f"{gang_name}-1", "cp-chem")
+    assert theirs.metadata.deletion_timestamp is None and not theirs.metadata.labels
+    assert not batch.read_namespaced_job(job_name, "cp-chem").metadata.deletion_timestamp
+    # a rerun of our own submission is still "already submitted"
+    ours = adapter.execute(make_action(workload="chem/other", nodes=["a100-0"]), plan_id="p1")
+    again = adapter.execute(make_action(workload="chem/other", nodes=["a100-0"]), plan_id="p1")
+    assert ours.job == again.job and "already submitted" in again.message
