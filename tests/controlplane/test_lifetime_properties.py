@@ -1,7 +1,8 @@
 """A reconcile loop over a working day: random orgs, then a run of edits (workloads resized,
-retyped, reprioritised, added and removed, quotas and limits changed, pools grown and
-shrunk) with time passing between them, each cycle planned and carried out one action at a
-time on the file-backed simulator, as ``cp apply`` does.
+retyped, reprioritised, made (non-)preemptible, given another walltime or GPU types, added
+and removed; quotas, limits and minRuntime changed; pools grown and shrunk) with time
+passing between them, each cycle planned and carried out one action at a time on the
+file-backed simulator, as ``cp apply`` does.
 
 After every cycle: no node holds more than it has; no workload has two jobs; a workload
 the specs dropped runs nowhere; a running job is its current spec, or the plan says why
@@ -21,7 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from adapters.simulator import nodes_from_spec
@@ -34,6 +35,15 @@ from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
 from tests.builders import NOW, cluster, department, desired, pool, project, workload
 
 Doc = dict[str, Any]
+# a workload's fields an edit sets, and the values it may set (None: the field removed)
+FIELDS: dict[str, list[Any]] = {
+    "gpus": [1, 2, 4],
+    "type": ["training", "interactive", "inference"],
+    "priority": [50, 75, 125, None],
+    "preemptible": [True, False, None],
+    "walltime": ["30m", "3h", None],
+    "gpuTypes": [["a100_80"], ["v100"], None],
+}
 FOREIGN = "foreign-1"  # a job someone else submitted: never ours to touch
 
 
@@ -47,7 +57,7 @@ def _workload(draw: st.DrawFn, name: str, projects: list[str]) -> Doc:
     return workload(
         name,
         draw(st.sampled_from(projects)),
-        gpus=draw(st.sampled_from([1, 2, 4])),
+        gpus=draw(st.sampled_from([1, 2, 4, 8])),
         replicas=replicas,
         minReplicas=draw(st.integers(1, replicas)),
         type=draw(st.sampled_from(["training", "training", "interactive", "inference"])),
@@ -60,7 +70,7 @@ def days(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, str, Any]]]:
     """An org and its running work's first specs, then (minutes later, edit, argument)
     steps."""
     pools = [
-        pool("a100", gpus_per_node=8, nodes=draw(st.integers(1, 3))),
+        pool("a100", gpus_per_node=8, nodes=draw(st.integers(1, 2))),
         pool("v100", gpu_type="v100", gpus_per_node=4, nodes=draw(st.integers(0, 2))),
     ]
     docs: list[Doc] = [cluster(pools=pools)]
@@ -78,25 +88,33 @@ def days(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, str, Any]]]:
                 department=draw(st.sampled_from([None, *depts])),
             )
         )
-    docs += [_workload(draw, f"w{i}", projects) for i in range(draw(st.integers(1, 6)))]
+    # often one project takes the cluster first, the others' work comes later (reclaim)
+    first = draw(st.sampled_from([projects, projects[:1]]))
+    docs += [_workload(draw, f"w{i}", first) for i in range(draw(st.integers(1, 8)))]
     steps: list[tuple[int, str, Any]] = []
-    for i in range(draw(st.integers(1, 5))):
+    for i in range(draw(st.integers(1, 6))):
         minutes = draw(st.sampled_from([0, 20, 120]))
         edit = draw(
             st.sampled_from(
-                ["gpus", "replicas", "type", "priority", "remove", "add", "quota", "limit", "nodes"]
+                [
+                    *FIELDS,
+                    "replicas",
+                    "remove",
+                    "limit",
+                    "minRuntime",
+                    "nodes",
+                    *["add", "quota"] * 3,
+                ]
             )
         )
         which = draw(st.integers(0, 99))
-        if edit == "gpus":
-            arg: Any = (which, draw(st.sampled_from([1, 2, 4])))
+        if edit in FIELDS:
+            arg: Any = (which, draw(st.sampled_from(FIELDS[edit])))
         elif edit == "replicas":
             r = draw(st.integers(1, 3))
             arg = (which, r, draw(st.integers(1, r)))
-        elif edit == "type":
-            arg = (which, draw(st.sampled_from(["training", "interactive", "inference"])))
-        elif edit == "priority":
-            arg = (which, draw(st.sampled_from([50, 75, 125])))
+        elif edit == "minRuntime":
+            arg = (which, draw(st.sampled_from([None, "30m", "3h"])))
         elif edit == "add":
             arg = _workload(draw, f"n{i}", projects)
         elif edit == "quota":
@@ -123,6 +141,9 @@ def _edit(docs: list[Doc], edit: str, arg: Any) -> None:
         pools = docs[0]["spec"]["nodePools"]
         next(p for p in pools if p["name"] == arg[0])["nodes"] = arg[1]
         return
+    if edit == "minRuntime":
+        _set(projects[arg[0] % len(projects)]["spec"], "minRuntime", arg[1])
+        return
     if edit in ("quota", "limit"):
         quota = projects[arg[0] % len(projects)]["spec"]["quota"]
         if edit == "quota":
@@ -141,14 +162,17 @@ def _edit(docs: list[Doc], edit: str, arg: Any) -> None:
     spec = target["spec"]
     if edit == "remove":
         docs.remove(target)
-    elif edit == "gpus":
-        spec["gpus"] = arg[1]
     elif edit == "replicas":
         spec["replicas"], spec["minReplicas"] = arg[1], arg[2]
-    elif edit == "type":
-        spec["type"] = arg[1]
-    elif edit == "priority":
-        spec["priority"] = arg[1]
+    else:
+        _set(spec, edit, arg[1])
+
+
+def _set(spec: Doc, key: str, value: Any) -> None:
+    if value is None:
+        spec.pop(key, None)
+    else:
+        spec[key] = value
 
 
 def _first_world(state: DesiredState, at: Path) -> None:
@@ -276,6 +300,8 @@ def test_a_day_of_edits_keeps_the_loops_promises(
             snap = _observe(sim, now, versions, seen)
             made = plan(state, snap, now=now)
             assert plan(state, snap, now=now) == made  # deterministic
+            for op in sorted({a.op.value for a in made.actions}):
+                event(f"a cycle that plans a {op}")
             _carry_out(sim, made)
             after = _observe(sim, now, versions, seen)
             _check_cycle(state, snap, made, after)
