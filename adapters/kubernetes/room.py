@@ -13,7 +13,9 @@ others', and those being deleted). If they do not:
 * if pods being deleted would make the room, it waits for them to go (polling the node,
   at most ``timeout`` seconds, then a TemporaryError: rerun the apply to continue);
 * otherwise the cluster changed since the plan (a pod of somebody else's took the GPUs):
-  a TemporaryError at once, nothing is created, and the next plan sees the new state.
+  a PermanentError at once (the same plan would fail again: a new plan is needed, which
+  ``cp apply DIR`` or ``cp watch`` makes), nothing is created, and the next plan sees the
+  new state.
 
 Each check reads only the target nodes' pods (one small list per node, from the API
 server's watch cache, indexed by node; a node that looks short is read again from etcd)
@@ -28,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from adapters.base import TemporaryError
+from adapters.base import PermanentError, TemporaryError
 from adapters.kubernetes.api import KubeAPI, Obj
 from adapters.kubernetes.identity import SUBMISSION
 from adapters.kubernetes.observation import holds, pod_gpus, quantity
@@ -95,10 +97,9 @@ class Room:
                 return
             node, (free, leaving) = next(iter(sorted(short.items())))
             if free + leaving < wanted[node]:
-                raise TemporaryError(
+                raise PermanentError(
                     f"node {node} has {free} GPUs free and the plan puts {wanted[node]} of "
-                    f"{req.workload} there: the cluster changed since the plan; plan again",
-                    delay=10.0,
+                    f"{req.workload} there: the cluster changed since the plan; plan again"
                 )
             if self.clock() > deadline:
                 raise TemporaryError(

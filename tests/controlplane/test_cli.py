@@ -125,23 +125,31 @@ class FlakyAdapter:
         return self.inner.execute(action, plan_id=plan_id)
 
 
-def test_interrupted_apply_resumes_without_duplicates(
-    quickstart: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _apply_failing_at_4(quickstart: Path, capsys: pytest.CaptureFixture[str]) -> Plan:
+    """The quick start's plan, saved, and applied until its 4th action fails."""
     assert cp(capsys, "plan", quickstart, "--out", quickstart / "p.json").code == 0
     plan = Plan.from_json((quickstart / "p.json").read_text())
-    desired = load_specs(quickstart).desired
-    from datetime import datetime
-
-    clock = lambda: datetime(2026, 11, 22, 10, tzinfo=UTC)  # noqa: E731
-    sim = SimulatorAdapter(desired.clusters["sim"], state_dir=quickstart / ".cp", clock=clock)
+    sim = SimulatorAdapter(
+        load_specs(quickstart).desired.clusters["sim"], state_dir=quickstart / ".cp", clock=T0
+    )
     store = Store(default_url(quickstart))
     from specs.snapshot import Snapshot, observed_digest
 
-    digest = observed_digest(Snapshot(now=clock(), clusters=[sim.observe()]))
+    digest = observed_digest(Snapshot(now=T0(), clusters=[sim.observe()]))
     first = apply_plan(plan, {"sim": FlakyAdapter(sim, fail_at=4)}, store, observed_digest=digest)
     assert not first.ok and len([o for o in first.outcomes if o.status == "done"]) == 3
     assert [r.status for r in store.actions(plan.id)][:4] == ["done", "done", "done", "failed"]
+    return plan
+
+
+def T0() -> datetime:
+    return datetime(2026, 11, 22, 10, tzinfo=UTC)
+
+
+def test_interrupted_apply_resumes_without_duplicates(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = _apply_failing_at_4(quickstart, capsys)
     # the rerun resumes (the clusters moved on, but it is the same plan) and finishes
     rerun = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart, "--json")
     assert rerun.code == 0, rerun.err
@@ -149,10 +157,25 @@ def test_interrupted_apply_resumes_without_duplicates(
     assert body["resumed"] and [a["status"] for a in body["actions"]][:3] == ["skipped"] * 3
     # a look at the jobs, at the clock the first apply ran at (the rerun ran at today's)
     looking = SimulatorAdapter(
-        desired.clusters["sim"], state_dir=quickstart / ".cp", clock=clock, read_only=True
+        load_specs(quickstart).desired.clusters["sim"],
+        state_dir=quickstart / ".cp",
+        clock=T0,
+        read_only=True,
     )
     jobs = looking.observe().jobs
     assert len(jobs) == len({j.workload for j in jobs}) == len(plan.actions), "no duplicate job"
+
+
+def test_a_rerun_of_a_failed_apply_is_not_called_interrupted(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing was interrupted: the apply failed, and the rerun said "(resumed an
+    interrupted apply)" all the same (user trial)."""
+    _apply_failing_at_4(quickstart, capsys)
+    rerun = cp(capsys, "apply", quickstart / "p.json", "--dir", quickstart)
+    assert rerun.code == 0, rerun.err
+    assert "resumed an apply that stopped before its end" in rerun.out, rerun.out
+    assert "interrupted" not in rerun.out
 
 
 BAD_SPECS = {

@@ -55,7 +55,7 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
     head = "[green]Apply complete[/]" if report.ok else "[red]Apply failed[/]"
     console.print(
         f"{head}: {done} done, {len(report.failed)} failed"
-        + (" (resumed an interrupted apply)" if report.resumed else "")
+        + (" (resumed an apply that stopped before its end)" if report.resumed else "")
         + "."
     )
 

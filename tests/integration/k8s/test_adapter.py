@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from adapters.base import PermanentError, TemporaryError
+from adapters.base import PermanentError
 from adapters.kubernetes import KubernetesAdapter
 from adapters.kubernetes.fakekubelet import FakeKubelet
 from adapters.kubernetes.identity import idempotency_key, submission_name
@@ -374,7 +374,9 @@ def test_a_submit_waits_for_evicted_pods_and_refuses_gpus_someone_else_took(
             == "Running"
         )
     )
-    with pytest.raises(TemporaryError, match=r"node a100-1 has 2 GPUs free .* plan again"):
+    # not to be retried: the same plan would fail the same way (user trial: "plan again
+    # (temporary: rerun `cp apply` to continue)", and the rerun failed again)
+    with pytest.raises(PermanentError, match=r"node a100-1 has 2 GPUs free .* plan again"):
         adapter.execute(make_action(workload="chem/late", gpus=4, nodes=["a100-1"]), plan_id="p3")
     assert len(pods()) == 1, "nothing created"
 
