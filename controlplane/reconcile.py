@@ -64,6 +64,7 @@ from datetime import datetime
 
 from controlplane import unreachable
 from controlplane.converge import VIRTUAL, Round, converge
+from controlplane.outrun import outrun_candidates
 from controlplane.placements import placements, prunes, retried, segment, unlisted
 from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id
 from controlplane.quotas import quota_tables
@@ -329,6 +330,7 @@ def _cycle(
     # 9. fan-out: the quota gate, then the chosen candidates
     fan = plan_fan_out(problem, session, specs, forecasts)
     actions += fan.actions
+    actions += outrun_candidates(actions, observed)  # GPUs freed for others, not for them
     # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do)
     actions = [retried(problem, segment(problem, a)) for a in actions]
     actions = sort_actions(actions, observed)  # a move may need the place another one leaves

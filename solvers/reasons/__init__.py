@@ -27,6 +27,7 @@ from solvers.reasons.disturbed import (
 )
 from solvers.reasons.edits import (
     Cause,
+    candidate_outrun,
     change_does_not_fit,
     change_not_placed,
     change_over_budget,
@@ -92,6 +93,7 @@ __all__ = [
     "at_fair_share",
     "beyond_deserved",
     "beyond_fair_share",
+    "candidate_outrun",
     "candidates_waiting",
     "change_does_not_fit",
     "change_not_placed",

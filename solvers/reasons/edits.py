@@ -114,6 +114,21 @@ def queued_on_taken_nodes(job: str, nodes: list[str], gone: list[str] | None = N
     )
 
 
+def candidate_outrun(job: str, nodes: list[str], others: list[str]) -> Reason:
+    """The cancel of a waiting fan-out candidate the cluster would start on GPUs the plan
+    frees for ``others``: its evictions run first, and the cluster starts what waits the
+    moment it fits."""
+    return Reason(
+        code=ReasonCode.FAN_OUT,
+        message=(
+            f"job {job} waits in the cluster's queue, and would start on {', '.join(nodes)} "
+            f"as soon as this plan frees GPUs there, before {', '.join(others)} arrive"
+            f"{'s' if len(others) == 1 else ''} on them: it is cancelled, and the workload's "
+            "candidates submitted again after the plan's other work"
+        ),
+    )
+
+
 def queued_in_removed_pool(job: str, pool: str) -> Reason:
     """The cancel of a job that waits in a cluster's queue in a pool the specs removed."""
     return Reason(

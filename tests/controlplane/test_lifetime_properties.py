@@ -1,8 +1,9 @@
 """A reconcile loop over a working day: random orgs, then a run of edits (workloads resized,
-retyped, reprioritised, made (non-)preemptible, given another walltime or GPU types, added
-and removed; quotas, limits and minRuntime changed; pools grown and shrunk) with time
-passing between them, each cycle planned and carried out one action at a time on the
-file-backed simulator, as ``cp apply`` does.
+retyped, reprioritised, made (non-)preemptible, given another walltime or GPU types,
+added and removed, some in checkpoint segments or fanned out over the pools; quotas, limits
+and minRuntime changed; pools grown and shrunk) with time passing between them, each cycle
+planned and carried out one action at a time on the file-backed simulator, as ``cp apply``
+does.
 
 After every cycle: no node holds more than it has; no workload has two jobs; a workload
 the specs dropped runs nowhere; a running job is its current spec, or the plan says why
@@ -29,6 +30,7 @@ from adapters.simulator import nodes_from_spec
 from adapters.simulator.adapter import SimulatorAdapter
 from controlplane.plan import Plan
 from controlplane.reconcile import plan
+from specs.actions import Op
 from specs.desired import DesiredState
 from specs.models import WorkloadSpec
 from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
@@ -54,6 +56,13 @@ def _workload(draw: st.DrawFn, name: str, projects: list[str]) -> Doc:
         extra["walltime"] = draw(st.sampled_from(["30m", "3h"]))
     if draw(st.integers(0, 3)) == 0:
         extra["priority"] = draw(st.sampled_from([50, 75, 125]))
+    kind = draw(st.sampled_from(["plain"] * 4 + ["segmented", "fan-out"]))
+    if kind == "segmented":  # an hour a segment, 2 h or 2.5 h in all
+        total = draw(st.sampled_from(["2h", "150m"]))
+        extra.update(walltime="1h", checkpoint={"total": total, "grace": "5m"})
+    elif kind == "fan-out":  # the cluster places it, in either pool
+        replicas = 1
+        extra.update(walltime="3h", strategy={"fanOut": True, "maxParallel": 2})
     return workload(
         name,
         draw(st.sampled_from(projects)),
@@ -163,8 +172,9 @@ def _edit(docs: list[Doc], edit: str, arg: Any) -> None:
     if edit == "remove":
         docs.remove(target)
     elif edit == "replicas":
-        spec["replicas"], spec["minReplicas"] = arg[1], arg[2]
-    else:
+        if "strategy" not in spec:  # fan-out work runs one replica
+            spec["replicas"], spec["minReplicas"] = arg[1], arg[2]
+    elif not (edit == "walltime" and "checkpoint" in spec and arg[1] is None):  # it needs one
         _set(spec, edit, arg[1])
 
 
@@ -196,12 +206,17 @@ def _usage(
     state: DesiredState, snap: Snapshot, waiting: set[str]
 ) -> tuple[Counter[str], Counter[str]]:
     """GPUs held per quota level (departments prefixed ``d:``), and the non-preemptible
-    ones (a job whose edit waits runs as it was: preemptible, if it was)."""
+    ones (a job whose edit waits runs as it was: preemptible, if it was). A fan-out
+    workload counts once: its candidates race, and the next plan cancels the losers."""
     held: Counter[str] = Counter()
     held_np: Counter[str] = Counter()
+    counted: set[str] = set()
     for job in snap.clusters[0].jobs:
         if not job.state.holds_gpus or job.workload not in state.workloads:
             continue
+        if job.workload in counted and _fans_out(state, job.workload):
+            continue
+        counted.add(job.workload)
         spec = state.workloads[job.workload].spec
         levels = [spec.project]
         dept = state.projects[spec.project].spec.department
@@ -234,10 +249,23 @@ def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snaps
         if job.state.holds_gpus:
             used.update({r.node or "": r.gpus for r in job.replicas})
     assert all(used[n] <= size[n] for n in used), (used, size)
-    # one job per workload, none for a workload the specs dropped
+    # one job per workload (fan-out: a candidate per pool at most), none for a workload the
+    # specs dropped
     active = Counter(j.workload for j in jobs if j.state.active and j.workload is not None)
-    assert all(n == 1 for n in active.values()), active
     assert set(active) <= set(state.workloads), set(active) - set(state.workloads)
+    for key, n in active.items():
+        assert n <= (2 if _fans_out(state, key) else 1), (key, n)
+    # segmented work: none runs again once its segments add up to its total
+    for key, w in state.workloads.items():
+        ck = w.spec.checkpoint
+        if ck is None or ck.total is None:
+            continue
+        done = sum(
+            (j.ended_at - j.started_at).total_seconds()
+            for j in jobs
+            if j.workload == key and j.state == JobState.COMPLETED and j.started_at and j.ended_at
+        )
+        assert done < ck.total or not active[key], (key, done, ck.total)
     # a running job is its spec, or its edit waits and the plan says why
     waiting = {p.workload for p in made.pending}
     for job in jobs:
@@ -253,6 +281,32 @@ def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snaps
         if quota.limit is not None:
             assert now[level] <= max(quota.limit, was[level]), (level, now, quota)
         assert now_np[level] <= max(quota.gpus, was_np[level]), (level, now_np, quota)
+
+
+def _fans_out(state: DesiredState, key: str) -> bool:
+    strategy = state.workloads[key].spec.strategy
+    return strategy is not None and strategy.fan_out
+
+
+def _settled(state: DesiredState, made: Plan, after: Snapshot) -> bool:
+    """Whether the next plan should find nothing to do: no fan-out candidate was submitted
+    (which of them starts is news to it) nor has a rival waiting, and no checkpointing job
+    was cancelled for its new version (which starts once it has saved: the next plan)."""
+    if any(a.submit is not None and a.submit.candidate for a in made.actions):
+        return False
+    waits = {p.workload for p in made.pending}
+    if any(
+        a.op == Op.CANCEL and a.workload in waits and state.workloads[a.workload].spec.checkpoint
+        for a in made.actions
+        if a.workload in state.workloads
+    ):
+        return False
+    fanned = Counter(
+        j.workload
+        for j in after.clusters[0].jobs
+        if j.state.active and j.workload in state.workloads and _fans_out(state, j.workload)
+    )
+    return all(n < 2 for n in fanned.values())
 
 
 def _at(now: datetime) -> Callable[[], datetime]:
@@ -279,7 +333,13 @@ def _carry_out(sim: SimulatorAdapter, made: Plan) -> None:
 def test_a_day_of_edits_keeps_the_loops_promises(
     day: tuple[list[Doc], list[tuple[int, str, Any]]],
 ) -> None:
-    docs, steps = day
+    live(*day, note=event)
+
+
+def live(
+    docs: list[Doc], steps: list[tuple[int, str, Any]], note: Callable[[str], object] = print
+) -> None:
+    """Run the cycles of a day, checking each; ``note`` hears what each cycle planned."""
     now = NOW
     # what the store keeps: every version planned, and when each workload's was first seen
     versions: dict[str, WorkloadSpec] = {}
@@ -301,10 +361,30 @@ def test_a_day_of_edits_keeps_the_loops_promises(
             made = plan(state, snap, now=now)
             assert plan(state, snap, now=now) == made  # deterministic
             for op in sorted({a.op.value for a in made.actions}):
-                event(f"a cycle that plans a {op}")
+                note(f"a cycle that plans a {op}")
             _carry_out(sim, made)
             after = _observe(sim, now, versions, seen)
             _check_cycle(state, snap, made, after)
             again = plan(state, after, now=now)
-            if not made.solver.cut_short:
+            if not made.solver.cut_short and _settled(state, made, after):
                 assert again.actions == [], (edit, arg, again.actions)
+
+
+def test_gpus_a_plan_frees_go_where_it_planned_not_to_a_waiting_candidate() -> None:
+    """A fan-out candidate waited in the cluster's queue for 8 GPUs. The plan shrank an
+    elastic job (a higher priority job of its project wanted room) and put the newcomer on
+    the GPUs that freed. Evictions run first, so the cluster started the waiting candidate
+    on them before the plan's submit arrived, and the submit failed ("node a100-02 has 8
+    GPUs; this would use 10"; found by the property above). A candidate that would start
+    on GPUs the plan gives to other work is cancelled first, and submitted again last."""
+    one = {"replicas": 1, "minReplicas": 1, "priority": 50}
+    docs = [
+        cluster(pools=[pool("a100", nodes=1), pool("v100", gpu_type="v100", gpus_per_node=4, nodes=1)]),
+        project("p0", gpus=0, weight=1, limit=14),
+        project("p1", gpus=0, weight=0),
+        *[workload(f"w{i}", "p0", gpus=1, **one) for i in (0, 1, 3, 5, 6)],
+        workload("w2", "p1", gpus=8, walltime="3h", strategy={"fanOut": True, "maxParallel": 2}, **one),
+        workload("w4", "p0", gpus=4, replicas=2, minReplicas=1),
+    ]  # fmt: skip
+    newcomer = workload("n2", "p0", gpus=1, replicas=3, minReplicas=1, priority=75)
+    live(docs, [(0, "remove", 0), (0, "nodes", ("a100", 2)), (0, "add", newcomer)])
