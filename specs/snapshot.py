@@ -59,6 +59,21 @@ _ACTIVE = {
 _HOLDING = {JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED}
 
 
+class Reservation(SnapshotModel):
+    """A window in which a node starts none of our jobs (Slurm: a reservation they do not
+    ask for, such as an announced maintenance). A job whose time limit would run into it
+    is not placed there, nor kept waiting there."""
+
+    name: str
+    start: AwareDatetime
+    end: AwareDatetime | None = Field(default=None, description="null: no end known")
+    maintenance: bool = Field(
+        default=False,
+        description="the site's maintenance (Slurm: Flags=MAINT)",
+        exclude_if=lambda v: not v,
+    )
+
+
 class Node(SnapshotModel):
     name: str
     pool: str | None = None
@@ -70,6 +85,12 @@ class Node(SnapshotModel):
         default=False,
         description="no new job can start here now, whatever GPUs are free (Slurm: every CPU "
         "of it is allocated); its work runs on, and a job queued for it is placed again",
+        exclude_if=lambda v: not v,
+    )
+    reservations: list[Reservation] = Field(
+        default_factory=list,
+        description="windows, earliest first, in which no new job of ours starts here (one "
+        "under way makes the node take none now); its running work is left alone",
         exclude_if=lambda v: not v,
     )
 

@@ -64,9 +64,11 @@ from adapters.slurm.forecast import (
     parse_test_only,
 )
 from adapters.slurm.idempotency import PlanIndex
-from adapters.slurm.observation import build_job, build_node, pool_states
+from adapters.slurm.observation import build_job, cluster_state
 from adapters.slurm.parse import QueueRow
 from adapters.slurm.request import build_request, request_of_job
+from adapters.slurm.reservations import COMMAND as RESERVATIONS
+from adapters.slurm.reservations import parse_reservations as parse_windows
 from adapters.slurm.script import BatchRequest, render_script, sbatch_options
 from adapters.slurm.tags import Tag, job_name, parse_tag
 from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
@@ -160,7 +162,7 @@ class SlurmAdapter:
         """
         sinfo = self._check(["sinfo", "-h", "-N", "-a", "-o", parse.SINFO_FORMAT])
         node_rows = parse.parse_sinfo(sinfo.stdout)
-        nodes = [build_node(row, self.pools) for row in node_rows]
+        reserved = parse_windows(self._check(list(RESERVATIONS)).stdout)
         rows = self._queue()
         wanted = [
             r
@@ -174,12 +176,7 @@ class SlurmAdapter:
             detail = self._check(["scontrol", "-o", "-d", "show", "job"])
             allocations = parse.parse_allocations(detail.stdout)
         jobs = [build_job(r, allocations.get(r.unique_id), self.pools) for r in wanted]
-        return ClusterState(
-            name=self.cluster,
-            nodes=nodes,
-            jobs=self._endings(jobs),
-            pools=pool_states(node_rows, self.pools),
-        )
+        return cluster_state(self.cluster, node_rows, reserved, self._endings(jobs), self.pools)
 
     def _endings(self, jobs: list[Job]) -> list[Job]:
         """End times of our ended jobs (squeue %e; for a running job it is only the limit)

@@ -8,7 +8,7 @@ mapping is tested without a cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from adapters.slurm.eviction import observed_state
 from adapters.slurm.parse import (
@@ -19,9 +19,10 @@ from adapters.slurm.parse import (
     node_state,
     parse_gpu_gres,
 )
+from adapters.slurm.reservations import ReservationRow, node_windows
 from adapters.slurm.tags import parse_tag
 from specs.models import NodePool
-from specs.snapshot import Job, JobState, Node, PoolState, Replica
+from specs.snapshot import ClusterState, Job, JobState, Node, PoolState, Replica, Reservation
 
 
 def match_pool(
@@ -44,7 +45,12 @@ def match_pool(
     return None
 
 
-def build_node(row: NodeRow, pools: Sequence[NodePool]) -> Node:
+def build_node(
+    row: NodeRow,
+    pools: Sequence[NodePool],
+    windows: Mapping[str, list[Reservation]] | None = None,
+) -> Node:
+    """The snapshot's node for a sinfo row; ``windows``: every node's reservations."""
     gpu_type, gpus = parse_gpu_gres(row.gres)
     pool = match_pool(pools, row.partitions, gpu_type)
     if pool is not None and gpu_type is None and gpus:
@@ -67,6 +73,24 @@ def build_node(row: NodeRow, pools: Sequence[NodePool]) -> Node:
         # ALLOCATED: every CPU is taken, so no job starts here whatever GPUs are free
         # (mixed: some CPUs are free)
         full=state == "allocated",
+        reservations=(windows or {}).get(row.name, []),
+    )
+
+
+def cluster_state(
+    name: str,
+    rows: Sequence[NodeRow],
+    reserved: Iterable[ReservationRow],
+    jobs: list[Job],
+    pools: Sequence[NodePool],
+) -> ClusterState:
+    """The cluster as observed: its nodes (with their reservations), jobs and pool limits."""
+    windows = node_windows(reserved)
+    return ClusterState(
+        name=name,
+        nodes=[build_node(row, pools, windows) for row in rows],
+        jobs=jobs,
+        pools=pool_states(rows, pools),
     )
 
 
