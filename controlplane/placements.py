@@ -33,9 +33,7 @@ def prunes(problem: Problem) -> list[Action]:
     ]
     out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
     for c, job in problem.stranded:
-        stuck = stuck_on(c, job, problem.nodes)
-        gone = [n for n in stuck if node_key(c, n) not in problem.nodes]
-        out.append(_cancel(c, job, reasons.queued_on_taken_nodes(job.id, stuck, gone)))
+        out.append(_cancel(c, job, _stranded_why(problem, c, job)))
     out += [
         _cancel(c, job, reasons.queued_in_removed_pool(job.id, job.pool or ""))
         for c, job in problem.pool_gone
@@ -58,6 +56,18 @@ def prunes(problem: Problem) -> list[Action]:
             reason = reasons.duplicate(key, *kept)
         out.append(_cancel(cluster, job, reason))
     return out
+
+
+def _stranded_why(problem: Problem, cluster: str, job: Job) -> Reason:
+    """Why a job waiting where it cannot start is cancelled: its node's reservation begins
+    before it would end, or the node is taken, drained or gone."""
+    stuck = stuck_on(cluster, job, problem.nodes)
+    for name in stuck:
+        node = problem.nodes.get(node_key(cluster, name))
+        if node is not None and node.window is not None and node.runs_into(job.walltime):
+            return reasons.queued_on_reserved_node(job.id, name, node.window, job.walltime)
+    gone = [n for n in stuck if node_key(cluster, n) not in problem.nodes]
+    return reasons.queued_on_taken_nodes(job.id, stuck, gone)
 
 
 def _namesakes(problem: Problem) -> dict[str, str]:

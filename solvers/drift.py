@@ -320,7 +320,9 @@ def _replace(
     where it does not fit there, it waits in the cycle as a new job would (``Trial``); the
     old version stays where the new one may not start."""
     distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
-    index = FreeIndex(problem.nodes, distinct)
+    index = FreeIndex(
+        problem.nodes, distinct, {k: p.max_walltime for k, p in problem.pools.items()}
+    )
     held, held_np = defaultdict(float, held_now[0]), defaultdict(float, held_now[1])
     for req, job, old, cause in todo:
         spent = problem.spent.get(req.queue)
@@ -357,7 +359,7 @@ def _replace(
         for n, g in leaves:
             if n in index.free:
                 index.give(n, g)
-        nodes = index.place_gang(req.pools, req.gpus, req.replicas)
+        nodes = index.place_gang(req.pools, req.gpus, req.replicas, lasts=req.walltime)
         if nodes is None:
             for n, g in leaves:
                 if n in index.free:

@@ -33,9 +33,16 @@ class FreeIndex:
     """
 
     def __init__(
-        self, nodes: dict[str, NodeInfo], distinct: frozenset[PoolKey] = frozenset()
+        self,
+        nodes: dict[str, NodeInfo],
+        distinct: frozenset[PoolKey] = frozenset(),
+        limits: Mapping[PoolKey, int | None] | None = None,
     ) -> None:
         self.distinct = distinct  # pools where a gang takes one replica per node
+        # nodes with a reservation ahead (a maintenance), where only work that ends before
+        # it begins may go; and each pool's time limit, a job's own where it sets none
+        self.windows = {k: n for k, n in nodes.items() if n.closes_in is not None}
+        self.limits = limits or {}
         self.free: dict[str, int] = {}
         self.total = 0  # free GPUs over every node (none of an over-committed one)
         self.pool_of: dict[str, PoolKey] = {}
@@ -68,17 +75,45 @@ class FreeIndex:
             buckets[free] = SortedList()
         return buckets[free]
 
-    def best_node(self, pool: PoolKey, gpus: int, avoid: set[str] | None = None) -> str | None:
+    def best_node(
+        self, pool: PoolKey, gpus: int, avoid: set[str] | None = None, *, lasts: int | None
+    ) -> str | None:
         """The fitting node with the fewest free GPUs, then the first name (not in ``avoid``),
-        that leaves the cluster's next pass the room it needs (:meth:`leaves_room`)."""
+        that leaves the cluster's next pass the room it needs (:meth:`leaves_room`), and
+        whose next reservation a job of time limit ``lasts`` (seconds; None: none, so the
+        pool's) would not run into."""
         held = pool in self._least  # candidates wait in the pool: keep them their start
         for free in sorted(f for f, b in self._buckets.get(pool, {}).items() if f >= gpus and b):
             for node in self._buckets[pool][free]:
-                if (not avoid or node not in avoid) and (
-                    not held or self.leaves_room({node: gpus})
+                if (
+                    (not avoid or node not in avoid)
+                    and (not self.windows or not self.runs_into(node, lasts))
+                    and (not held or self.leaves_room({node: gpus}))
                 ):
                     return str(node)
         return None
+
+    def runs_into(self, node: str, lasts: int | None) -> bool:
+        """Whether a job of time limit ``lasts`` started on ``node`` now would run into
+        the node's next reservation (a job without one has its pool's)."""
+        info = self.windows.get(node)
+        if info is None:
+            return False
+        return info.runs_into(lasts if lasts is not None else self.limits.get(self.pool_of[node]))
+
+    def reserved(self, pools: list[PoolKey], gpus: int, lasts: int | None) -> list[NodeInfo]:
+        """The nodes of ``pools`` with the free GPUs for a replica of ``gpus`` that a job of
+        time limit ``lasts`` may not take for their next reservation, by name."""
+        return sorted(
+            (
+                info
+                for node, info in self.windows.items()
+                if self.pool_of.get(node) in pools
+                and self.free[node] >= gpus
+                and self.runs_into(node, lasts)
+            ),
+            key=lambda n: n.name,
+        )
 
     def take(self, node: str, gpus: int) -> None:
         self._move(node, -gpus)
@@ -113,16 +148,24 @@ class FreeIndex:
         return room
 
     def place_gang(
-        self, pools: list[PoolKey], gpus: int, count: int, holding: frozenset[str] = frozenset()
+        self,
+        pools: list[PoolKey],
+        gpus: int,
+        count: int,
+        holding: frozenset[str] = frozenset(),
+        *,
+        lasts: int | None,
     ) -> list[str] | None:
-        """Place ``count`` replicas of ``gpus`` each inside one pool, or nothing.
+        """Place ``count`` replicas of ``gpus`` each inside one pool, or nothing; a job of
+        time limit ``lasts`` (seconds; None: none) on no node whose next reservation it
+        would run into.
 
         Pools are tried in the order of the node the first replica would take (fewest
         free GPUs, then name), which is plain KAI bin-packing for a single replica.
         """
         firsts = []
         for pool in pools:
-            node = self.best_node(pool, gpus)
+            node = self.best_node(pool, gpus, lasts=lasts)
             if node is not None:
                 firsts.append((self.free[node], node, pool))
         for _, _, pool in sorted(firsts):
@@ -130,7 +173,7 @@ class FreeIndex:
             # distinct pools: no node twice, nor one the job already holds (``holding``)
             avoid: set[str] | None = set(holding) if pool in self.distinct else None
             for _ in range(count):
-                node = self.best_node(pool, gpus, avoid)
+                node = self.best_node(pool, gpus, avoid, lasts=lasts)
                 if avoid is not None and node is not None:
                     avoid.add(node)
                 if node is None:

@@ -88,7 +88,8 @@ class Session:
         down (``ending``) holds its GPUs but is charged to no queue: it is as good as gone,
         and never a victim again."""
         distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
-        s = cls(problem, FreeIndex(problem.nodes, distinct), per_type=problem.typed)
+        limits = {k: p.max_walltime for k, p in problem.pools.items()}
+        s = cls(problem, FreeIndex(problem.nodes, distinct, limits), per_type=problem.typed)
         for job in problem.jobs.values():
             if job.running:
                 s.tasks[job.key] = list(job.placed)
@@ -119,7 +120,7 @@ class Session:
             if len(named) == len(asks):
                 self._hold_on(q.pool, named, asks)
             elif not named:
-                self.hold(q.pool, asks)
+                self.hold(q.pool, asks, q.job.walltime)
 
     def hold_candidates(self) -> None:
         """Fan-out workloads whose candidates wait in the clusters' queues: their GPUs count
@@ -143,7 +144,7 @@ class Session:
             if named and len(named) == len(asks):
                 nodes = self._hold_on(pool, named, asks)
             if nodes is None:
-                nodes, sizes = self.hold(pool, asks), sorted(asks, reverse=True)
+                nodes, sizes = self.hold(pool, asks, j.walltime), sorted(asks, reverse=True)
             if nodes is not None:
                 names = [self.problem.nodes[n].name for n in nodes]
                 self.held[cluster, j.id] = list(zip(names, sizes, strict=True))
@@ -163,13 +164,14 @@ class Session:
             index.take(node, gpus)
         return nodes
 
-    def hold(self, pool: PoolKey, asks: list[int]) -> list[str] | None:
+    def hold(self, pool: PoolKey, asks: list[int], lasts: int | None) -> list[str] | None:
         """Take the GPUs of a job the cluster places: one entry of ``asks`` per node, on
-        distinct nodes, tightest fit first (as the clusters place). Nothing is taken when
-        they do not all fit now: such a job waits, and holds nothing until room appears."""
+        distinct nodes, tightest fit first (as the clusters place), none it would not end
+        on before the node's next reservation (``lasts``: its time limit). Nothing is taken
+        when they do not all fit now: such a job waits, and holds nothing until room appears."""
         taken: list[tuple[str, int]] = []
         for gpus in sorted(asks, reverse=True):
-            node = self.index.best_node(pool, gpus, {n for n, _ in taken})
+            node = self.index.best_node(pool, gpus, {n for n, _ in taken}, lasts=lasts)
             if node is None:
                 for n, g in taken:
                     self.index.give(n, g)
@@ -284,7 +286,8 @@ def place(
         for n in back:
             s.index.take(n, job.gpus)
     else:
-        nodes = s.index.place_gang(pools, job.gpus, count, frozenset(s.tasks.get(job.key, ())))
+        holding = frozenset(s.tasks.get(job.key, ()))
+        nodes = s.index.place_gang(pools, job.gpus, count, holding, lasts=job.walltime)
     if nodes is None:
         return None
     s.tasks.setdefault(job.key, []).extend(nodes)

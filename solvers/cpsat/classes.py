@@ -217,13 +217,15 @@ def _growths(problem: Problem) -> tuple[Growth, ...]:
 def _classes(
     problem: Problem, base: Base, sizes: dict[PoolKey, tuple[int, ...]]
 ) -> tuple[NodeClass, ...]:
-    """Classes of nodes that can take at least the smallest replica wanted in their pool."""
+    """Classes of nodes that can take at least the smallest replica wanted in their pool.
+    A node with a reservation ahead (a maintenance) is in none: which jobs end before it
+    begins is the greedy's to decide, job by job (solvers/placement.py)."""
     members: dict[tuple[PoolKey, int, int], list[str]] = defaultdict(list)
     for key, free in base.free.items():
         node = problem.nodes[key]
         assert node.pool is not None
         wanted = sizes.get(node.pool)
-        if wanted and free >= wanted[-1]:
+        if wanted and free >= wanted[-1] and node.closes_in is None:
             members[(node.pool, node.capacity, free)].append(key)
     return tuple(
         NodeClass(pool=pool, capacity=cap, free=free, nodes=tuple(sorted(nodes)))

@@ -38,7 +38,7 @@ def pending_reasons(
     blocks: dict[PoolKey, list[int]] = defaultdict(list)  # free GPUs per node, per pool
     for n, f in free.items():
         pool = problem.nodes[n].pool
-        if pool is not None and f > 0:
+        if pool is not None and f > 0 and problem.nodes[n].closes_in is None:  # as the model
             blocks[pool].append(f)
     out: dict[str, Reason] = {}
     capacity: dict[tuple[object, ...], Reason] = {}  # jobs of one shape share the answer

@@ -122,7 +122,7 @@ def plan_fan_out(
         session.charge(job, gpus)
         for v in chosen:
             c = v.candidate
-            session.hold((c.cluster, c.pool), [c.gpus_per_node] * c.nodes)
+            session.hold((c.cluster, c.pool), [c.gpus_per_node] * c.nodes, c.walltime)
         resumed = seg is not None and seg.done > 0
         for i, v in enumerate(chosen, 1):
             reason = reasons.fan_out_candidate(

@@ -284,7 +284,7 @@ class Allocator:
         for p in pools:
             t, biggest = self.s.index.pool_free(p)
             total, largest = total + t, max(largest, biggest)
-        return reasons.no_room(
+        why = reasons.no_room(
             count,
             job.gpus,
             pools,
@@ -292,6 +292,11 @@ class Allocator:
             largest,
             gang_would_fit_in_total=total >= count * job.gpus,
         )
+        reserved = self.s.index.reserved(pools, job.gpus, job.walltime)
+        if reserved:  # nodes with the room whose maintenance it would run into
+            windows = [(n.name, n.window) for n in reserved if n.window is not None]
+            return reasons.reserved_nodes(why, windows, job.walltime)
+        return why
 
 
 def check_limits(s: Session, job: JobRequest, gpus: int) -> Reason | None:

@@ -30,6 +30,7 @@ from solvers.problem.records import (
     node_key,
 )
 from solvers.problem.specpart import ProblemCache, SpecPart, eligible_pools, job_request, spec_part
+from solvers.problem.stranded import stranded_on, stuck_on
 from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.desired import DesiredState
 from specs.snapshot import Job, JobState, Snapshot
@@ -74,7 +75,7 @@ def build_problem(
         cache.spec_part(desired, limits) if cache is not None else spec_part(desired, limits=limits)
     )
     queues, top, pools = part.queues, part.top, part.pools
-    nodes = _nodes(observed, pools)
+    nodes = _nodes(observed, pools, _utc(now))
     orphans = [
         (c.name, j)
         for c in observed.clusters
@@ -162,7 +163,7 @@ def build_problem(
         elif active and _outdated(active, wl.spec.digest):
             outdated += active  # nothing runs yet: the new version takes their place
             jobs[key] = req
-        elif active and _stranded(active, nodes):
+        elif active and stranded_on(active, nodes):
             stranded += active  # nothing will make room there: placed again
             jobs[key] = req
         elif active:
@@ -245,18 +246,25 @@ def set_aside_fan_out(problem: Problem) -> None:
         problem.fan_out[key] = problem.jobs.pop(key)
 
 
-def _nodes(observed: Snapshot, pools: dict[PoolKey, PoolInfo]) -> dict[str, NodeInfo]:
+def _nodes(
+    observed: Snapshot, pools: dict[PoolKey, PoolInfo], now: datetime
+) -> dict[str, NodeInfo]:
     nodes: dict[str, NodeInfo] = {}
     for c in observed.clusters:
         for n in c.nodes:
             pool = (c.name, n.pool) if n.pool and (c.name, n.pool) in pools else None
+            window = next((w for w in n.reservations if w.end is None or _utc(w.end) > now), None)
+            closes_in = (_utc(window.start) - now).total_seconds() if window else None
             nodes[node_key(c.name, n.name)] = NodeInfo(
                 name=n.name,
                 cluster=c.name,
                 pool=pool,
                 capacity=n.gpus,
                 used=0,
-                schedulable=n.schedulable,
+                # a reservation under way: the node takes no new work, as a drained one
+                schedulable=n.schedulable and (closes_in is None or closes_in > 0),
+                window=window,
+                closes_in=closes_in,
             )
         for j in c.jobs:
             if not j.state.holds_gpus:
@@ -353,33 +361,6 @@ def _restarts_within_min_runtime(
 def _ending(job: Job) -> bool:
     """Winding down (a cancel or eviction under way): cancelling it again changes nothing."""
     return job.state is JobState.COMPLETING
-
-
-def _stranded(queued: list[tuple[str, Job]], nodes: dict[str, NodeInfo]) -> bool:
-    """Jobs waiting in a cluster's queue, each pinned to nodes (the plan placed it) of
-    which one cannot hold it as the clusters stand: running work holds its GPUs, or it
-    is drained or gone. Nothing the plans do will make room there, while GPUs may be idle
-    elsewhere. Work winding down there (the victims of the plan that pinned it, within
-    their grace) makes room as it ends. A fan-out candidate, which the cluster places, is
-    never stranded."""
-    return all(j.candidate is None and bool(stuck_on(cluster, j, nodes)) for cluster, j in queued)
-
-
-def stuck_on(cluster: str, job: Job, nodes: dict[str, NodeInfo]) -> list[str]:
-    """The nodes a queued job is pinned to that cannot hold its replicas now (none if it
-    is not pinned: the cluster places it)."""
-    asks: dict[str, int] = {}
-    for r in job.replicas:
-        if r.node is None:
-            return []
-        asks[r.node] = asks.get(r.node, 0) + r.gpus
-    return [
-        name
-        for name, gpus in sorted(asks.items())
-        if (n := nodes.get(node_key(cluster, name))) is None
-        or not n.schedulable
-        or n.capacity - n.used + n.leaving < gpus
-    ]
 
 
 def _rivals_of_a_finished_winner(

@@ -8,7 +8,7 @@ from typing import Any
 
 from solvers.segments import Segments
 from specs.actions import Reason
-from specs.snapshot import Failure, Job
+from specs.snapshot import Failure, Job, Reservation
 
 PoolKey = tuple[str, str]  # (cluster, pool): a pool's identity across clusters
 
@@ -67,6 +67,15 @@ class NodeInfo:
     used: int  # GPUs held by every job on it, ours and others'
     schedulable: bool
     leaving: int = 0  # of ``used``, held by jobs winding down (preempted, cancelled)
+    # the node's next reservation (an announced maintenance) and the seconds until it
+    # begins: no job of ours that would run into it starts here (one under way: none)
+    window: Reservation | None = None
+    closes_in: float | None = None
+
+    def runs_into(self, limit: int | None) -> bool:
+        """Whether a job started here now with time limit ``limit`` (seconds; None: none)
+        would run into the node's next reservation."""
+        return self.closes_in is not None and (limit is None or limit > self.closes_in)
 
     @property
     def free(self) -> int:

@@ -8,7 +8,8 @@ the sentences are built here, from facts passed in, and nowhere else. GPU counts
 written as people write them (``8``, not ``8.0``), times as UTC ISO 8601.
 
 One module per kind of reason, all re-exported here (callers write
-``reasons.granted(...)``): words, started, disturbed, edits (solvers/drift.py), waiting.
+``reasons.granted(...)``): words, started, disturbed, edits (solvers/drift.py), waiting,
+reserved (a node's reservation).
 """
 
 from solvers.reasons.disturbed import (
@@ -44,6 +45,7 @@ from solvers.reasons.edits import (
     stays_preemptible,
     unknown_version,
 )
+from solvers.reasons.reserved import queued_on_reserved_node, reserved_nodes
 from solvers.reasons.started import (
     fan_out_candidate,
     granted,
@@ -132,12 +134,14 @@ __all__ = [
     "pruned",
     "queued_for_old_version",
     "queued_in_removed_pool",
+    "queued_on_reserved_node",
     "queued_on_taken_nodes",
     "ranked_lower",
     "reclaimed",
     "reclaimed_type",
     "replaced",
     "replacing",
+    "reserved_nodes",
     "resumed",
     "retry",
     "room_made",
