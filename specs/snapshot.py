@@ -232,6 +232,12 @@ class ClusterState(SnapshotModel):
         description="limits the cluster sets on node pools (only pools that have some)",
         exclude_if=lambda v: not v,
     )
+    partitions: list[str] = Field(
+        default_factory=list,
+        description="the partitions the cluster has (Slurm: those sinfo lists), so a pool "
+        "naming one it lacks (a typo) is known as such; empty: not reported",
+        exclude_if=lambda v: not v,
+    )
     runs: list[JobRun] = Field(
         default_factory=list,
         description="runs of our jobs since the last observation, from the cluster's "

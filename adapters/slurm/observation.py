@@ -84,13 +84,15 @@ def cluster_state(
     jobs: list[Job],
     pools: Sequence[NodePool],
 ) -> ClusterState:
-    """The cluster as observed: its nodes (with their reservations), jobs and pool limits."""
+    """The cluster as observed: its nodes (with their reservations), jobs, pool limits and
+    partitions (a pool naming one it lacks, a typo, is then known as such)."""
     windows = node_windows(reserved)
     return ClusterState(
         name=name,
         nodes=[build_node(row, pools, windows) for row in rows],
         jobs=jobs,
         pools=pool_states(rows, pools),
+        partitions=sorted({p for row in rows for p in row.partitions}),
     )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from solvers.order import job_id_order, last_completed, round_winner
+from solvers.problem.partitions import drop_missing, missing_partitions
 from solvers.problem.records import (
     JobRequest,
     NodeInfo,
@@ -76,6 +77,7 @@ def build_problem(
     )
     queues, top, pools = part.queues, part.top, part.pools
     nodes = _nodes(observed, pools, _utc(now))
+    missing = missing_partitions(observed, pools)  # typos in the specs: no such partition
     orphans = [
         (c.name, j)
         for c in observed.clusters
@@ -113,6 +115,8 @@ def build_problem(
         req = _clone(template)  # solvers set where it runs, and site policy may block it
         req.placed = []
         req.created = _utc(queued_since) if (queued_since := since.get(key)) else created_now
+        if missing:
+            drop_missing(req, missing)
         wl = desired.workloads[key]
         seen = by_workload.get(key)
         if seen is None and wl.spec.checkpoint is None:

@@ -235,6 +235,18 @@ def walltime_exceeds_cluster(
     )
 
 
+def partition_missing(pool: PoolKey, partition: str, has: Sequence[str]) -> Reason:
+    """A pool whose partition its cluster does not have (a typo in the specs)."""
+    cluster = pool[0]
+    return Reason(
+        code=ReasonCode.NO_ELIGIBLE_POOL,
+        message=(
+            f"pool {cluster}/{pool[1]} asks for partition {partition}, which cluster {cluster} "
+            f"does not have (it has {', '.join(has)}): fix the pool's partition in the specs"
+        ),
+    )
+
+
 def no_eligible_pool(per_replica: int) -> Reason:
     return Reason(
         code=ReasonCode.NO_ELIGIBLE_POOL,

@@ -17,7 +17,7 @@ from adapters.slurm import hostlist
 from adapters.slurm.errors import classify, is_gone
 from adapters.slurm.forecast import StartForecast, parse_test_only
 from adapters.slurm.idempotency import PlanIndex
-from adapters.slurm.observation import build_job, build_node, match_pool, pool_states
+from adapters.slurm.observation import build_job, build_node, cluster_state, match_pool, pool_states
 from adapters.slurm.parse import (
     RS,
     US,
@@ -660,3 +660,18 @@ def test_a_node_whose_cpus_are_all_taken_takes_no_new_job() -> None:
     full = parse_sinfo(record("a100-2", "gpu-a100", "allocated", "gpu:a100_80:8(S:0)"))[0]
     busy = parse_sinfo(record("a100-1", "gpu-a100", "mixed", "gpu:a100_80:8(S:0)"))[0]
     assert build_node(full, POOLS).full and not build_node(busy, POOLS).full
+
+
+def test_the_cluster_reports_the_partitions_sinfo_lists() -> None:
+    """So a pool naming a partition the cluster lacks (a typo) is known as such, not as a
+    pool with no free GPUs."""
+    text = "".join(
+        sinfo_record(node, part, "idle", gres, "up")
+        for node, part, gres in [
+            ("a100-1", "gpu-a100", "gpu:a100_80:8(S:0)"),
+            ("cpu-1", "debug*", "(null)"),
+            ("v100-1", "gpu-v100", "gpu:v100:4(S:0)"),
+        ]
+    )
+    state = cluster_state("local", parse_sinfo(text), [], [], POOLS)
+    assert state.partitions == ["debug", "gpu-a100", "gpu-v100"]

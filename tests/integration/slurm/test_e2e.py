@@ -342,6 +342,30 @@ def test_nodes_of_a_closed_partition_are_not_planned_onto(
     assert [(a["op"], a["pool"]) for a in plan["actions"]] == [("submit", "v100")]
 
 
+def test_a_pool_whose_partition_the_cluster_lacks_is_named_in_the_plan(
+    clean_slurm: Any, cluster_doc: dict[str, Any], tmp_path: Path, capsys: Capsys
+) -> None:
+    """A typo in a pool's partition (gpu-a10O) passes cp validate, which reads no cluster;
+    the plan said only "0 free" and the work waited for ever. The observation lists the
+    cluster's partitions, and the plan says the pool's is not among them."""
+    specs = tmp_path / "specs"
+    typo = copy.deepcopy(cluster_doc)
+    typo["spec"]["gpuTypes"]["a10"] = {"memoryGiB": 24}
+    typo["spec"]["nodePools"].append(
+        {"name": "a10", "gpuType": "a10", "gpusPerNode": 4, "partition": "gpu-a10O"}
+    )
+    write_specs(specs, [typo, project("p", 8), workload("w", "p", 2, "a10")])
+    ok(cp(capsys, "validate", specs))
+    observed = ok(cp(capsys, "observe", specs)).json()
+    assert observed["clusters"][0]["partitions"] == ["debug", "gpu-a100", "gpu-v100"]
+    plan = ok(cp(capsys, "plan", specs, "--json")).json()
+    assert plan["actions"] == [] and waiting(plan) == {"p/w": "no-eligible-pool"}
+    assert plan["pending"][0]["reason"]["message"].startswith(
+        "pool local/a10 asks for partition gpu-a10O, which cluster local does not have "
+        "(it has debug, gpu-a100, gpu-v100)"
+    )
+
+
 def test_a_finished_workload_is_remembered_not_rerun(
     clean_slurm: Any,
     cluster_doc: dict[str, Any],
