@@ -6,7 +6,8 @@ it begins sinfo shows the node idle; a job pinned there (``--nodelist``) whose t
 crosses the window waits "ReqNodeNotAvail, May be reserved for other job", and every plan
 kept it waiting through the whole window while the identical node stood idle (user
 trial). The reservation below starts ten minutes after the test begins and is deleted
-when it ends.
+when it ends. The project's name is this file's own: slurmctld remembers the ended jobs of
+earlier tests for a while, and a completed ``p/long`` of theirs would count as this one's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def workload(name: str, gpus: int, walltime: str) -> dict[str, Any]:
     return doc(
         "Workload",
         name,
-        project="p",
+        project="mnt",
         gpus=gpus,
         gpuTypes=["a100_80"],
         walltime=walltime,
@@ -47,8 +48,13 @@ def ok(result: Result) -> Result:
 
 
 @pytest.fixture
-def maintenance(clean_slurm: Any, slurm: Helper) -> Iterator[None]:
-    """a100-1 reserved for maintenance from ten minutes from now, for an hour."""
+def maintenance(clean_slurm: Any, slurm: Helper, wait_for: Helper) -> Iterator[None]:
+    """a100-1 reserved for maintenance from ten minutes from now, for an hour; both a100
+    nodes idle first (an earlier test's jobs may leave them busy a moment)."""
+    idle = ["idle", "idle"]
+    wait_for(
+        lambda: slurm("sinfo", "-h", "-N", "-n", "a100-[1-2]", "-o", "%T").stdout.split() == idle
+    )
     made = slurm(
         "scontrol", "create", "reservation", "ReservationName=cp-test-maint",
         "StartTime=now+600", "Duration=60", "Nodes=a100-1", "Users=root",
@@ -80,7 +86,7 @@ def test_work_that_would_run_into_an_announced_maintenance_goes_elsewhere(
         specs,
         [
             cluster_doc,
-            doc("Project", "p", quota={"gpus": 16}),
+            doc("Project", "mnt", quota={"gpus": 16}),
             workload("long", 4, "30m"),
             workload("short", 8, "5m"),
         ],
@@ -94,10 +100,10 @@ def test_work_that_would_run_into_an_announced_maintenance_goes_elsewhere(
 
     planned = ok(cp(capsys, "plan", specs, "--json")).json()
     placed = {a["workload"]: [r["node"] for r in a["replicas"]] for a in planned["actions"]}
-    assert placed == {"p/long": ["a100-2"], "p/short": ["a100-1"]}
+    assert placed == {"mnt/long": ["a100-2"], "mnt/short": ["a100-1"]}, planned["pending"]
     ok(cp(capsys, "apply", specs, "--auto-approve"))
-    wait_for(lambda: running_on(squeue, "p/long") == [("RUNNING", "a100-2")])
-    wait_for(lambda: running_on(squeue, "p/short") == [("RUNNING", "a100-1")])
+    wait_for(lambda: running_on(squeue, "mnt/long") == [("RUNNING", "a100-2")])
+    wait_for(lambda: running_on(squeue, "mnt/short") == [("RUNNING", "a100-1")])
 
 
 def test_a_job_waiting_on_a_node_under_an_announced_maintenance_is_placed_again(
@@ -116,10 +122,10 @@ def test_a_job_waiting_on_a_node_under_an_announced_maintenance_is_placed_again(
     runs it on a100-2, saying why."""
     specs = tmp_path / "specs"
     write_specs(
-        specs, [cluster_doc, doc("Project", "p", quota={"gpus": 16}), workload("a", 4, "30m")]
+        specs, [cluster_doc, doc("Project", "mnt", quota={"gpus": 16}), workload("a", 4, "30m")]
     )
     pinned = make_action(
-        workload="p/a", nodes=["a100-1"], gpus=4, walltime=1800, command=["sleep", "600"]
+        workload="mnt/a", nodes=["a100-1"], gpus=4, walltime=1800, command=["sleep", "600"]
     )
     job = adapter.execute(pinned, plan_id="before-the-announcement").job
     assert job is not None
@@ -139,4 +145,4 @@ def test_a_job_waiting_on_a_node_under_an_announced_maintenance_is_placed_again(
     [cancel] = [a for a in again["actions"] if a["op"] == "cancel"]
     assert "a100-1 is reserved for maintenance from" in cancel["reason"]["message"]
     ok(cp(capsys, "apply", specs, "--auto-approve"))
-    wait_for(lambda: running_on(squeue, "p/a") == [("RUNNING", "a100-2")])
+    wait_for(lambda: running_on(squeue, "mnt/a") == [("RUNNING", "a100-2")])
