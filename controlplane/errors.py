@@ -7,6 +7,7 @@
     ├── WorkloadNotFoundError no workload by that name in the specs
     ├── ApplyError           some actions failed; what ran is recorded, a rerun resumes
     ├── LeaseHeldError       another reconciler is applying right now
+    ├── CheckoutBehindError  the specs are older than those the clusters follow: pull
     ├── StoreError           the store's database cannot be used as it is (one line: which
     │                        database, what went wrong, what to do)
     └── StateFileError       a state or input file (simulator state, plan, snapshot) is
@@ -53,6 +54,10 @@ class ApplyError(ControlPlaneError):
 
 
 class LeaseHeldError(ControlPlaneError):
+    pass
+
+
+class CheckoutBehindError(ControlPlaneError):
     pass
 
 

@@ -1,9 +1,11 @@
-"""The commit a plan's specs were read at (the plan's ``gitCommit``)."""
+"""The commit a plan's specs were read at (the plan's ``gitCommit``), and what git knows
+of two commits' order (controlplane/lineage.py)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 
@@ -27,6 +29,25 @@ def git_commit(spec_dir: Path) -> str | None:
         ":(exclude).cp",
     )
     return f"{head}-dirty" if changed else head
+
+
+def contains(spec_dir: Path, newer: str, older: str) -> bool | None:
+    """Whether commit ``newer`` has ``older`` in its history (or is it); None when git
+    cannot tell here (a commit this checkout has not fetched, no git)."""
+    if _git(spec_dir, "cat-file", "-e", f"{older}^{{commit}}") is None:
+        return None
+    if _git(spec_dir, "cat-file", "-e", f"{newer}^{{commit}}") is None:
+        return None
+    return _git(spec_dir, "merge-base", "--is-ancestor", older, newer) is not None
+
+
+def committed_at(spec_dir: Path, commit: str) -> datetime | None:
+    """When ``commit`` was committed (its committer date), None when git cannot tell."""
+    stamp = _git(spec_dir, "show", "-s", "--format=%cI", commit)
+    try:
+        return datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:
+        return None
 
 
 def _git(spec_dir: Path, *args: str) -> str | None:

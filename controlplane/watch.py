@@ -19,7 +19,8 @@ stop on the first problem. So each cycle:
    unreachable cluster: reported the same way, and retried with backoff (the interval,
    doubled per failure in a row, at most ``MAX_BACKOFF``). A lease held elsewhere (a
    person applying by hand) is reported too, but retried at the interval: somebody else
-   acting is not the loop failing.
+   acting is not the loop failing. So is a checkout behind the specs another reconciler
+   applied (controlplane/lineage.py): its pull is due, and it undoes nothing meanwhile.
 
 SIGINT or SIGTERM (see :meth:`Watcher.stop`) lets the action in flight finish, leaves
 the plan resumable and ends the loop.
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from adapters.base import AdapterError
 from controlplane import workflow
-from controlplane.errors import ControlPlaneError, LeaseHeldError
+from controlplane.errors import CheckoutBehindError, ControlPlaneError, LeaseHeldError
 from controlplane.plan import Plan
 from controlplane.writers import Writer, writers
 from specs.actions import ReasonCode
@@ -69,7 +70,7 @@ class Cycle:
     line: str
     failed: bool = False
     partial: bool = False  # failed for some clusters only: the interval stays as it is
-    busy: bool = False  # another reconciler held the lease: the interval stays as it is
+    busy: bool = False  # another reconciler held the lease or is ahead: the interval stays
     held_back: bool = False  # the prune guard held the plan back: it needs a person
 
 
@@ -233,7 +234,7 @@ class Watcher:
                 f"{first}); nothing applied",
                 failed=True,
             )
-        except LeaseHeldError as exc:
+        except (LeaseHeldError, CheckoutBehindError) as exc:  # retried, never backed off
             return Cycle(f"{head} {exc}", failed=True, busy=True)
         except (ControlPlaneError, AdapterError) as exc:
             return Cycle(f"{head} {exc}", failed=True)

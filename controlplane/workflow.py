@@ -33,10 +33,16 @@ from controlplane import apply as applying
 from controlplane import collector
 from controlplane.activity import busy, note
 from controlplane.apply import REPLAN, ApplyReport, OnOutcome, actor, holding_lease, run_plan
-from controlplane.errors import ControlPlaneError, LeaseHeldError, StateFileError
+from controlplane.errors import (
+    CheckoutBehindError,
+    ControlPlaneError,
+    LeaseHeldError,
+    StateFileError,
+)
 from controlplane.forecast import gather
 from controlplane.gitcommit import git_commit
 from controlplane.impact import applied_diff
+from controlplane.lineage import behind
 from controlplane.observe import adapters_for, observe
 from controlplane.plan import Plan, PolicyDiff
 from controlplane.reconcile import plan as make_plan
@@ -302,9 +308,14 @@ def apply_specs(
     when = resolve_now(now)
     with store, holding_lease(store) as lease:
         store.close_interrupted()
+        last = store.last_applied_plan()
+        # a clone that has not pulled yet would undo a newer commit's apply: it neither
+        # acts nor records what it sees (its specs are not the ones the clusters follow)
+        commit = git_commit(spec_dir)
+        if (why := behind(spec_dir, loaded.desired.digest, commit, last, store)) is not None:
+            raise CheckoutBehindError(f"{why}; nothing was done")
         snap = observe(loaded.desired, adapters, when, store, record=True)
         plan = plan_for(spec_dir, loaded, snap, when, adapters, policy)
-        last = store.last_applied_plan()
         plan = with_policy(plan, applied_diff(last, plan))
         if last is not None and plan.repeats(last):
             # a loop with nothing to do: the store has this plan already, as the last one

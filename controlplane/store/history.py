@@ -143,6 +143,16 @@ class History:
                 ).first()
             return Plan.from_json(row.body) if row is not None else None
 
+    def applied_specs(self, spec_digest: str) -> bool:
+        """Whether an apply ever acted on a plan of these specs (the clusters followed them)."""
+        with self.db.session() as db:
+            found = db.exec(
+                select(PlanRow.id)
+                .where(PlanRow.spec_digest == spec_digest, PlanRow.status != "planned")
+                .limit(1)
+            ).first()
+            return found is not None
+
     def reviewed_plan(self, spec_digest: str) -> Plan | None:
         """The last plan made for review (``cp plan --base``) of exactly these specs and
         not superseded: what a pull request's reviewers saw, looked up when it is merged.

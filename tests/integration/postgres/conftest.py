@@ -14,10 +14,12 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
@@ -103,3 +105,14 @@ def postgres_url() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_db(postgres_url: str) -> Iterator[str]:
+    """A database of its own, without tables (what a new shared store looks like)."""
+    name = f"cp_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    yield postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    admin.dispose()

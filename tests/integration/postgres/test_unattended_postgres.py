@@ -5,9 +5,7 @@ works, and the history chain verifies and names an edited record."""
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,17 +17,6 @@ from tests.controlplane.test_concurrency import PAIRS, active_jobs, judge_pair
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def fresh_db(postgres_url: str) -> Iterator[str]:
-    """A database of its own, without tables (what a new shared store looks like)."""
-    name = f"cp_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    yield postgres_url.rsplit("/", 1)[0] + f"/{name}"
-    admin.dispose()
 
 
 def quickstart(root: Path) -> Path:
