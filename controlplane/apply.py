@@ -64,6 +64,7 @@ class ApplyReport:
     resumed: bool = False
     stopped: bool = False  # asked to stop before the end: the plan is interrupted
     already_applied: bool = False  # applied to the end before: nothing was run again
+    followed_by: str | None = None  # another plan of the same specs was applied: not run
 
     @property
     def failed(self) -> list[ActionOutcome]:

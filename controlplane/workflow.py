@@ -356,10 +356,13 @@ def apply_saved(
     progress: OnOutcome | None = None,
     stop: Callable[[], bool] | None = None,
     replan: str = REPLAN,
+    reviewed: bool = False,
 ) -> ApplyReport:
     """Carry out a saved plan under the apply lease, refused if the clusters moved on
     since it was made (unless it resumes an interrupted apply of the same plan), saying
-    ``replan``; ``stop`` is asked before each action."""
+    ``replan``; ``stop`` is asked before each action. A ``reviewed`` plan (on merge)
+    whose specs another plan applied meanwhile (a watch that pulled the merge first) is
+    not run: the clusters follow those specs already."""
     applying.real_clock_only(loaded.desired, now)
     store = open_store(spec_dir, db, now=now)
     stored = store.get_plan(plan.id)
@@ -371,6 +374,8 @@ def apply_saved(
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
     with store, holding_lease(store) as lease:
         store.close_interrupted(except_plan=plan.id)
+        if reviewed and (other := _followed(store, plan)) is not None:
+            return ApplyReport(plan.id, followed_by=other)
         snap = observe(loaded.desired, adapters, resolve_now(now), store, record=True)
         return run_plan(
             plan,
@@ -382,3 +387,14 @@ def apply_saved(
             stop=stop,
             replan=replan,
         )
+
+
+def _followed(store: Store, plan: Plan) -> str | None:
+    """The plan, other than ``plan`` (never applied), that applied the same specs to the
+    end and is the one the clusters follow now; None if there is none."""
+    if store.plan_status(plan.id) != "planned":
+        return None  # applied already, or cut short: run_plan says so, or resumes it
+    last = store.last_applied_plan()
+    if last is None or last.id == plan.id or last.spec_digest != plan.spec_digest:
+        return None
+    return last.id if store.plan_status(last.id) == "applied" else None

@@ -208,6 +208,27 @@ def test_a_reviewed_plan_applied_before_another_is_not_applied_already(
     assert "applied since" in error["message"], error
 
 
+def test_a_reviewed_apply_after_a_watch_applied_the_merged_specs_does_nothing(
+    repo: Path, capsys: Capsys
+) -> None:
+    """The watch the README keeps beside the CI pulled the merge and applied it before the
+    merge job ran; the merge job's `apply --reviewed` was refused ("made against another
+    state of the clusters"), a failed CI run, though the clusters followed exactly the
+    merged specs (trialC). It does nothing, names the plan that applied them, exits 0."""
+    specs = repo / "specs"
+    reviewed = review_the_cut(repo, capsys)
+    watch = ok(cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", NOW)).json()
+    assert watch["actions"], watch  # the watch's cycle carried the cut out
+    merge_job = cp(capsys, "apply", specs, "--reviewed", "--auto-approve", "--now", NOW)
+    assert merge_job.code == 0, merge_job.err
+    assert f"plan {watch['plan']}" in merge_job.out and "already" in merge_job.out
+    again = ok(cp(capsys, "apply", specs, "--reviewed", "--json", "--now", NOW)).json()
+    assert again["plan"] == reviewed["id"] and again["actions"] == []
+    assert again["followedBy"] == watch["plan"]
+    settled = cp(capsys, "plan", specs, "--detailed-exitcode", "--now", NOW)
+    assert settled.code == 0, settled.out
+
+
 def test_a_pull_request_that_removes_a_cluster_shows_its_work_held(
     repo: Path, capsys: Capsys
 ) -> None:
@@ -550,8 +571,12 @@ def test_a_stale_reviewed_plan_says_how_to_get_a_fresh_one(repo: Path, capsys: C
     specs = repo / "specs"
     review_the_cut(repo, capsys)
     later = "2026-11-22T11:00:00+00:00"
+    # the clusters moved on, by a plan of other specs (the same specs applied by another
+    # plan would leave nothing to do: test_a_reviewed_apply_after_a_watch_applied_...)
+    write_specs(specs, [d for d in org(20) if d["metadata"]["name"] != "c4"])
     moved = ok(cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", later)).json()
-    assert moved["actions"]  # the clusters moved on, by another plan
+    assert moved["actions"]
+    git(repo, "checkout", "-q", "--", "specs")
     refused = cp(capsys, "apply", specs, "--reviewed", "--json", "--now", later).json()
     assert refused["error"]["kind"] == "stale-plan"
     assert "cp plan --base REF" in refused["error"]["message"]

@@ -107,6 +107,7 @@ def apply(
                 # a plain `cp plan` is never a reviewed one
                 replan="plan these specs for review again (`cp plan --base REF`, the pull "
                 "request's job), or apply without --reviewed",
+                reviewed=True,
             )
         elif target.is_dir():
 

@@ -43,6 +43,15 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
             highlight=False,
         )
         return
+    if report.followed_by is not None:
+        show = typed_here(f"cp show {report.followed_by}", spec_dir)
+        console.print(
+            f"Nothing to do: the clusters follow these specs already; plan "
+            f"{report.followed_by} applied them since plan {report.plan_id} was made "
+            f"(`{escape(show)}` lists what it did).",
+            highlight=False,
+        )
+        return
     done = sum(o.status == "done" for o in report.outcomes)
     if report.stopped:
         console.print(
@@ -96,6 +105,7 @@ def apply_json(
         "plan": plan_id,
         "resumed": report.resumed,
         "alreadyApplied": report.already_applied,
+        **({"followedBy": report.followed_by} if report.followed_by else {}),
         "ok": report.ok and not report.stopped,
         "stopped": report.stopped,  # on request (a signal): the rest is not run
         "unreachable": down,
