@@ -5,6 +5,7 @@ department's quota, the plan of the branch against main, merge, apply, settle.""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from tests.builders import cluster, department, project, workload
 from tests.builders.cli import Result, cp, write_specs
 
 Capsys = pytest.CaptureFixture[str]
+ROOT = Path(__file__).resolve().parents[2]
 NOW = "2026-11-22T10:00:00+00:00"
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 6}]
 GIT_ENV = {
@@ -670,3 +672,30 @@ def test_fewer_replicas_of_a_running_elastic_job_shrink_it(repo: Path, capsys: C
     assert fates["e/wide"] == ("unchanged", "shrinks")
     md = ok(cp(capsys, "plan", specs, "--markdown", "--now", NOW)).out
     assert "1 running workload disturbed" in md.splitlines()[0], md
+
+
+def test_the_summary_counts_the_fair_shares_that_moved(tmp_path: Path, capsys: Capsys) -> None:
+    """The comment's summary said "5 fair shares moved" over a table in which three of
+    the five stayed as they were (20 -> 20): only their allocations moved (trialC)."""
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "quickstart", root / "specs")
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".cp/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "quickstart")
+    specs = root / "specs"
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
+    git(root, "checkout", "-q", "-b", "pr")
+    product = specs / "workloads" / "product.yaml"
+    docs = product.read_text().replace("gpus: 4, walltime: 12h", "gpus: 6, walltime: 12h")
+    product.write_text("\n---\n".join(d for d in docs.split("\n---\n") if "ctr-retrain" not in d))
+    git(root, "commit", "-q", "-am", "reindex on 6 GPUs, no ctr-retrain")
+    shares = ok(cp(capsys, "plan", specs, "--base", "main", "--json", "--now", NOW)).json()
+    rows = shares["policy"]["shares"]
+    moved = sum(r["fairShareBefore"] != r["fairShareAfter"] for r in rows)
+    assert 0 < moved < len(rows)  # some queues see only their allocation change
+    md = ok(cp(capsys, "plan", specs, "--base", "main", "--markdown", "--now", NOW)).out
+    summary = next(line for line in md.splitlines() if line.startswith("**Against main"))
+    assert f" {moved} fair share{'s' if moved != 1 else ''} moved" in summary, summary
+    only = len(rows) - moved
+    assert f"{only} allocation{'s' if only != 1 else ''} changed" in summary, summary

@@ -49,8 +49,12 @@ def summary(diff: PolicyDiff) -> str:
     added = {(c.kind, c.name) for c in diff.changes if not c.field and c.before is None}
     changes = sum(not (c.field and (c.kind, c.name) in added) for c in diff.changes)
     parts = [f"{changes} policy change{'s' if changes != 1 else ''}"]
-    if diff.shares:
-        parts.append(f"{len(diff.shares)} fair share{'s' if len(diff.shares) != 1 else ''} moved")
+    # a queue's row is shown when its fair share or only its allocation moved: told apart
+    shares = sum(s.fair_share_before != s.fair_share_after for s in diff.shares)
+    if shares:
+        parts.append(f"{shares} fair share{'s' if shares != 1 else ''} moved")
+    if allocations := len(diff.shares) - shares:
+        parts.append(f"{allocations} allocation{'s' if allocations != 1 else ''} changed")
     if diff.workloads:
         parts.append(
             f"{len(diff.workloads)} workload{'s' if len(diff.workloads) != 1 else ''} affected"
