@@ -232,6 +232,12 @@ def net_actions(observed: Snapshot, final: Snapshot, rounds: list[list[Action]])
     for key, job in sorted(before.items()):
         cluster, job_id = key
         if key in after:
+            winding = (
+                after[key].state is JobState.COMPLETING and job.state is not JobState.COMPLETING
+            )
+            if key in evicted and winding:  # cancelled to save first: it holds its GPUs
+                out.append(evicted[key])  # while it winds down, but it is cancelled
+                continue
             # a waiting candidate's nodes are where the cluster will start it, not a change
             if job.candidate is None and _shape(after[key]) != _shape(job):
                 reason = by_job[key].reason
@@ -263,6 +269,8 @@ def net_actions(observed: Snapshot, final: Snapshot, rounds: list[list[Action]])
         )
         if successor is not None and job.state.holds_gpus and first.op == Op.PREEMPT:
             replaced.add(successor)  # evicted, then placed again: one move
+            if _shape(new[successor]) == _shape(job):
+                continue  # back on the very GPUs it ran on: a restart for nothing
             out.append(
                 Action(
                     op=Op.MOVE,

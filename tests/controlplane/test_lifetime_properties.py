@@ -1,9 +1,9 @@
 """A reconcile loop over a working day: random orgs, then a run of edits (workloads resized,
 retyped, reprioritised, made (non-)preemptible, given another walltime or GPU types,
 added and removed, some in checkpoint segments or fanned out over the pools; quotas, limits
-and minRuntime changed; pools grown and shrunk) with time passing between them, each cycle
-planned and carried out one action at a time on the file-backed simulator, as ``cp apply``
-does.
+and minRuntime changed; pools grown and shrunk; on one cluster or two whose nodes share
+names) with time passing between them, each cycle planned and carried out one action at a
+time on the file-backed simulators, as ``cp apply`` does.
 
 After every cycle: no node holds more than it has; no workload has two jobs; a workload
 the specs dropped runs nowhere; a running job is its current spec, or the plan says why
@@ -45,6 +45,7 @@ FIELDS: dict[str, list[Any]] = {
     "preemptible": [True, False, None],
     "walltime": ["30m", "3h", None],
     "gpuTypes": [["a100_80"], ["v100"], None],
+    "clusters": [["sim"], ["east"], None],
 }
 FOREIGN = "foreign-1"  # a job someone else submitted: never ours to touch
 
@@ -83,6 +84,8 @@ def days(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, str, Any]]]:
         pool("v100", gpu_type="v100", gpus_per_node=4, nodes=draw(st.integers(0, 2))),
     ]
     docs: list[Doc] = [cluster(pools=pools)]
+    if draw(st.booleans()):  # a second cluster, its nodes named as the first's
+        docs.append(cluster("east", pools=[pool("a100", gpus_per_node=8, nodes=1)]))
     depts = [f"d{i}" for i in range(draw(st.integers(0, 2)))]
     docs += [department(d, gpus=draw(st.integers(0, 16))) for d in depts]
     projects = [f"p{i}" for i in range(draw(st.integers(1, 3)))]
@@ -211,7 +214,7 @@ def _usage(
     held: Counter[str] = Counter()
     held_np: Counter[str] = Counter()
     counted: set[str] = set()
-    for job in snap.clusters[0].jobs:
+    for job in _jobs(snap):
         if not job.state.holds_gpus or job.workload not in state.workloads:
             continue
         if job.workload in counted and _fans_out(state, job.workload):
@@ -237,18 +240,23 @@ def _quotas(state: DesiredState) -> dict[str, Any]:
     }
 
 
+def _jobs(snap: Snapshot) -> list[Job]:
+    return [j for c in snap.clusters for j in c.jobs]
+
+
 def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snapshot) -> None:
-    jobs = after.clusters[0].jobs
+    jobs = _jobs(after)
     # the job that is not ours: untouched, and no action names it
     assert all(a.job != FOREIGN for a in made.actions), made.actions
     assert any(j.id == FOREIGN and j.state.holds_gpus for j in jobs)
-    # no node over-committed
-    size = {n.name: n.gpus for n in after.clusters[0].nodes}
-    used: Counter[str] = Counter()
-    for job in jobs:
-        if job.state.holds_gpus:
-            used.update({r.node or "": r.gpus for r in job.replicas})
-    assert all(used[n] <= size[n] for n in used), (used, size)
+    # no node over-committed, on any cluster
+    for c in after.clusters:
+        size = {n.name: n.gpus for n in c.nodes}
+        used: Counter[str] = Counter()
+        for job in c.jobs:
+            for r in job.replicas if job.state.holds_gpus else ():
+                used[r.node or ""] += r.gpus
+        assert all(used[n] <= size[n] for n in used), (c.name, used, size)
     # one job per workload (fan-out: a candidate per pool at most), none for a workload the
     # specs dropped
     active = Counter(j.workload for j in jobs if j.state.active and j.workload is not None)
@@ -288,11 +296,15 @@ def _fans_out(state: DesiredState, key: str) -> bool:
     return strategy is not None and strategy.fan_out
 
 
-def _settled(state: DesiredState, made: Plan, after: Snapshot) -> bool:
-    """Whether the next plan should find nothing to do: no fan-out candidate was submitted
-    (which of them starts is news to it) nor has a rival waiting, and no checkpointing job
-    was cancelled for its new version (which starts once it has saved: the next plan)."""
+def _settled(state: DesiredState, before: Snapshot, made: Plan, after: Snapshot) -> bool:
+    """Whether the next plan should find nothing to do: no fan-out candidate was submitted,
+    nor started since the plan was made (which of them starts is news to it), nor has a
+    rival waiting, and no checkpointing job was cancelled for its new version (which
+    starts once it has saved: the next plan)."""
     if any(a.submit is not None and a.submit.candidate for a in made.actions):
+        return False
+    waited = {(j.id, j.workload) for j in _jobs(before) if j.candidate and not j.state.holds_gpus}
+    if any((j.id, j.workload) in waited and j.state.holds_gpus for j in _jobs(after)):
         return False
     waits = {p.workload for p in made.pending}
     if any(
@@ -303,7 +315,7 @@ def _settled(state: DesiredState, made: Plan, after: Snapshot) -> bool:
         return False
     fanned = Counter(
         j.workload
-        for j in after.clusters[0].jobs
+        for j in _jobs(after)
         if j.state.active and j.workload in state.workloads and _fans_out(state, j.workload)
     )
     return all(n < 2 for n in fanned.values())
@@ -314,18 +326,19 @@ def _at(now: datetime) -> Callable[[], datetime]:
 
 
 def _observe(
-    sim: SimulatorAdapter,
+    sims: dict[str, SimulatorAdapter],
     now: datetime,
     versions: dict[str, WorkloadSpec],
     since: dict[str, datetime],
 ) -> Snapshot:
-    """The snapshot cp apply plans against: the cluster, and what the store knows."""
-    return Snapshot(now=now, clusters=[sim.observe()], versions=dict(versions), spec_since=since)
+    """The snapshot cp apply plans against: the clusters, and what the store knows."""
+    clusters = [sim.observe() for _, sim in sorted(sims.items())]
+    return Snapshot(now=now, clusters=clusters, versions=dict(versions), spec_since=since)
 
 
-def _carry_out(sim: SimulatorAdapter, made: Plan) -> None:
+def _carry_out(sims: dict[str, SimulatorAdapter], made: Plan) -> None:
     for action in made.execution_order():  # one at a time, as cp apply does
-        assert sim.execute(action, plan_id=made.id).ok, action
+        assert sims[action.cluster].execute(action, plan_id=made.id).ok, action
 
 
 @settings()
@@ -355,18 +368,21 @@ def live(
                 versions.setdefault(w.spec.digest, w.spec)
                 if since.get(key, ("", now))[0] != w.spec.digest:
                     since[key] = (w.spec.digest, now)
-            sim = SimulatorAdapter(state.clusters["sim"], state_dir=Path(tmp), clock=_at(now))
+            sims = {
+                name: SimulatorAdapter(spec, state_dir=Path(tmp), clock=_at(now))
+                for name, spec in state.clusters.items()
+            }
             seen = {key: at for key, (_, at) in since.items()}
-            snap = _observe(sim, now, versions, seen)
+            snap = _observe(sims, now, versions, seen)
             made = plan(state, snap, now=now)
             assert plan(state, snap, now=now) == made  # deterministic
             for op in sorted({a.op.value for a in made.actions}):
                 note(f"a cycle that plans a {op}")
-            _carry_out(sim, made)
-            after = _observe(sim, now, versions, seen)
+            _carry_out(sims, made)
+            after = _observe(sims, now, versions, seen)
             _check_cycle(state, snap, made, after)
             again = plan(state, after, now=now)
-            if not made.solver.cut_short and _settled(state, made, after):
+            if not made.solver.cut_short and _settled(state, snap, made, after):
                 assert again.actions == [], (edit, arg, again.actions)
 
 
@@ -388,3 +404,38 @@ def test_gpus_a_plan_frees_go_where_it_planned_not_to_a_waiting_candidate() -> N
     ]  # fmt: skip
     newcomer = workload("n2", "p0", gpus=1, replicas=3, minReplicas=1, priority=75)
     live(docs, [(0, "remove", 0), (0, "nodes", ("a100", 2)), (0, "add", newcomer)])
+
+
+def test_a_job_evicted_and_placed_back_where_it_ran_is_left_alone() -> None:
+    """A checkpointing job on a node the spec removed is replaced: cancelled with its grace
+    to save, its new version started by a later plan once it has ended. A round made room
+    for the new version at once, preempting a lower-priority gang, and the next round
+    (the new version waiting for the old to save) placed the gang back where it ran. The
+    plan showed a `move` onto the same nodes, a restart for nothing, in every plan (found
+    by the property above). Evicted and placed back on the same GPUs is no action."""
+    docs = [
+        cluster(pools=[pool("a100", nodes=1), pool("v100", gpu_type="v100", gpus_per_node=4, nodes=1)]),
+        project("p0", gpus=0, weight=0),
+        workload("w0", "p0", gpus=1, priority=75),
+        workload("w1", "p0", gpus=1, priority=75, walltime="1h",
+                 checkpoint={"total": "2h", "grace": "5m"}),
+        workload("w2", "p0", gpus=2, replicas=3, minReplicas=3),
+    ]  # fmt: skip
+    live(docs, [(0, "nodes", ("v100", 0))])
+
+
+def test_a_job_cancelled_to_save_first_is_cancelled_by_the_plan_that_says_so() -> None:
+    """Two jobs on nodes the spec removed: one moves off at once, the other checkpoints,
+    so it is cancelled with its grace to save. Where the plan took more than one round,
+    the cancel was lost from its actions (the job winds down in the virtual world, where
+    it still holds its GPUs, so nothing looked changed): the plan said it winds down, and
+    only the next plan cancelled it (found by the property above)."""
+    docs = [
+        cluster(pools=[pool("a100", nodes=1), pool("v100", gpu_type="v100", gpus_per_node=4, nodes=2)]),
+        project("p0", gpus=0, weight=0),
+        workload("w0", "p0", gpus=1, priority=50),
+        workload("w1", "p0", gpus=2, replicas=2, minReplicas=1, priority=50, walltime="1h",
+                 checkpoint={"total": "2h", "grace": "5m"}),
+        workload("w2", "p0", gpus=4),
+    ]  # fmt: skip
+    live(docs, [(0, "nodes", ("v100", 0))])
