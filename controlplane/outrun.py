@@ -11,9 +11,14 @@ the evictions. The workload is then planned again: its new candidates are submit
 the plan's last actions, once the rest has landed.
 
 The cluster's pass is modelled as the simulator and Slurm's backfill run it: waiting jobs
-in the order they were submitted, each entry on its own node, the tightest that fits,
-against the GPUs free once the evictions and moves have run (a move's new place counted
-as the plan's, like its other placements). Pure.
+in the order they were submitted, each entry on its own node, the tightest that fits. A
+candidate that fits now starts before the plan runs, the others once the evictions and
+moves have run (a move's new place counted as the plan's, like its other placements).
+The plan keeps room for one that fits now (solvers/session.py), but a round sees the
+world its earlier rounds made: there a candidate may fit on GPUs an earlier round freed
+and a later one gives away. Either way, a candidate the plan leaves no room where it
+would start is cancelled; the cancels run before any eviction
+(:func:`~controlplane.plan.execution_order`). Pure.
 """
 
 from __future__ import annotations
@@ -81,11 +86,15 @@ def _outrun(state: ClusterState, actions: list[Action]) -> list[Action]:
         planned.update(after)
         for node in after - before:
             takers.setdefault(node, set()).add(a.workload)
-    free = {n: node.gpus - used[n] + freed[n] for n, node in nodes.items()}
+    now = {n: node.gpus - used[n] for n, node in nodes.items()}
+    free = {n: now[n] + freed[n] for n in nodes}
     room = {n: node.gpus - planned[n] for n, node in nodes.items()}
     cancels = []
     for job in waiting:
-        picks = _pass(job, nodes, free)
+        picks = _pass(job, nodes, now)  # one that fits already starts before the plan runs
+        early = picks is not None
+        if picks is None:
+            picks = _pass(job, nodes, free)
         if picks is None:
             continue  # it waits on, whatever the plan frees
         short = sorted({n for n, g in picks if room[n] < g})
@@ -105,6 +114,7 @@ def _outrun(state: ClusterState, actions: list[Action]) -> list[Action]:
         for n, g in picks:
             free[n] -= g
             room[n] -= g
+            now[n] -= g if early else 0
     return cancels
 
 

@@ -296,9 +296,12 @@ def execution_order(actions: list[Action]) -> list[Action]:
 
     Submits the cluster places (fan-out candidates) come last: a cluster puts such a
     job wherever it fits when it arrives, which must not be GPUs the plan gave to
-    other work that is not there yet."""
+    other work that is not there yet. For the same reason a waiting candidate the plan
+    withdraws goes first, before any eviction frees GPUs it would start on."""
 
     def rank(a: Action) -> tuple[bool, int, bool]:
+        if a.op == Op.CANCEL and a.reason.code == ReasonCode.FAN_OUT:
+            return (False, -1, False)  # a waiting candidate withdrawn (controlplane/outrun.py)
         if shrinks(a):
             return (False, _EXEC_RANK[Op.PREEMPT], False)
         return (not a.op.evicts, _EXEC_RANK[a.op], placed_by_cluster(a))
