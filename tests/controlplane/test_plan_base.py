@@ -4,9 +4,7 @@ department's quota, the plan of the branch against main, merge, apply, settle.""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,28 +13,12 @@ import pytest
 
 from tests.builders import cluster, department, project, workload
 from tests.builders.cli import Result, cp, write_specs
+from tests.builders.git import git
 
 Capsys = pytest.CaptureFixture[str]
 ROOT = Path(__file__).resolve().parents[2]
 NOW = "2026-11-22T10:00:00+00:00"
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 6}]
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.org",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.org",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    res = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **GIT_ENV},
-        check=True,
-    )
-    return res.stdout
 
 
 def org(arts_quota: int) -> list[dict[str, Any]]:

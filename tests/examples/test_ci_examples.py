@@ -28,17 +28,12 @@ import yaml
 
 from tests.builders import cluster, department, project, workload
 from tests.builders.cli import write_specs
+from tests.builders.git import GIT_ENV, git
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "ci"
 CP = Path(sys.executable).parent / "controlplane"
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 6}]
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.org",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.org",
-}
 
 
 def org(arts_quota: int) -> list[dict[str, Any]]:
@@ -132,14 +127,6 @@ def forge() -> Iterator[tuple[str, type[Forge]]]:
 
 
 # ------------------------------------------------------------------ the repository
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV}
-    res = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True
-    )
-    return res.stdout
 
 
 @pytest.fixture

@@ -4,25 +4,15 @@ differs from it: a reviewer must know the plan is not what the commit says."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.builders.cli import cp
+from tests.builders.git import git
 
 ROOT = Path(__file__).resolve().parents[3]
 Capsys = pytest.CaptureFixture[str]
-
-
-def git(repo: Path, *args: str) -> str:
-    res = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return res.stdout.strip()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ in one folder both clones point at, as a real cluster is one whoever reaches it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,27 +17,10 @@ import yaml
 from controlplane.store import Store
 from tests.builders import cluster, project, workload
 from tests.builders.cli import cp
+from tests.builders.git import git
 from tests.controlplane.test_concurrency import active_jobs
 
 pytestmark = pytest.mark.postgres
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.org",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.org",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=os.environ | GIT_ENV,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def write(repo: Path, names: list[str]) -> None:

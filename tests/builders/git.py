@@ -1,0 +1,26 @@
+"""Git in a test's own repositories: committer set, output as text."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS``, checked; its output without the trailing newline."""
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env=os.environ | GIT_ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
