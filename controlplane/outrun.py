@@ -42,9 +42,7 @@ def outrun_candidates(actions: list[Action], observed: Snapshot) -> list[Action]
     other work, ``observed`` the world they were planned against."""
     cancels: list[Action] = []
     for state in observed.clusters:
-        mine = [a for a in actions if a.cluster == state.name]
-        if any(a.op.evicts or shrinks(a) for a in mine):
-            cancels += _outrun(state, mine)
+        cancels += _outrun(state, [a for a in actions if a.cluster == state.name])
     return cancels
 
 
