@@ -112,7 +112,8 @@ def _outrun(state: ClusterState, actions: list[Action]) -> list[Action]:
         for n, g in picks:
             free[n] -= g
             room[n] -= g
-            now[n] -= g if early else 0
+            if early:
+                now[n] -= g
     return cancels
 
 

@@ -107,7 +107,7 @@ class SimulatedCluster:
         if self.schedule:
             for j in self.state.jobs:
                 if _pinned_waiting(j):  # a moved job: on its nodes, once they have room
-                    if not self._misfit(j.replicas, None):
+                    if self._startable(j):
                         j.state, j.started_at = JobState.RUNNING, now
                 elif j.state == JobState.PENDING:
                     placed = self._fit(j.pool, j.replicas)
@@ -144,7 +144,7 @@ class SimulatedCluster:
                 if self._ix.moved:
                     self._start_moved(now)
             if strict and self._ix.moved:
-                self._check_fits(self._ix.moved[0].replicas, ignore=self._ix.moved[0])
+                self._check_fits(self._ix.moved[0].replicas)
             return done
         finally:
             if self._ix.removed:
@@ -172,9 +172,11 @@ class SimulatedCluster:
             return ActionResult(ok=True, job=job.id, message=f"{action.op.value}ed")
         # move / resize: the replicas after the action
         replicas = action.replicas or []
-        if action.op == Op.MOVE and job.state.holds_gpus and self._misfit(replicas, job):
-            return self._wait_for_room(job, replicas, now)
-        self._check_fits(replicas, ignore=job)
+        self._check_nodes(replicas)
+        if (short := self._short(replicas, ignore=job)) is not None:
+            if action.op == Op.MOVE and job.state.holds_gpus:
+                return self._wait_for_room(job, replicas, now)
+            raise PermanentError(short)
         self._close_run(job, now, JobState.RUNNING)
         if job.state.holds_gpus:
             self.open_since[job.id] = now
@@ -207,7 +209,7 @@ class SimulatedCluster:
         """Start the moved jobs whose nodes have room now, in the order they were moved."""
         ix = self._index()
         for job in list(ix.moved):
-            if not self._misfit(job.replicas, None):
+            if self._startable(job):
                 job.state, job.started_at = JobState.RUNNING, now
                 ix.hold(job)
                 ix.moved.remove(job)
@@ -354,18 +356,31 @@ class SimulatedCluster:
             out.append(Replica(node=node, gpus=r.gpus))
         return out
 
-    def _misfit(self, replicas: list[Replica], ignore: Job | None) -> bool:
-        """Whether some node named lacks the room (it exists and takes work)."""
-        try:
-            self._check_fits(replicas, ignore=ignore)
-        except PermanentError:
-            return all(
-                (node := self._index().nodes.get(r.node or "")) is not None and node.schedulable
-                for r in replicas
-            )
-        return False
+    def _startable(self, job: Job) -> bool:
+        """Whether a job waiting on the nodes it names can start there now."""
+        return self._unusable(job.replicas) is None and self._short(job.replicas) is None
 
     def _check_fits(self, replicas: list[Replica], ignore: Job | None = None) -> None:
+        self._check_nodes(replicas)
+        if (short := self._short(replicas, ignore)) is not None:
+            raise PermanentError(short)
+
+    def _check_nodes(self, replicas: list[Replica]) -> None:
+        if (why := self._unusable(replicas)) is not None:
+            raise PermanentError(why)
+
+    def _unusable(self, replicas: list[Replica]) -> str | None:
+        """Why a node named cannot take work: it does not exist, or is not schedulable."""
+        nodes = self._index().nodes
+        for r in replicas:
+            node = nodes.get(r.node or "")
+            if node is None or not node.schedulable:
+                return f"node {r.node} does not exist or is not schedulable"
+        return None
+
+    def _short(self, replicas: list[Replica], ignore: Job | None = None) -> str | None:
+        """Why ``replicas`` do not fit now (a node lacks the GPUs; ``ignore``'s own GPUs
+        count as free); None if they fit. The nodes named must exist."""
         ix = self._index()
         extra: Counter[str] = Counter()
         for r in replicas:
@@ -374,16 +389,11 @@ class SimulatedCluster:
             for r in ignore.replicas:
                 if r.node is not None and r.node in extra:
                     extra[r.node] -= r.gpus
-        for r in replicas:
-            node = ix.nodes.get(r.node or "")
-            if node is None or not node.schedulable:
-                raise PermanentError(f"node {r.node} does not exist or is not schedulable")
         for name, gpus in extra.items():
             node = ix.nodes[name]
             if ix.used[name] + gpus > node.gpus:
-                raise PermanentError(
-                    f"node {name} has {node.gpus} GPUs; this would use {ix.used[name] + gpus}"
-                )
+                return f"node {name} has {node.gpus} GPUs; this would use {ix.used[name] + gpus}"
+        return None
 
 
 def _pinned_waiting(job: Job) -> bool:

@@ -231,3 +231,14 @@ def test_a_move_that_never_finds_room_waits_or_is_refused_in_a_run() -> None:
     state, _ = _trading_places()
     with pytest.raises(PermanentError, match="a has 8 GPUs; this would use 10"):
         SimulatedCluster(state).execute_many([stuck], plan_id="p", now=NOW)
+
+
+def test_a_moved_job_waiting_for_a_node_that_drains_meanwhile_does_not_start_there() -> None:
+    state, moves = _trading_places()
+    stuck = moves[0].model_copy(update={"replicas": [Replica(node="a", gpus=4)], "job": "2"})
+    sim = SimulatedCluster(state)
+    sim.execute(stuck.model_copy(update={"workload": "t/y"}), plan_id="p", now=NOW)
+    sim.state.jobs = [j for j in sim.state.jobs if j.id != "1"]  # its room frees up...
+    next(n for n in sim.state.nodes if n.name == "a").state = "drain"  # ...on a drained node
+    sim.refresh(NOW + timedelta(minutes=1))
+    assert next(j for j in sim.state.jobs if j.id == "2").state is JobState.PENDING
