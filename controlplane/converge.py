@@ -239,7 +239,9 @@ def net_actions(observed: Snapshot, final: Snapshot, rounds: list[list[Action]])
                 out.append(evicted[key])  # while it winds down, but it is cancelled
                 continue
             # a waiting candidate's nodes are where the cluster will start it, not a change
-            if job.candidate is None and _shape(after[key]) != _shape(job):
+            # (a running one, the winner of its round, is moved like any job)
+            placed_by_cluster = job.candidate is not None and not job.state.holds_gpus
+            if not placed_by_cluster and _shape(after[key]) != _shape(job):
                 reason = by_job[key].reason
                 grown = _shape(after[key]) - _shape(job)
                 shrunk = _shape(job) - _shape(after[key])

@@ -331,3 +331,30 @@ def test_a_step_the_virtual_world_refuses_is_said_in_the_plan(
     assert deadline.cut_short == [
         f"converge (round 1): a copy of the clusters refused a step: {refused}"
     ]
+
+
+def test_a_running_fan_out_candidate_moved_by_a_round_is_a_move() -> None:
+    # found by the lifetime property: a round moved the fan-out winner (a running
+    # candidate) off a node so that another job fits there; the net plan dropped the move,
+    # as for a waiting candidate, and the job moved there waited behind it for ever
+    winner = Job(
+        id="7",
+        workload="p/w",
+        replicas=[Replica(node="n1", gpus=4)],
+        pool="p",
+        candidate="c.p.1x4.direct",
+    )
+    moved = winner.model_copy(update={"replicas": [Replica(node="n2", gpus=4)]})
+    consolidate = Reason(code=ReasonCode.CONSOLIDATE, message="moved so that p/x fits")
+    move = Action(
+        op=Op.MOVE,
+        workload="p/w",
+        cluster="c",
+        pool="p",
+        job="7",
+        reason=consolidate,
+        replicas=[Replica(node="n2", gpus=4)],
+    )
+    [net] = net_actions(_world(winner), _world(moved), [_plan(move)])
+    assert (net.op, net.job, net.reason) == (Op.MOVE, "7", consolidate)
+    assert [r.node for r in net.replicas or []] == ["n2"]
