@@ -76,6 +76,7 @@ from solvers.fanout import Estimate, plan_fan_out
 from solvers.kai.allocate import Allocator, allocate, usage_wait
 from solvers.kai.consolidate import consolidate
 from solvers.kai.disruption import Ledger, restore_displaced
+from solvers.kai.handover import settle
 from solvers.kai.limits import enforce_limits
 from solvers.kai.preempt import preempt
 from solvers.kai.protection import Protected, leaving_wait, protected_work, protection_wait
@@ -319,6 +320,7 @@ def _cycle(
     again = allocate(session, prefer=ledger.lost) if ledger.grants or ledger.lost else None
     swap_homes(session, ledger)  # victims on each other's old nodes keep their own instead
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
+    settle(ledger, lambda key: bool(session.tasks.get(key)))  # whom evictions served at last
     unplaced = {k for k in drift.trials if not session.tasks.get(k)}
     if unplaced:
         found = _pending(problem, session, again or allocator, ledger, drift)
@@ -368,7 +370,9 @@ def _cycle(
         )
 
     saving = {(r.cluster, r.job_id) for r in drift.replaced.values() if r.saves_first}
-    return Round(actions, made, finish, held=session.held, saving=saving)
+    # whom evictions served, where it holds GPUs at the round's end (the others are settled)
+    gave_to = {v: b for v, b in ledger.first_for.items() if session.tasks.get(b)}
+    return Round(actions, made, finish, held=session.held, saving=saving, gave_to=gave_to)
 
 
 def _pending(

@@ -169,6 +169,19 @@ def then_for(first: Reason, beneficiaries: Sequence[str]) -> Reason:
     return first.model_copy(update={"message": f"{first.message}, then for {names}"})
 
 
+def place_taken(reason: Reason, beneficiary: str, taker: str | None) -> Reason:
+    """An eviction for ``beneficiary``, whose place a later step gave to ``taker`` (or
+    took back from it, for no one: ``None``); the beneficiary waits."""
+    then = (
+        f"{taker} then took {beneficiary}'s place"
+        if taker is not None
+        else f"{beneficiary} then lost that place again"
+    )
+    return reason.model_copy(
+        update={"message": f"{reason.message}; {then}, and {beneficiary} waits"}
+    )
+
+
 def outranked(beneficiary: str, priority: int, victim_priority: int, project: str) -> Reason:
     return Reason(
         code=ReasonCode.PRIORITY,
