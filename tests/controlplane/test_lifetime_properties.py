@@ -7,7 +7,8 @@ time on the file-backed simulators, as ``cp apply`` does.
 
 After every cycle: no node holds more than it has; no workload has two jobs; a workload
 the specs dropped runs nowhere; a running job is its current spec, or the plan says why
-its edit waits; limits and deserved quotas (for non-preemptible work) are kept, or no
+its edit waits; an eviction names work the plan starts or runs (or who took its place);
+limits and deserved quotas (for non-preemptible work) are kept, or no
 worse than the cycle found them; the job the control plane did not create is never
 touched; and the plan is a fixed point: planned again at once, nothing is left to do.
 Each cycle's plan is also deterministic (the same input, the same plan).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -283,6 +285,11 @@ def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snaps
         spec = state.workloads[job.workload].spec
         assert {r.gpus for r in job.replicas} == {spec.gpus}, (job, spec)
         assert spec.effective_min_replicas <= len(job.replicas) <= spec.replicas, (job, spec)
+    # an eviction names work the plan gives its GPUs to, or says who took that place
+    started = {j.workload for j in jobs if j.state.active}
+    for a in made.actions:
+        if a.op is Op.PREEMPT and (beneficiary := _taken_for(a.reason.message)):
+            assert beneficiary in started, (beneficiary, a)
     # limits, and deserved for non-preemptible work: kept, or no worse than found
     was, was_np = _usage(state, before, waiting)
     now, now_np = _usage(state, after, waiting)
@@ -290,6 +297,17 @@ def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snaps
         if quota.limit is not None:
             assert now[level] <= max(quota.limit, was[level]), (level, now, quota)
         assert now_np[level] <= max(quota.gpus, was_np[level]), (level, now_np, quota)
+
+
+def _taken_for(message: str) -> str | None:
+    """The workload an eviction's message says its GPUs go to, unless it goes on to say
+    who took that place after."""
+    if "then took" in message or "lost that place" in message:
+        return None
+    found = re.search(r"reclaimed for ([\w./-]+)", message) or re.match(
+        r"([\w.-]+/[\w.-]+) \(priority \d+\) outranks it", message
+    )
+    return found.group(1) if found else None
 
 
 def _fans_out(state: DesiredState, key: str) -> bool:
@@ -446,3 +464,18 @@ def test_a_job_cancelled_to_save_first_is_cancelled_by_the_plan_that_says_so() -
         workload("w2", "p0", gpus=4),
     ]  # fmt: skip
     live(docs, [(0, "nodes", ("v100", 0))])
+
+
+def test_an_eviction_whose_place_goes_to_other_work_says_so() -> None:
+    """Reclaim took q/x (its minRuntime over) for p/b; preempt then gave that place to p/c,
+    which outranks b: the plan said x was "reclaimed for p/b", and p/b waited."""
+    docs = [
+        cluster(pools=[pool("a100", nodes=2)]),
+        project("p", gpus=16, weight=1),
+        project("q", gpus=0, weight=1, minRuntime="3h"),
+        workload("x", "q", gpus=7),
+        workload("r", "p", gpus=8, priority=50),
+    ]
+    b = workload("b", "p", gpus=7, priority=50)
+    c = workload("c", "p", gpus=7, replicas=2, priority=125)
+    live(docs, [(10, "add", b), (0, "add", c), (180, "limit", (1, None))])
