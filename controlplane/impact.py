@@ -10,8 +10,9 @@ of "before":
   (:func:`spec_changes`), fair shares and allocations of both plans side by side
   (:func:`share_changes`), and each workload's fate under both (:func:`workload_changes`):
   what would start, be reclaimed, preempted, moved or replaced that would not otherwise.
-- every other plan: the quota table of the plan last applied (:func:`table_changes`), so
-  the plan that acts on a lowered limit says which limit changed.
+- every other plan: the quota table and the GPU prices of the plan last applied
+  (:func:`table_changes`), so the plan that acts on a lowered limit says which limit
+  changed, and one after a price change (which moves cost budgets) says which price.
 
 Pure: plans and specs in, rows out. The CLI renders them (controlplane/cli/views/).
 """
@@ -29,6 +30,7 @@ from controlplane.plan import (
     QueueStatus,
     ShareChange,
     WorkloadChange,
+    price_field,
     shrinks,
 )
 from solvers.sitepolicy.usage import DEFAULT_HALF_LIFE
@@ -127,6 +129,16 @@ def policy_figures(kind: str, spec: BaseModel) -> dict[str, Scalar]:
     return figures
 
 
+def cluster_prices(desired: DesiredState) -> dict[str, dict[str, float]]:
+    """Each cluster's price per GPU-hour of each of its GPU types, as its spec has them
+    (0 where none is given): what a plan records so that the next one can say which price
+    changed since it was applied (:func:`table_changes`)."""
+    return {
+        name: {t: gt.cost_per_gpu_hour for t, gt in sorted(c.spec.gpu_types.items())}
+        for name, c in sorted(desired.clusters.items())
+    }
+
+
 def _field_order(field: str) -> tuple[int, str]:
     """Quota first (what the issue of a cut is about), then the rest by name."""
     return (0 if field.startswith("quota") else 1, field)
@@ -138,8 +150,9 @@ def _field_order(field: str) -> tuple[int, str]:
 def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
     """Policy figures of the quota tables that differ between ``before`` (the plan last
     applied) and ``after``: deserved, limit, over-quota weight, rank and department, and
-    the rest of the spec's (budget, fairshare, walltimes) where ``before`` recorded them."""
-    out = []
+    the rest of the spec's (budget, fairshare, walltimes) where ``before`` recorded them;
+    first the prices per GPU-hour of the clusters both plans priced (:func:`price_changes`)."""
+    out = price_changes(before.prices, after.prices)
     back = {new: old for old, new in _plan_renames(before, after).items()}
     # whether ``before`` recorded its queues' other figures (an older plan did not): a
     # project's always has some (defaults), a department's may have none
@@ -177,6 +190,29 @@ def table_changes(before: Plan, after: Plan) -> list[PolicyChange]:
                         out.append(
                             PolicyChange(kind=kind, name=name, field=field, before=a, after=b)
                         )
+    return out
+
+
+def price_changes(
+    before: Mapping[str, Mapping[str, float]], after: Mapping[str, Mapping[str, float]]
+) -> list[PolicyChange]:
+    """The prices per GPU-hour that differ, of the clusters both sides priced (a cluster
+    added or removed is not a price change; an older plan recorded no prices at all), a
+    GPU type added or removed with its price on one side only."""
+    out = []
+    for name in sorted(set(before) & set(after)):
+        old, new = before[name], after[name]
+        for gpu_type in sorted(set(old) | set(new)):
+            if old.get(gpu_type) != new.get(gpu_type):
+                out.append(
+                    PolicyChange(
+                        kind="cluster",
+                        name=name,
+                        field=price_field(gpu_type),
+                        before=old.get(gpu_type),
+                        after=new.get(gpu_type),
+                    )
+                )
     return out
 
 

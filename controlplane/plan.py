@@ -89,14 +89,34 @@ def nodes_removed(observed: Snapshot) -> list[NodeRemoved]:
 
 
 class PolicyChange(PlanModel):
-    """One policy figure of a project or department, before -> after (``field`` empty: the
-    queue itself was added or removed)."""
+    """One policy figure of a cluster, project or department, before -> after (``field``
+    empty: the cluster or queue itself was added or removed)."""
 
     kind: str  # cluster | department | project
     name: str
-    field: str  # as written in the specs: quota.gpus, quota.limit, rank, budget.costPerMonth
+    # as written in the specs: quota.gpus, quota.limit, rank, budget.costPerMonth,
+    # gpuTypes.a100_80.costPerGpuHour
+    field: str
     before: bool | float | str | None = None
     after: bool | float | str | None = None
+
+    @property
+    def price_of(self) -> str | None:
+        """The GPU type whose price per GPU-hour this is, if it is one (a cluster's
+        ``gpuTypes.<type>.costPerGpuHour``)."""
+        head, _, rest = self.field.partition(".")
+        gpu_type, _, leaf = rest.rpartition(".")
+        if self.kind == "cluster" and head == "gpuTypes" and leaf == PRICE and gpu_type:
+            return gpu_type
+        return None
+
+
+PRICE = "costPerGpuHour"  # a GPU type's price field, as the specs spell it
+
+
+def price_field(gpu_type: str) -> str:
+    """``gpuTypes.a100_80.costPerGpuHour``: where a cluster's spec prices ``gpu_type``."""
+    return f"gpuTypes.{gpu_type}.{PRICE}"
 
 
 class ShareChange(PlanModel):
@@ -172,6 +192,13 @@ class Plan(PlanModel):
         description="policy figures changed (since the plan last applied, or against "
         "`--base`), fair shares before -> after, and the workloads the change affects",
         exclude_if=lambda v: v is None,
+    )
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="each cluster's price per GPU-hour of its GPU types, as its spec has "
+        "them (`gpuTypes.<type>.costPerGpuHour`): the next plan says which changed since "
+        "this one was applied",
+        exclude_if=lambda v: not v,  # none recorded (an older plan): sealed plans still verify
     )
     nodes_removed: list[NodeRemoved] = Field(
         default_factory=list,

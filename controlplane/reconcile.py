@@ -64,6 +64,7 @@ from datetime import datetime
 
 from controlplane import unreachable
 from controlplane.converge import VIRTUAL, Round, converge
+from controlplane.impact import cluster_prices
 from controlplane.outrun import outrun_candidates
 from controlplane.placements import placements, prunes, retried, segment, unlisted
 from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id
@@ -360,6 +361,7 @@ def _cycle(
             ],
             projects=projects,
             departments=departments,
+            prices=cluster_prices(desired),
             solver=SolverReport(
                 engine=chosen.engine,
                 status=chosen.status,

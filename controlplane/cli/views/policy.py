@@ -9,6 +9,7 @@ from controlplane.cli.views.sections import Section, cell
 from controlplane.cli.views.tables import Cell, Column, print_table
 from controlplane.plan import PolicyChange, PolicyDiff, ShareChange
 from solvers.reasons import gpus as _n
+from specs.diff import show
 
 # a fate a reviewer should not miss
 _DISRUPTIVE = {
@@ -29,11 +30,44 @@ def value(v: bool | float | str | None) -> str:
     return _n(v) if isinstance(v, float | int) else str(v)
 
 
-def change_text(c: PolicyChange) -> str:
-    """``project chem quota.limit: 32 -> 16`` (or ``added`` / ``removed``)."""
+# the store charges use at the price of its day (controlplane/store/pricebook.py): a new
+# price is no refund or surcharge on what ran before, and a reviewer should not fear one
+PRICE_NOTE = (
+    "A new price counts from the first observation that sees it (cp apply, cp watch, "
+    "cp observe): GPU-hours used before keep the price of their day."
+)
+
+
+def _figure(c: PolicyChange, v: bool | float | str | None) -> str:
+    """A figure as the specs write it: a price as given (4.5, not 4.50)."""
+    return show(v) if c.price_of is not None and v is not None else value(v)
+
+
+def field_text(c: PolicyChange) -> str:
+    """What changed, in the table's field column: the field as the specs spell it, a price
+    in words (``price of a100_80 per GPU-hour``), or ``added`` / ``removed``."""
     if not c.field:
-        return f"{c.kind} {c.name}: {'added' if c.before is None else 'removed'}"
+        return "added" if c.before is None else "removed"
+    if (gpu_type := c.price_of) is not None:
+        return f"price of {gpu_type} per GPU-hour"
+    return c.field
+
+
+def change_text(c: PolicyChange) -> str:
+    """``project chem quota.limit: 32 -> 16``, ``price of a100_80 on cluster sim: 3 -> 4.5
+    per GPU-hour`` (or ``added`` / ``removed``)."""
+    if not c.field:
+        return f"{c.kind} {c.name}: {field_text(c)}"
+    if (gpu_type := c.price_of) is not None:
+        return (
+            f"price of {gpu_type} on {c.kind} {c.name}: "
+            f"{_figure(c, c.before)} -> {_figure(c, c.after)} per GPU-hour"
+        )
     return f"{c.kind} {c.name} {c.field}: {value(c.before)} -> {value(c.after)}"
+
+
+def _priced(diff: PolicyDiff) -> bool:
+    return any(c.price_of is not None for c in diff.changes)
 
 
 def share_text(s: ShareChange) -> str:
@@ -69,12 +103,7 @@ def print_policy(console: Console, diff: PolicyDiff) -> None:
     console.print(Text(summary(diff), style="bold"))
     if diff.changes:
         rows: list[list[Cell]] = [
-            [
-                f"{c.kind} {c.name}",
-                c.field or ("added" if c.before is None else "removed"),
-                value(c.before),
-                value(c.after),
-            ]
+            [f"{c.kind} {c.name}", field_text(c), _figure(c, c.before), _figure(c, c.after)]
             for c in diff.changes
         ]
         columns = [
@@ -84,6 +113,8 @@ def print_policy(console: Console, diff: PolicyDiff) -> None:
             Column("after", "number"),
         ]
         print_table(console, columns, rows, title="Policy")
+        if _priced(diff):
+            console.print(Text(PRICE_NOTE))
     if diff.shares:
         rows = [
             [
@@ -127,12 +158,12 @@ def policy_sections(diff: PolicyDiff) -> list[Section]:
                 columns=["of", "field", "before", "after"],
                 align=["---", "---", "---:", "---:"],
                 rows=[
-                    f"| {c.kind} `{cell(c.name)}` | "
-                    f"{c.field or ('added' if c.before is None else 'removed')} "
-                    f"| {cell(value(c.before))} | {cell(value(c.after))} |"
+                    f"| {c.kind} `{cell(c.name)}` | {cell(field_text(c))} "
+                    f"| {cell(_figure(c, c.before))} | {cell(_figure(c, c.after))} |"
                     for c in diff.changes
                 ],
                 noun="policy changes",
+                note=PRICE_NOTE if _priced(diff) else "",
                 open=True,
             )
         )
