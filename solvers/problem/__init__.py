@@ -30,7 +30,15 @@ from solvers.problem.records import (
     TypeQuota,
     node_key,
 )
-from solvers.problem.specpart import ProblemCache, SpecPart, eligible_pools, job_request, spec_part
+from solvers.problem.specpart import (
+    ProblemCache,
+    SpecPart,
+    eligible_pools,
+    job_request,
+    pool_limits,
+    spec_part,
+    workload_pools,
+)
 from solvers.problem.stranded import stranded_on, stuck_on
 from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.desired import DesiredState
@@ -55,6 +63,7 @@ __all__ = [
     "set_aside_fan_out",
     "spec_part",
     "stuck_on",
+    "workload_pools",
 ]
 
 
@@ -66,12 +75,7 @@ def build_problem(
 ) -> Problem:
     """The problem of ``desired`` against ``observed`` at ``now``. With a ``cache``, the
     spec part is reused while the specs' digest is the same."""
-    limits = {
-        (c.name, p.name): p.max_walltime
-        for c in observed.clusters
-        for p in c.pools
-        if p.max_walltime is not None
-    }
+    limits = pool_limits(observed)
     part = (
         cache.spec_part(desired, limits) if cache is not None else spec_part(desired, limits=limits)
     )

@@ -17,6 +17,7 @@ from solvers.problem.records import JobRequest, PoolInfo, PoolKey, Queue, TypeQu
 from specs.desired import DesiredState
 from specs.hierarchy import ROOT, build_tree
 from specs.models import Workload
+from specs.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,26 @@ def _pools(desired: DesiredState, limits: Limits) -> dict[PoolKey, PoolInfo]:
                 resize_restarts=cluster.spec.adapter == "slurm",
             )
     return out
+
+
+def pool_limits(observed: Snapshot) -> dict[PoolKey, int]:
+    """The longest walltime each cluster lets a pool's jobs have, where it sets one (a
+    Slurm partition's MaxTime), as ``observed`` reports it."""
+    return {
+        (c.name, p.name): p.max_walltime
+        for c in observed.clusters
+        for p in c.pools
+        if p.max_walltime is not None
+    }
+
+
+def workload_pools(desired: DesiredState, key: str, observed: Snapshot) -> list[PoolKey]:
+    """The pools workload ``key`` may use under the clusters' limits in ``observed``, as a
+    plan's problem has them (none for a workload not in the specs)."""
+    wl = desired.workloads.get(key)
+    if wl is None:
+        return []
+    return eligible_pools(wl, desired, _pools(desired, pool_limits(observed)))
 
 
 def _shorter(a: int | None, b: int | None) -> int | None:
