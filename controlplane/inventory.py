@@ -19,10 +19,11 @@ Pure: data in, rows out; the command line renders them (controlplane/cli/views/g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from controlplane.plan import Plan, QueueStatus
+from controlplane.reservations import Window, under_way, upcoming
 from solvers.order import job_id_order
 from specs.actions import Action, Pending, Reason, ReasonCode
 from specs.desired import DesiredState
@@ -91,6 +92,11 @@ class NodeRow:
     # its jobs hold more GPUs than it reports (``used`` > ``gpus``): one fell off the bus
     # under them, the device plugin restarted; nothing evicts them, so they keep all of it
     overcommitted: bool
+    # a reservation (an announced maintenance) under way: it takes no new work, whatever
+    # its state says (Slurm shows it idle); its work runs on
+    reserved: bool = False
+    # its windows not over yet, earliest first (controlplane/reservations.py)
+    reservations: list[Window] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,10 @@ def jobs(snapshot: Snapshot) -> list[JobRow]:
     ]
 
 
-def nodes(snapshot: Snapshot) -> list[NodeRow]:
+def nodes(snapshot: Snapshot, now: datetime | None = None) -> list[NodeRow]:
+    """Every node the clusters report, with what its jobs hold and its reservations not
+    over at ``now`` (default: the snapshot's)."""
+    now = now or snapshot.now
     out = []
     for c in sorted(snapshot.clusters, key=lambda c: c.name):
         on: dict[str, list[tuple[str, int]]] = {}
@@ -227,6 +236,8 @@ def nodes(snapshot: Snapshot) -> list[NodeRow]:
                     state=n.state,
                     jobs=sorted({job for job, _ in held}),
                     overcommitted=used > n.gpus,
+                    reserved=under_way(n, now),
+                    reservations=upcoming(n, now),
                 )
             )
     return out

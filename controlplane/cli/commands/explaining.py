@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from controlplane import inventory, workflow
+from controlplane import inventory, reservations, workflow
 from controlplane.cli.app import (
     DbOpt,
     DirAfterArg,
@@ -25,7 +25,11 @@ from controlplane.cli.app import (
     write_json,
 )
 from controlplane.cli.views.clusters import describe_job, ended_jobs, jobs_json
-from controlplane.cli.views.explain import explain_json, print_explain
+from controlplane.cli.views.explain import (
+    explain_json,
+    print_explain,
+    reservations_json,
+)
 from controlplane.cli.views.history import history_json, print_history
 from controlplane.errors import WorkloadNotFoundError
 from controlplane.eviction import exposure
@@ -77,6 +81,7 @@ def _explain_gone(
             "jobs": [j for name in names for j in jobs_json(found.snapshot, name)],
             "finished": None,
             "unreachable": {},
+            "reservations": [],  # not looked up: no spec says where it may run; its jobs go
         }
         write_json(doc)
         return
@@ -96,6 +101,11 @@ def _explain_gone(
         print_history(out, past)
 
 
+# the states in which the plan may still place a workload (a blocked one waits for a limit,
+# a budget, no pool: not for nodes)
+_PLACING = ("pending", "submitted", "failed")
+
+
 @app.command(
     epilog=examples(
         "cp explain ads/ctr-train --dir examples/quickstart",
@@ -113,7 +123,8 @@ def explain(
 ) -> None:
     """Why a workload waits, runs, or was evicted: its state, the plan's reason, and for a
     running one its jobs, nodes, start, segment, what could evict it and when its
-    minRuntime ends; the quota levels it answers to and its history."""
+    minRuntime ends; the reservations (maintenance windows) on the nodes it runs on or may
+    use; the quota levels it answers to and its history."""
     spec_dir = spec_dir_of(given_dir, dir_option)
     loaded = load(spec_dir)
     desired = loaded.desired
@@ -146,12 +157,19 @@ def explain(
         if any(p.reason.code is ReasonCode.CLUSTER_UNREACHABLE for p in pending)
         else {}
     )
+    # windows (an announced maintenance) on its nodes, and where the plan may still place
+    # it, on the nodes of every pool it may use: what keeps work off them
+    placing = row.state in _PLACING
+    reserved = reservations.workload_windows(
+        desired, found.snapshot, workload, plan.created_at, placing
+    )
     if as_json:
         doc = explain_json(row, running, actions, pending, chain, past)
         doc["inSpecs"] = True
         doc["jobs"] = jobs_json(found.snapshot, workload)  # every job of it the clusters show
         doc["finished"] = edited.model_dump(mode="json", by_alias=True) if edited else None
         doc["unreachable"] = silent
+        doc["reservations"] = reservations_json(reserved)
         write_json(doc)
     else:
         waiting_jobs = [
@@ -172,4 +190,6 @@ def explain(
             edited,
             silent,
             ended_jobs(found.snapshot, workload),
+            reserved,
+            placing,
         )

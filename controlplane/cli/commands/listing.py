@@ -91,7 +91,8 @@ def get(
     db: DbOpt = None,
 ) -> None:
     """List workloads (with their state: running, ending, submitted, pending, blocked, failed,
-    completed, and what the plan would do next), projects, departments, nodes or jobs."""
+    completed, and what the plan would do next), projects, departments, nodes (with the GPUs
+    their jobs hold and their reservations) or jobs."""
     what = _kind(kind)
     if output is not None and output not in FORMATS:
         raise typer.BadParameter(f"use {', '.join(FORMATS)}", param_hint="--output")
@@ -115,7 +116,7 @@ def get(
         states = tuple(s.value for s in JobState)
         rows = _with_state(rows, state and state.upper(), states, lambda r: r.state)
     elif what == "nodes":
-        rows = inventory.nodes(snap)
+        rows = inventory.nodes(snap, plan.created_at)
         if project is not None:
             theirs = {j.id for j in inventory.jobs(snap) if _owned(project, j.workload)}
             rows = [r for r in rows if theirs & set(r.jobs)]

@@ -17,6 +17,7 @@ from controlplane.cli.views.words import counted
 from controlplane.eviction import Exposure, describe_protection
 from controlplane.inventory import WorkloadRow
 from controlplane.plan import QueueStatus
+from controlplane.reservations import ReservedNode, Window
 from specs.actions import Action, Pending
 from specs.durations import format_duration
 
@@ -82,6 +83,8 @@ def print_explain(
     edited: Pending | None = None,  # completed, and edited since (the plan's ``finished``)
     unreachable: Mapping[str, str] | None = None,  # clusters it waits for: their errors
     ended: Sequence[str] = (),  # how and when its last jobs the clusters show ended
+    reserved: Sequence[ReservedNode] = (),  # windows not over on its nodes (or those it may use)
+    placing: bool = False,  # ``reserved`` covers the nodes of every pool it may use
 ) -> None:
     console.print(Text.assemble((row.name, "bold"), f": {row.state}"), highlight=False)
     if exposure is not None:
@@ -107,6 +110,10 @@ def print_explain(
             "completed": "it ran to completion; nothing to do (rename it to run it again)",
         }
         console.print(quiet.get(row.state, "nothing planned for it"))
+    if reserved:
+        where = "the nodes it may use" if placing else "its nodes"
+        console.print(f"Reservations on {where}:")
+        _bullets(console, "  -", _windows(reserved))
     console.print()
     reasons = " ".join([a.reason.message for a in actions] + [p.reason.message for p in pending])
     print_quota_chain(console, chain, reasons)
@@ -139,6 +146,40 @@ def _print_running(console: Console, e: Exposure, now: datetime) -> None:
             for t in e.threats
         ],
     )
+
+
+_NAMED = 8  # nodes named per window; a rolling maintenance may cover hundreds (--json: all)
+
+
+def reservations_json(reserved: Sequence[ReservedNode]) -> list[dict[str, Any]]:
+    return [
+        {
+            "cluster": r.cluster,
+            "node": r.node,
+            "name": r.window.name,
+            "start": r.window.start.isoformat(),
+            "end": r.window.end.isoformat() if r.window.end else None,
+            "maintenance": r.window.maintenance,
+            "underWay": r.under_way,
+        }
+        for r in reserved
+    ]
+
+
+def _windows(reserved: Sequence[ReservedNode]) -> list[str]:
+    """One line per window and cluster, earliest first: ``maint (maintenance) from … to …
+    on sim: a100-01, a100-02``; a window already begun says ``under way``."""
+    nodes: dict[tuple[Window, str, bool], list[str]] = {}
+    for r in reserved:  # earliest first already
+        nodes.setdefault((r.window, r.cluster, r.under_way), []).append(r.node)
+    lines = []
+    for (w, cluster, begun), names in nodes.items():
+        more = f" and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+        lines.append(
+            f"{w.describe()}{' (under way)' if begun else ''} on {cluster}: "
+            f"{', '.join(names[:_NAMED])}{more}"
+        )
+    return lines
 
 
 def _bullets(console: Console, marker: str, lines: list[str]) -> None:

@@ -161,10 +161,18 @@ def _nodes(rows: list[NodeRow], now: datetime, wide: bool) -> tuple[list[Column]
         Column("used", "number"),
         Column("state"),
     ]
+    # a window not over yet (an announced maintenance): shown where a node has one, kept
+    # longer than the pool or type as the terminal narrows
+    windows = any(r.reservations for r in rows)
+    if windows:
+        columns.append(Column("reserved", "text", drop=4))
     if wide:
         columns += [Column("partition", drop=1), Column("jobs", "text", drop=1)]
     cells: list[list[Cell]] = []
     for r in rows:
+        # kubectl's way with a condition on top of a state (Ready,SchedulingDisabled)
+        flags = [r.state] + ["overcommitted"] * r.overcommitted + ["reserved"] * r.reserved
+        state = Text(",".join(flags), style="red") if len(flags) > 1 else _state(r.state)
         row: list[Cell] = [
             Text(r.name, style="bold"),
             r.cluster,
@@ -172,9 +180,10 @@ def _nodes(rows: list[NodeRow], now: datetime, wide: bool) -> tuple[list[Column]
             r.gpu_type or "-",
             str(r.gpus),
             str(r.used),
-            # kubectl's way with a condition on top of a state (Ready,SchedulingDisabled)
-            Text(f"{r.state},overcommitted", style="red") if r.overcommitted else _state(r.state),
+            state,
         ]
+        if windows:
+            row.append(Text("; ".join(w.describe() for w in r.reservations) or "-"))
         if wide:
             row += [r.partition or "-", Text(", ".join(r.jobs) or "-")]
         cells.append(row)
