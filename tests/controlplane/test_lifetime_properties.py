@@ -1,15 +1,16 @@
 """A reconcile loop over a working day: random orgs, then a run of edits (workloads resized,
 retyped, reprioritised, made (non-)preemptible, given another walltime or GPU types,
 added and removed, some in checkpoint segments or fanned out over the pools; quotas, limits
-and minRuntime changed; pools grown and shrunk; on one cluster or two whose nodes share
-names) with time passing between them, each cycle planned and carried out one action at a
-time on the file-backed simulators, as ``cp apply`` does.
+and minRuntime changed; pools grown and shrunk; nodes failing and coming back, jobs
+failing; on one cluster or two whose nodes share names) with time passing between them,
+each cycle planned and carried out one action at a time on the file-backed simulators, as
+``cp apply`` does.
 
-After every cycle: no node holds more than it has; no workload has two jobs; a workload
-the specs dropped runs nowhere; a running job is its current spec, or the plan says why
-its edit waits; an eviction names work the plan starts or runs (or who took its place);
-limits and deserved quotas (for non-preemptible work) are kept, or no
-worse than the cycle found them; the job the control plane did not create is never
+After every cycle: no node holds more than it has, and a failed one nothing; no workload
+has two jobs; a workload the specs dropped runs nowhere; a running job is its current
+spec, or the plan says why its edit waits; an eviction names work the plan starts or runs
+(or who took its place); limits and deserved quotas (for non-preemptible work) are kept,
+or no worse than the cycle found them; the job the control plane did not create is never
 touched; and the plan is a fixed point: planned again at once, nothing is left to do.
 Each cycle's plan is also deterministic (the same input, the same plan).
 """
@@ -37,7 +38,7 @@ from specs.actions import Op
 from specs.desired import DesiredState
 from specs.models import WorkloadSpec
 from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
-from tests.builders import NOW, cluster, department, desired, pool, project, workload
+from tests.builders import NOW, cluster, department, desired, incidents, pool, project, workload
 
 Doc = dict[str, Any]
 # a workload's fields an edit sets, and the values it may set (None: the field removed)
@@ -51,6 +52,9 @@ FIELDS: dict[str, list[Any]] = {
     "clusters": [["sim"], ["east"], None],
 }
 FOREIGN = "foreign-1"  # a job someone else submitted: never ours to touch
+# what befalls the first cluster between two plans (tests/builders/incidents.py)
+INCIDENTS = ("node down", "node up", "job fails")
+_FOREIGN_NODE = "a100-01"  # where the foreign job runs
 
 
 def _workload(draw: st.DrawFn, name: str, projects: list[str]) -> Doc:
@@ -118,6 +122,7 @@ def days(draw: st.DrawFn) -> tuple[list[Doc], list[tuple[int, str, Any]]]:
                     "limit",
                     "minRuntime",
                     "nodes",
+                    *INCIDENTS,
                     *["add", "quota"] * 3,
                 ]
             )
@@ -195,6 +200,7 @@ def _first_world(state: DesiredState, at: Path) -> None:
     """The simulated cluster of the specs, with a job of someone else's on its first node,
     as the simulator adapter keeps it (state file format: adapters/simulator/adapter.py)."""
     first = nodes_from_spec(state.clusters["sim"])[0]
+    assert first.name == _FOREIGN_NODE
     foreign = Job(
         id=FOREIGN,
         state=JobState.RUNNING,
@@ -252,8 +258,11 @@ def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snaps
     # the job that is not ours: untouched, and no action names it
     assert all(a.job != FOREIGN for a in made.actions), made.actions
     assert any(j.id == FOREIGN and j.state.holds_gpus for j in jobs)
-    # no node over-committed, on any cluster
+    # no node over-committed, on any cluster, and nothing runs on a failed node
     for c in after.clusters:
+        down = {n.name for n in c.nodes if n.state == "down"}
+        held = {r.node for j in c.jobs if j.state.holds_gpus for r in j.replicas}
+        assert not held & down, (c.name, held & down)
         size = {n.name: n.gpus for n in c.nodes}
         used: Counter[str] = Counter()
         for job in c.jobs:
@@ -340,6 +349,17 @@ def _settled(state: DesiredState, before: Snapshot, made: Plan, after: Snapshot)
     return all(n < 2 for n in fanned.values())
 
 
+def _befall(sim: SimulatorAdapter, incident: str, which: int, now: datetime) -> None:
+    """A node fails (never the foreign job's: it stays to be left alone), comes back, or
+    a job of ours fails."""
+    if incident == "node down":
+        incidents.node_down(sim, which, spare=_FOREIGN_NODE, now=now)
+    elif incident == "node up":
+        incidents.node_up(sim, which)
+    else:
+        incidents.job_fails(sim, which, now)
+
+
 def _at(now: datetime) -> Callable[[], datetime]:
     return lambda: now
 
@@ -385,7 +405,7 @@ def live(
     with tempfile.TemporaryDirectory() as tmp:
         _first_world(desired(docs), Path(tmp) / "simulator")
         for minutes, edit, arg in [(0, "start", None), *steps]:
-            if edit != "start":
+            if edit not in ("start", *INCIDENTS):
                 _edit(docs, edit, arg)
             now += timedelta(minutes=minutes)
             state = desired(docs)
@@ -397,6 +417,8 @@ def live(
                 name: SimulatorAdapter(spec, state_dir=Path(tmp), clock=_at(now))
                 for name, spec in state.clusters.items()
             }
+            if edit in INCIDENTS:
+                _befall(sims["sim"], edit, arg, now)
             seen = {key: at for key, (_, at) in since.items()}
             snap = _observe(sims, now, versions, seen)
             made = plan(state, snap, now=now)
