@@ -6,17 +6,25 @@ observations add it back where the clusters no longer show it: without it a fini
 workload would look never run, and be started again; so would one whose cluster has left
 the specs since (decommissioned, its workloads free to run elsewhere). A workload gone
 from the specs loses its memory, so one removed and added again runs again.
+
+A fan-out workload's candidates race on several clusters, and the one that completed
+wins its round (the candidates one plan submitted): the others lost. When the winner is
+forgotten while a rival still waits or runs (its cluster did not answer when the winner
+ended, so it could not be cancelled), the remembered completion is added back beside the
+rival, with the plan that submitted it, so the plan still sees the round won and cancels
+the rival instead of letting it run the finished work again.
 """
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from specs.snapshot import ClusterState, Job, JobState, Snapshot
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
+    from controlplane.store.tables import CompletionRow
 
 
 def recall_completions(
@@ -34,9 +42,12 @@ def recall_completions(
     if done and record:
         store.record_completions(done, snap.now)
     shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
+    remembered = store.completions(workloads, prune=record)
+    rounds = _rivals(snap, [r for r in remembered if r.workload in shown], store)
     extra: dict[str, list[Job]] = {}
-    for row in store.completions(workloads, prune=record):
-        if row.workload not in shown:
+    for row in remembered:
+        if row.workload not in shown or (row.cluster, row.job) in rounds:
+            plan_id, started = rounds.get((row.cluster, row.job), (None, None))
             extra.setdefault(row.cluster, []).append(
                 Job(
                     id=row.job,
@@ -44,6 +55,8 @@ def recall_completions(
                     state=JobState.COMPLETED,
                     reason="completed; remembered by the store",
                     spec_digest=row.spec_digest,
+                    plan_id=plan_id,
+                    started_at=started,
                     # when it ended (when it was first seen ended, if the cluster did not say)
                     ended_at=row.seen_at.replace(tzinfo=row.seen_at.tzinfo or UTC),
                 )
@@ -62,3 +75,30 @@ def recall_completions(
         if name not in observed
     ]
     return snap.model_copy(update={"clusters": clusters})
+
+
+def _rivals(
+    snap: Snapshot, rows: list[CompletionRow], store: Store
+) -> dict[tuple[str, str], tuple[str | None, datetime]]:
+    """Of the remembered completions of workloads the clusters still show, those (cluster,
+    job) that were fan-out candidates whose round still has one in view, not completed
+    (queued or running where it could not be cancelled): the plan that submitted each,
+    and when it started. A completion in view itself needs no memory."""
+    if not rows:
+        return {}
+    completed_shown = {
+        j.workload for c in snap.clusters for j in c.jobs if j.state == JobState.COMPLETED
+    }
+    rivals = {
+        (j.workload, j.plan_id)
+        for c in snap.clusters
+        for j in c.jobs
+        if j.candidate is not None and j.plan_id is not None and j.state.active
+    }
+    wanted = [r for r in rows if r.workload not in completed_shown]
+    first = store.first_runs((r.cluster, r.job) for r in wanted)
+    return {
+        (r.cluster, r.job): first[r.cluster, r.job]
+        for r in wanted
+        if (r.cluster, r.job) in first and (r.workload, first[r.cluster, r.job][0]) in rivals
+    }

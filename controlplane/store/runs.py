@@ -149,6 +149,23 @@ class Runs:
             done.setdefault(last.workload, []).append(run)
         return [p for workload, runs in sorted(done.items()) if (p := progress_of(workload, runs))]
 
+    def first_runs(
+        self, jobs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[str | None, datetime]]:
+        """(cluster, job) -> the plan that submitted it and when it first started, for the
+        jobs of ``jobs`` that ran (what a completion the clusters forgot needs to judge its
+        fan-out round again)."""
+        wanted = set(jobs)
+        if not wanted:
+            return {}
+        out: dict[tuple[str, str], tuple[str | None, datetime]] = {}
+        with self.db.session() as db:
+            query = select(RunRow).where(col(RunRow.job).in_({job for _, job in wanted}))
+            for row in db.exec(query.order_by(col(RunRow.started_at).desc())):
+                if (row.cluster, row.job) in wanted:
+                    out[row.cluster, row.job] = (row.plan_id, _aware(row.started_at))
+        return out
+
     def _rows(self, now: datetime, seen: Seen | None) -> list[RunRow]:
         with self.db.session() as db:
             rows = list(db.exec(select(RunRow)))
