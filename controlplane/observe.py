@@ -359,10 +359,10 @@ def runs_from_jobs(cluster: ClusterState) -> list[JobRun]:
     ]
 
 
-def _tagged(snap: Snapshot) -> list[tuple[str, str, str]]:
-    """(plan id, workload, job id) of every job of ours the clusters show."""
+def _tagged(snap: Snapshot) -> list[tuple[str, str, str, str]]:
+    """(plan id, workload, cluster, job id) of every job of ours the clusters show."""
     return [
-        (j.plan_id, j.workload, j.id)
+        (j.plan_id, j.workload, c.name, j.id)
         for c in snap.clusters
         for j in c.jobs
         if j.workload and j.plan_id

@@ -27,6 +27,7 @@ from controlplane.plan import Plan
 from controlplane.store import chain
 from controlplane.store.database import Database
 from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow
+from solvers.order import job_id_order
 
 # an applied (or attempted) action, its plan, and who applied it (None: not recorded)
 HistoryRow = tuple[ActionRow, PlanRow, str | None]
@@ -260,24 +261,36 @@ class History:
 
     # ------------------------------------------------------------------ repairs
 
-    def link_jobs(self, tagged: Iterable[tuple[str, str, str]]) -> list[tuple[str, int, str]]:
+    def link_jobs(self, tagged: Iterable[tuple[str, str, str, str]]) -> list[tuple[str, int, str]]:
         """Link actions left ``started`` without a job to the job the clusters show for
-        them: ``tagged`` is (plan id, workload, job id) of our jobs in view. Returns what
-        was linked, as (plan id, action seq, job)."""
-        by_key = {(plan, workload): job for plan, workload, job in tagged}
-        linked = []
+        them: ``tagged`` is (plan id, workload, cluster, job id) of our jobs in view; a job
+        on the action's cluster that no other action of its plan has (a fan-out plan submits
+        one workload to several clusters, whose job ids may be equal). Returns what was
+        linked, as (plan id, action seq, job)."""
+        by_key: dict[tuple[str, str, str], list[str]] = {}
+        for plan, workload, cluster, job in tagged:
+            by_key.setdefault((plan, workload, cluster), []).append(job)
         with self.db.session() as db:
             stranded = db.exec(
-                select(ActionRow).where(
-                    ActionRow.status == "started", col(ActionRow.op).in_(CREATES_JOBS)
-                )
+                select(ActionRow)
+                .where(ActionRow.status == "started", col(ActionRow.op).in_(CREATES_JOBS))
+                .order_by(col(ActionRow.plan_id), col(ActionRow.seq))
             ).all()
-            found = [
-                (row.plan_id, row.seq, by_key[row.plan_id, row.workload])
-                for row in stranded
-                if (row.plan_id, row.workload) in by_key
-                and row.job != by_key[row.plan_id, row.workload]
-            ]
+            plans = {row.plan_id for row in stranded}
+            claimed = {
+                (row.plan_id, row.cluster, row.job)
+                for row in db.exec(select(ActionRow).where(col(ActionRow.plan_id).in_(plans)))
+                if row.job is not None
+            }
+            found = []
+            for row in stranded:
+                jobs = by_key.get((row.plan_id, row.workload, row.cluster), [])
+                free = [j for j in jobs if (row.plan_id, row.cluster, j) not in claimed]
+                if free:
+                    job = min(free, key=job_id_order)
+                    claimed.add((row.plan_id, row.cluster, job))
+                    found.append((row.plan_id, row.seq, job))
+        linked = []
         for plan_id, seq, job in found:
             self.mark(
                 plan_id,

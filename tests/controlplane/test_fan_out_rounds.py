@@ -16,6 +16,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from adapters.base import ActionResult, TemporaryError
 from adapters.simulator import SimulatorAdapter
 from controlplane.apply import apply_plan
@@ -144,3 +146,38 @@ def test_a_later_round_is_not_cancelled_for_an_earlier_completion(tmp_path: Path
     made = world.cycle(later, NOW + timedelta(minutes=140), act=False)
     assert [a for a in made.actions if a.workload == "p/w"] == []
     assert [(p.workload, p.reason.code) for p in made.pending] == [("p/w", ReasonCode.SUBMITTED)]
+
+
+class Crash(Exception):
+    """The apply process dies (killed, the host lost) in the middle of an action."""
+
+
+def test_an_interrupted_candidate_submit_is_not_linked_to_a_rival_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """The apply dies while it submits a fan-out workload's second candidate, before that
+    cluster got it. The next observation links actions left ``started`` to the jobs of
+    their plan in view; it linked this one to the first candidate's job on the other
+    cluster (same plan, same workload), so the history said the job ran where it never
+    was, and a resumed apply skipped the candidate (user trial)."""
+    world = World(tmp_path)
+    world.cycle(specs(fan_out=False), NOW)
+    near = world.adapters["near"]
+    real = near.execute
+
+    def dies(action: Action, *, plan_id: str) -> ActionResult:
+        if action.workload == "p/w":
+            raise Crash("killed before sbatch ran")
+        return real(action, plan_id=plan_id)
+
+    near.execute = dies  # type: ignore[method-assign]
+    made = world.cycle(specs(), NOW + timedelta(minutes=5), act=False)
+    assert [a.cluster for a in made.execution_order()] == ["far", "near"]
+    world.now = NOW + timedelta(minutes=5)
+    with pytest.raises(Crash):
+        apply_plan(made, dict(world.adapters), world.store, observed_digest=None)
+    near.execute = real  # type: ignore[method-assign]
+    world.cycle(specs(), NOW + timedelta(minutes=6), act=False)  # an observation that records
+    rows = {r.cluster: (r.status, r.job) for r in world.store.actions(made.id)}
+    assert rows["far"][0] == "done"
+    assert rows["near"] == ("started", None)
