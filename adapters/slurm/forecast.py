@@ -29,7 +29,7 @@ from datetime import datetime
 from adapters.slurm import hostlist
 from adapters.slurm.parse import parse_time
 from specs.actions import NEVER, Never
-from specs.snapshot import ClusterState
+from specs.snapshot import ClusterState, Reservation
 
 _WILL_START = re.compile(
     r"Job (?P<job>\d+) to start at (?P<start>\S+) using \d+ processors on nodes (?P<nodes>\S+)"
@@ -97,7 +97,8 @@ def backfill_fits(
     time_min: int,
 ) -> bool:
     """Could ``nodes`` nodes of ``partition`` start the request now and keep it ``time_min``
-    seconds before a reservation needs them? GPUs only: CPUs and memory are not modelled."""
+    seconds before a pending job's reservation, or a reservation of the node itself (an
+    announced maintenance), needs them? GPUs only: CPUs and memory are not modelled."""
     used: dict[str, int] = {}
     for job in state.jobs:
         if job.state.holds_gpus:
@@ -113,6 +114,15 @@ def backfill_fits(
         if node.gpus - used.get(node.name, 0) < gpus_per_node:
             continue
         ends = reservations.get(node.name)
-        if ends is None or (ends - now).total_seconds() >= time_min:
-            fit += 1
+        if ends is not None and (ends - now).total_seconds() < time_min:
+            continue
+        if any(_meets(w, now, time_min) for w in node.reservations):
+            continue  # an announced maintenance (or other reservation) comes too soon
+        fit += 1
     return fit >= nodes
+
+
+def _meets(window: Reservation, now: datetime, seconds: int) -> bool:
+    """A job started now and running ``seconds`` would run into ``window``."""
+    ended = window.end is not None and window.end <= now
+    return not ended and (window.start - now).total_seconds() < seconds
