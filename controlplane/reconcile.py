@@ -91,8 +91,9 @@ from solvers.sitepolicy.usage import fairshare_inputs
 from specs.actions import Pending, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.kubernetes import what_runs
+from specs.observation import observed_digest
 from specs.renames import carried_over, tagged
-from specs.snapshot import Snapshot, observed_digest
+from specs.snapshot import Snapshot
 
 VIRTUAL_DIGEST = "virtual"  # the observed digest of a round planned on the virtual world
 

@@ -51,8 +51,9 @@ from controlplane.statefiles import read_snapshot
 from solvers.policy import DEFAULT_POLICY, Policy
 from solvers.problem import ProblemCache
 from specs.loader import LoadResult, load_specs
+from specs.observation import observed_digest
 from specs.renames import carried_over
-from specs.snapshot import Snapshot, observed_digest
+from specs.snapshot import Snapshot
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store

@@ -8,8 +8,6 @@ time-based fairshare. ``now`` travels with it, so planning needs no clock.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from enum import StrEnum
 from typing import Literal
 
@@ -367,45 +365,3 @@ class Snapshot(SnapshotModel):
     def jobs_of(self, workload: str) -> list[tuple[str, Job]]:
         """Every (cluster, job) carrying this workload identity."""
         return [(c.name, j) for c in self.clusters for j in c.jobs if j.workload == workload]
-
-
-def observed_digest(snapshot: Snapshot) -> str:
-    """Hash of what a plan depends on; a plan made against one digest is stale once the
-    clusters report another.
-
-    Counted: every node's name, GPUs and whether it takes work, every job of ours
-    (id, workload, whether it holds GPUs, where), the limits a cluster sets on its pools,
-    the reservations on its nodes (counted only where there are some, so a snapshot
-    without any keeps the digest it had), and whether a cluster could be reached at all
-    (a plan made while one was down is stale once it answers). Not counted: ``now``,
-    nodes going idle/mixed/allocated, and foreign jobs — on a busy shared cluster those change every
-    minute, and a plan must survive the time between review and merge. A foreign job that
-    takes planned GPUs makes the submitted job wait in the cluster's queue, and the next
-    reconcile sees it. Nor a cluster gone from the specs: it holds only completed jobs,
-    which no digest counts.
-    """
-    clusters = []
-    for c in sorted((c for c in snapshot.clusters if not c.gone), key=lambda c: c.name):
-        nodes = sorted((n.name, n.gpus, n.schedulable, n.pool) for n in c.nodes)
-        jobs = sorted(
-            (
-                j.id,
-                j.workload,
-                j.state.holds_gpus,
-                sorted((r.node or "", r.gpus) for r in j.replicas) if j.state.holds_gpus else [],
-            )
-            for j in c.jobs
-            if j.workload is not None and j.state.active
-        )
-        entry: list[object] = [c.name, nodes, jobs]
-        if c.pools:  # a limit that changed may turn a planned submission away
-            entry.append(sorted((p.name, p.max_walltime or 0) for p in c.pools))
-        windows = sorted(
-            (n.name, w.name, w.start.timestamp(), w.end.timestamp() if w.end else 0)
-            for n in c.nodes
-            for w in n.reservations
-        )
-        if windows:  # an announced maintenance: a planned node may not start the job
-            entry.append(["reservations", windows])
-        clusters.append(entry if c.reachable else [c.name, "unreachable"])
-    return hashlib.sha256(json.dumps(clusters, sort_keys=True).encode()).hexdigest()

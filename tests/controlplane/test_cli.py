@@ -133,7 +133,8 @@ def _apply_failing_at_4(quickstart: Path, capsys: pytest.CaptureFixture[str]) ->
         load_specs(quickstart).desired.clusters["sim"], state_dir=quickstart / ".cp", clock=T0
     )
     store = Store(default_url(quickstart))
-    from specs.snapshot import Snapshot, observed_digest
+    from specs.observation import observed_digest
+    from specs.snapshot import Snapshot
 
     digest = observed_digest(Snapshot(now=T0(), clusters=[sim.observe()]))
     first = apply_plan(plan, {"sim": FlakyAdapter(sim, fail_at=4)}, store, observed_digest=digest)

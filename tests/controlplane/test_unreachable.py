@@ -34,7 +34,8 @@ from controlplane.store import Store
 from controlplane.watch import Watcher, WatchOptions
 from specs.actions import Action, Op, ReasonCode
 from specs.desired import DesiredState
-from specs.snapshot import ClusterState, Snapshot, observed_digest
+from specs.observation import observed_digest
+from specs.snapshot import ClusterState, Snapshot
 from tests.builders import NOW, cluster, department, desired, pool, project, workload
 from tests.builders.cli import CP, write_specs
 

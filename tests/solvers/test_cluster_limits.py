@@ -15,7 +15,8 @@ from solvers.fanout import enumerate_candidates, node_counts
 from solvers.problem import ProblemCache, build_problem
 from specs.actions import Op, ReasonCode
 from specs.desired import DesiredState
-from specs.snapshot import ClusterState, Job, PoolState, Replica, Snapshot, observed_digest
+from specs.observation import observed_digest
+from specs.snapshot import ClusterState, Job, PoolState, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, pool, project, workload
 
 POOLS = [

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from controlplane.reconcile import plan
 from specs.actions import Op, ReasonCode
+from specs.observation import observed_digest
 from specs.snapshot import (
     ClusterState,
     Job,
@@ -23,7 +24,6 @@ from specs.snapshot import (
     Replica,
     Reservation,
     Snapshot,
-    observed_digest,
 )
 from tests.builders import NOW, cluster, desired, project, workload
 

@@ -30,7 +30,8 @@ from controlplane.cli.views.apply import apply_json, outcome_line, verdict
 from controlplane.errors import ApplyError, PlanNotFoundError, StalePlanError
 from controlplane.plan import Plan
 from controlplane.unreachable import none_answered
-from specs.snapshot import Snapshot, observed_digest
+from specs.observation import observed_digest
+from specs.snapshot import Snapshot
 
 
 @app.command(
