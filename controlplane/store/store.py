@@ -10,8 +10,9 @@ shows tampering. Only this package talks to the database.
 :class:`~controlplane.store.lease.Leases` (one applier at a time),
 :class:`~controlplane.store.runs.Runs` (the runs of our jobs: usage, segment progress),
 :class:`~controlplane.store.scheduling.SchedulingState` (queue times, placeholders,
-completions, failure streaks) and :class:`~controlplane.store.versions.Versions` (the
-workload specs running jobs were made of).
+completions, failure streaks), :class:`~controlplane.store.versions.Versions` (the
+workload specs running jobs were made of) and
+:class:`~controlplane.store.observations.Observations` (what plans were made against).
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from sqlalchemy import Engine
 from controlplane.store.database import Database
 from controlplane.store.history import History
 from controlplane.store.lease import Leases
+from controlplane.store.observations import Observations
 from controlplane.store.runs import Runs
 from controlplane.store.scheduling import SchedulingState
 from controlplane.store.tables import utcnow
 from controlplane.store.versions import Versions
 
 
-class Store(History, Leases, Runs, SchedulingState, Versions):
+class Store(History, Leases, Observations, Runs, SchedulingState, Versions):
     def __init__(self, url: str, *, init: bool = False, create_dir: bool = False) -> None:
         """Open the store at ``url``. ``init``: create the tables even in a database that
         exists without them (``cp store init``); ``create_dir``: the folder of a SQLite

@@ -1,6 +1,7 @@
 """The store's tables (sqlmodel): plans, actions and their events, queue entry times,
 placeholders, completions, the runs of our jobs (usage and segment progress), failure
-streaks, the apply lease, and the schema's own metadata.
+streaks, the observations plans were made against, the apply lease, and the schema's own
+metadata.
 
 History is tamper-evident: plans and action events are immutable records in one hash
 chain (``chain_seq`` orders them; each carries the hash of its predecessor and its own,
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import Column, Text
+from sqlalchemy import Column, LargeBinary, Text
 from sqlmodel import Field, SQLModel
 
 
@@ -28,7 +29,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 class MetaRow(SQLModel, table=True):
@@ -150,6 +151,18 @@ class RunRow(SQLModel, table=True):
     # its workload left the specs: the run still counts as usage, no longer as progress
     # (a workload added again starts its segments from zero)
     retired: bool = False
+
+
+class ObservationRow(SQLModel, table=True):
+    """What a plan was made against (12): the facts of an observation of the clusters
+    (specs/observation.py), compressed, by their digest, so that an apply finding the
+    clusters changed can tell what changed (controlplane/staleness.py). Not chained: it is
+    sealed by its digest, which the plan (chained) records."""
+
+    __tablename__ = "observations"
+    digest: str = Field(primary_key=True)
+    body: bytes = Field(sa_column=Column(LargeBinary, nullable=False))  # zlib, of the JSON
+    kept_at: datetime = Field(index=True)
 
 
 class VersionRow(SQLModel, table=True):
