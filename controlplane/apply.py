@@ -2,7 +2,9 @@
 
 Safe to interrupt at any point and run again:
 
-1. A fresh plan is refused if the clusters have moved on since it was made (stale).
+1. A fresh plan is refused if the clusters have moved on since it was made (stale) in a
+   way its actions depend on (controlplane/staleness.py: a job of ours that ended elsewhere
+   only frees GPUs).
    A plan whose apply was interrupted resumes instead: its finished actions are skipped;
    unless a fresh plan has been applied since, which supersedes it (it was made from the
    world the interrupted one left, so the rest of the old one no longer holds).
@@ -34,12 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, AdapterError, Preflight
+from controlplane import staleness
 from controlplane.activity import busy
 from controlplane.errors import ApplyError, LeaseHeldError, StalePlanError
 from controlplane.plan import Plan
 from specs.actions import Action, Op
 from specs.desired import DesiredState
 from specs.fields import visible
+from specs.observation import Observation
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
@@ -65,6 +69,8 @@ class ApplyReport:
     stopped: bool = False  # asked to stop before the end: the plan is interrupted
     already_applied: bool = False  # applied to the end before: nothing was run again
     followed_by: str | None = None  # another plan of the same specs was applied: not run
+    # changes in the clusters since the plan was made that it does not depend on
+    unaffected: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[ActionOutcome]:
@@ -202,14 +208,12 @@ def apply_plan(
     adapters: dict[str, Adapter],
     store: Store,
     *,
-    observed_digest: str | None,
+    observed: Observation | None,
     progress: OnOutcome | None = None,
 ) -> ApplyReport:
     """Take the lease and execute ``plan`` (see :func:`run_plan`)."""
     with holding_lease(store) as lease:
-        return run_plan(
-            plan, adapters, store, observed_digest=observed_digest, progress=progress, lease=lease
-        )
+        return run_plan(plan, adapters, store, observed=observed, progress=progress, lease=lease)
 
 
 def real_clock_only(desired: DesiredState, now: datetime | None) -> None:
@@ -237,15 +241,18 @@ def run_plan(
     adapters: dict[str, Adapter],
     store: Store,
     *,
-    observed_digest: str | None,
+    observed: Observation | None,
+    made_against: Observation | None = None,
     progress: OnOutcome | None = None,
     lease: Lease | None = None,
     stop: Callable[[], bool] | None = None,
     replan: str = REPLAN,
 ) -> ApplyReport:
-    """Execute ``plan`` under a lease the caller holds. ``observed_digest`` is the
-    clusters' digest right now (None: the plan was made a moment ago, under this lease);
-    ``replan`` says how to get a fresh plan when this one no longer holds;
+    """Execute ``plan`` under a lease the caller holds. ``observed`` is the clusters right
+    now (None: the plan was made a moment ago, under this lease), checked against what the
+    plan was made against (``made_against``, else as the store kept it: see
+    controlplane/staleness.py); ``replan`` says how to get a fresh plan when this one no
+    longer holds;
     ``stop`` is asked before each action (a signal to stop: the plan is left interrupted,
     resumable)."""
     from controlplane.store.history import RESUMABLE  # loaded with the store given
@@ -260,12 +267,14 @@ def run_plan(
             f"plan {plan.id} stopped before it finished, and {store.status_message(plan.id)}"
             f": its remaining actions no longer hold; {replan}"
         )
-    if not resumed and observed_digest is not None and observed_digest != plan.observed_digest:
-        raise StalePlanError(
-            f"plan {plan.id} was made against another state of the clusters "
-            f"(jobs or nodes changed since); {replan}"
-        )
-    return _run(plan, adapters, store, done, resumed, progress, lease, stop)
+    unaffected = []
+    if not resumed and observed is not None and observed.digest != plan.observed_digest:
+        kept = made_against is None
+        then = store.observation(plan.observed_digest) if kept else made_against
+        unaffected = staleness.check(plan, then, observed, replan)
+    report = _run(plan, adapters, store, done, resumed, progress, lease, stop)
+    report.unaffected = unaffected
+    return report
 
 
 def _run(

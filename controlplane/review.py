@@ -28,6 +28,7 @@ from controlplane.workflow import clock, open_store, plan_for, resolve_now, surv
 from solvers.policy import DEFAULT_POLICY, Policy
 from specs.desired import DesiredState
 from specs.loader import LoadResult
+from specs.observation import observation_of
 
 
 def plan_change(
@@ -75,6 +76,7 @@ def plan_change(
         with store:
             store.save_plan(before)  # the plan the comment compares with, for `cp show`
             store.save_plan(plan)
+            store.keep_observation(observation_of(snap))  # the merge's apply reads it
     return plan
 
 
@@ -107,6 +109,7 @@ def plan_alone(
     if found.store is not None:
         with found.store:
             found.store.save_plan(plan)
+            found.store.keep_observation(found.seen)
     return plan
 
 

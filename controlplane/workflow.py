@@ -51,7 +51,7 @@ from controlplane.statefiles import read_snapshot
 from solvers.policy import DEFAULT_POLICY, Policy
 from solvers.problem import ProblemCache
 from specs.loader import LoadResult, load_specs
-from specs.observation import observed_digest
+from specs.observation import Observation, observation_of
 from specs.renames import carried_over
 from specs.snapshot import Snapshot
 
@@ -134,11 +134,13 @@ def open_store(
 class Survey:
     """The world as observed (or a snapshot file) and the plan made for it: what the
     read-only views (status, get, usage, explain) show. ``store`` is None with a snapshot
-    file, which has no store behind it."""
+    file, which has no store behind it. ``seen``: what the plan was made against, as it
+    records its digest (before renamed projects took their jobs)."""
 
     snapshot: Snapshot
     plan: Plan
     store: Store | None
+    seen: Observation
 
 
 def survey(
@@ -166,7 +168,7 @@ def survey(
         saved = read_snapshot(observed)
         when = resolve_now(now) if now is not None else saved.now
         plan = plan_for(spec_dir, loaded, saved, when, None, policy)
-        return Survey(carried_over(loaded.desired, saved), plan, None)
+        return Survey(carried_over(loaded.desired, saved), plan, None, observation_of(saved))
     when = resolve_now(now)
     store = open_store(spec_dir, db, reading=not (noting or record), noting=noting)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=not record)
@@ -181,7 +183,8 @@ def survey(
         snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = plan_for(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
     plan = with_policy(plan, applied_diff(store.last_applied_plan(), plan))
-    return Survey(carried_over(loaded.desired, snap), plan, store)  # as the plan saw it
+    # as the plan saw it
+    return Survey(carried_over(loaded.desired, snap), plan, store, observation_of(snap))
 
 
 def build_plan(
@@ -243,8 +246,9 @@ def plan_and_snapshot(
     )
     if found.store is not None:
         with found.store:
-            if keep:
+            if keep:  # with what it was made against: a plan file is applied later
                 found.store.save_plan(found.plan)
+                found.store.keep_observation(found.seen)
     return found.plan, found.snapshot
 
 
@@ -337,12 +341,21 @@ def apply_specs(
             store.supersede(by=plan.id)
         if not approved or plan.empty:
             return plan, None
-        digest = None  # planned under this lease: nobody else can have changed the clusters
+        # planned under this lease: nobody else can have changed the clusters
+        seen = then = None
         if not lease.regained():  # unless it lapsed meanwhile (a long approval): look again
             applying.not_overtaken(store, plan, last)
-            digest = observed_digest(observe(loaded.desired, adapters, resolve_now(now), store))
+            seen = observation_of(observe(loaded.desired, adapters, resolve_now(now), store))
+            then = observation_of(snap)
         report = run_plan(
-            plan, adapters, store, observed_digest=digest, progress=progress, lease=lease, stop=stop
+            plan,
+            adapters,
+            store,
+            observed=seen,
+            made_against=then,
+            progress=progress,
+            lease=lease,
+            stop=stop,
         )
     return plan, report
 
@@ -360,10 +373,11 @@ def apply_saved(
     reviewed: bool = False,
 ) -> ApplyReport:
     """Carry out a saved plan under the apply lease, refused if the clusters moved on
-    since it was made (unless it resumes an interrupted apply of the same plan), saying
-    ``replan``; ``stop`` is asked before each action. A ``reviewed`` plan (on merge)
-    whose specs another plan applied meanwhile (a watch that pulled the merge first) is
-    not run: the clusters follow those specs already."""
+    since it was made in a way its actions depend on (controlplane/staleness.py; unless it
+    resumes an interrupted apply of the same plan), saying ``replan``; ``stop`` is asked
+    before each action. A ``reviewed`` plan (on merge) whose specs another plan applied
+    meanwhile (a watch that pulled the merge first) is not run: the clusters follow those
+    specs already."""
     applying.real_clock_only(loaded.desired, now)
     store = open_store(spec_dir, db, now=now)
     stored = store.get_plan(plan.id)
@@ -382,7 +396,7 @@ def apply_saved(
             plan,
             adapters,
             store,
-            observed_digest=observed_digest(snap),
+            observed=observation_of(snap),
             progress=progress,
             lease=lease,
             stop=stop,

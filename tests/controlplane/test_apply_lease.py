@@ -37,7 +37,7 @@ def dead_pid() -> int:
 def test_the_lease_of_a_killed_apply_on_this_host_is_taken_over(tmp_path: Path, by: str) -> None:
     store = Store(f"sqlite:///{tmp_path}/db")
     assert store.acquire_lease(f"{here()}:{dead_pid()}{by}") is None
-    report = apply_plan(EMPTY, {}, store, observed_digest=None)
+    report = apply_plan(EMPTY, {}, store, observed=None)
     assert report.ok and store.lease_holder() is None, "taken, used and released"
 
 
@@ -50,7 +50,7 @@ def test_a_held_lease_names_who_applies(tmp_path: Path, monkeypatch: pytest.Monk
     with holding_lease(store):
         monkeypatch.setenv("CP_ACTOR", "alice")
         with pytest.raises(LeaseHeldError, match=r"\(\S+:\d+ by nightly-ci until "):
-            apply_plan(EMPTY, {}, store, observed_digest=None)
+            apply_plan(EMPTY, {}, store, observed=None)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_a_lease_that_may_be_live_is_respected(tmp_path: Path, holder: str) -> N
     store = Store(f"sqlite:///{tmp_path}/db")
     assert store.acquire_lease(holder) is None
     with pytest.raises(LeaseHeldError, match="another reconciler is applying"):
-        apply_plan(EMPTY, {}, store, observed_digest=None)
+        apply_plan(EMPTY, {}, store, observed=None)
     assert store.lease_holder() == holder
 
 
@@ -107,7 +107,7 @@ def test_a_holder_numbered_in_another_pid_namespace_is_not_judged_here(
     other = f"{host}:{dead_pid()} by bob"  # the host's (or another container's) process
     assert store.acquire_lease(other) is None
     with pytest.raises(LeaseHeldError, match="another reconciler is applying"):
-        apply_plan(EMPTY, {}, store, observed_digest=None)
+        apply_plan(EMPTY, {}, store, observed=None)
     assert store.lease_holder() == other, "not taken over: its PID means nothing here"
     # in the host's own namespace the holder reads as before, host:pid
     monkeypatch.setattr(applying, "_pid_namespace", lambda: applying.HOST_PID_NAMESPACE)

@@ -56,11 +56,11 @@ def test_a_stop_request_leaves_a_resumable_plan(world: World) -> None:
         return len(asked) > 3
 
     with holding_lease(store) as lease:
-        first = run_plan(plan, world.adapters, store, observed_digest=None, lease=lease, stop=stop)
+        first = run_plan(plan, world.adapters, store, observed=None, lease=lease, stop=stop)
     assert first.stopped and [o.status for o in first.outcomes] == ["done"] * 3
     assert store.plan_status(plan.id) == "interrupted"
     with holding_lease(store) as lease:
-        second = run_plan(plan, world.adapters, store, observed_digest=None, lease=lease)
+        second = run_plan(plan, world.adapters, store, observed=None, lease=lease)
     assert second.ok and second.resumed and not second.stopped
     assert [o.status for o in second.outcomes][:3] == ["skipped"] * 3
     assert store.plan_status(plan.id) == "applied"
@@ -74,7 +74,7 @@ def test_a_plan_applied_after_an_interrupted_one_supersedes_it(world: World) -> 
     the interrupted one left: it supersedes it, and the old one is refused."""
     store, old = world.store, world.plan
     with holding_lease(store) as lease:
-        run_plan(old, world.adapters, store, observed_digest=None, lease=lease, stop=lambda: True)
+        run_plan(old, world.adapters, store, observed=None, lease=lease, stop=lambda: True)
     assert store.plan_status(old.id) == "interrupted"
     newer, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s: True)
     assert report is not None and report.ok and newer.id != old.id

@@ -133,11 +133,11 @@ def _apply_failing_at_4(quickstart: Path, capsys: pytest.CaptureFixture[str]) ->
         load_specs(quickstart).desired.clusters["sim"], state_dir=quickstart / ".cp", clock=T0
     )
     store = Store(default_url(quickstart))
-    from specs.observation import observed_digest
+    from specs.observation import observation_of
     from specs.snapshot import Snapshot
 
-    digest = observed_digest(Snapshot(now=T0(), clusters=[sim.observe()]))
-    first = apply_plan(plan, {"sim": FlakyAdapter(sim, fail_at=4)}, store, observed_digest=digest)
+    seen = observation_of(Snapshot(now=T0(), clusters=[sim.observe()]))
+    first = apply_plan(plan, {"sim": FlakyAdapter(sim, fail_at=4)}, store, observed=seen)
     assert not first.ok and len([o for o in first.outcomes if o.status == "done"]) == 3
     assert [r.status for r in store.actions(plan.id)][:4] == ["done", "done", "done", "failed"]
     return plan

@@ -34,7 +34,7 @@ from controlplane.store import Store
 from controlplane.watch import Watcher, WatchOptions
 from specs.actions import Action, Op, ReasonCode
 from specs.desired import DesiredState
-from specs.observation import observed_digest
+from specs.observation import observation_of, observed_digest
 from specs.snapshot import ClusterState, Snapshot
 from tests.builders import NOW, cluster, department, desired, pool, project, workload
 from tests.builders.cli import CP, write_specs
@@ -91,7 +91,7 @@ def run(specs: DesiredState, adapters: dict[str, Adapter], store: Store, now: da
 
 def apply(specs: DesiredState, adapters: dict[str, Adapter], store: Store, now: datetime) -> None:
     snap, planned = run(specs, adapters, store, now)
-    report = apply_plan(planned, adapters, store, observed_digest=observed_digest(snap))
+    report = apply_plan(planned, adapters, store, observed=observation_of(snap))
     assert report.ok, report.failed
 
 

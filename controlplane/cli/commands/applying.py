@@ -57,7 +57,8 @@ def apply(
         typer.Option(
             "--reviewed",
             help="with a spec directory: apply the stored plan made of exactly these specs "
-            "(the one a pull request showed), refused if the clusters moved on since",
+            "(the one a pull request showed), refused if the clusters moved on since in a way "
+            "its actions depend on (a job of ours that ended elsewhere does not count)",
         ),
     ] = False,
     observed: Annotated[
@@ -74,7 +75,8 @@ def apply(
     """Carry out a plan through the adapters; safe to rerun after an interruption.
 
     With a spec directory: take the apply lease, observe, plan, show the plan, ask, act.
-    With a plan file: check it was not edited and the clusters have not moved on, act."""
+    With a plan file: check it was not edited and the clusters have not moved on in a way
+    its actions depend on, act."""
     if reviewed and not target.is_dir():
         raise typer.BadParameter(
             "takes a spec directory (the plan stored for its specs), not a plan file",

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from controlplane.apply import ActionOutcome, ApplyReport
 from controlplane.cli.views.words import agrees, counted
+from controlplane.staleness import SHOWN
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import ActionRow
@@ -67,6 +68,16 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
         + (" (resumed an apply that stopped before its end)" if report.resumed else "")
         + "."
     )
+    if report.unaffected:  # why a plan made against another state of the clusters was run
+        shown, more = report.unaffected[:SHOWN], len(report.unaffected) - SHOWN
+        console.print(
+            "The clusters changed since the plan was made, in ways its actions do not "
+            f"depend on: {escape('; '.join(shown))}"
+            + (f"; and {more} more" if more > 0 else "")
+            + ".",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def apply_json(
@@ -106,6 +117,8 @@ def apply_json(
         "resumed": report.resumed,
         "alreadyApplied": report.already_applied,
         **({"followedBy": report.followed_by} if report.followed_by else {}),
+        # what changed since the plan was made that its actions do not depend on
+        **({"changedSince": report.unaffected} if report.unaffected else {}),
         "ok": report.ok and not report.stopped,
         "stopped": report.stopped,  # on request (a signal): the rest is not run
         "unreachable": down,

@@ -180,7 +180,7 @@ def test_an_apply_it_may_not_finish_evicts_nothing(
         ],
     )
     with Store(f"sqlite:///{tmp_path / 'cp.db'}") as store:
-        report = apply_plan(plan, {"k8s": narrow}, store, observed_digest=None)
+        report = apply_plan(plan, {"k8s": narrow}, store, observed=None)
     assert not report.ok
     [failed] = [o for o in report.outcomes if o.status == "failed"]
     assert "create" in failed.message and "cp-newteam" in failed.message, failed.message
