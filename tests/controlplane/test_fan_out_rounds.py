@@ -27,7 +27,8 @@ from controlplane.reconcile import plan
 from controlplane.store import Store
 from specs.actions import Action, Op, ReasonCode
 from specs.desired import DesiredState
-from specs.snapshot import ClusterState, observed_digest
+from specs.observation import observation_of
+from specs.snapshot import ClusterState
 from tests.builders import NOW, cluster, desired, pool, project, workload
 
 
@@ -85,7 +86,7 @@ class World:
         made = plan(d, snap, now=at)
         if act:
             report = apply_plan(
-                made, dict(self.adapters), self.store, observed_digest=observed_digest(snap)
+                made, dict(self.adapters), self.store, observed=observation_of(snap)
             )
             assert report.ok, report.failed
         return made
@@ -175,7 +176,7 @@ def test_an_interrupted_candidate_submit_is_not_linked_to_a_rival_elsewhere(
     assert [a.cluster for a in made.execution_order()] == ["far", "near"]
     world.now = NOW + timedelta(minutes=5)
     with pytest.raises(Crash):
-        apply_plan(made, dict(world.adapters), world.store, observed_digest=None)
+        apply_plan(made, dict(world.adapters), world.store, observed=None)
     near.execute = real  # type: ignore[method-assign]
     world.cycle(specs(), NOW + timedelta(minutes=6), act=False)  # an observation that records
     rows = {r.cluster: (r.status, r.job) for r in world.store.actions(made.id)}
