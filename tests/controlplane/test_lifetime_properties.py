@@ -2,9 +2,10 @@
 retyped, reprioritised, made (non-)preemptible, given another walltime or GPU types,
 added and removed, some in checkpoint segments or fanned out over the pools; quotas, limits
 and minRuntime changed; pools grown and shrunk; nodes failing and coming back, jobs
-failing; on one cluster or two whose nodes share names) with time passing between them,
-each cycle planned and carried out one action at a time on the file-backed simulators, as
-``cp apply`` does.
+failing, the second cluster not answering; on one cluster or two whose nodes share names)
+with time passing between them, each cycle planned and carried out one action at a time
+on the file-backed simulators, as ``cp apply`` does (nothing on a cluster that did not
+answer).
 
 After every cycle: no node holds more than it has, and a failed one nothing; no workload
 has two jobs; a workload the specs dropped runs nowhere; a running job is its current
@@ -22,7 +23,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,9 @@ FIELDS: dict[str, list[Any]] = {
     "clusters": [["sim"], ["east"], None],
 }
 FOREIGN = "foreign-1"  # a job someone else submitted: never ours to touch
-# what befalls the first cluster between two plans (tests/builders/incidents.py)
-INCIDENTS = ("node down", "node up", "job fails")
+# what befalls the clusters between two plans (tests/builders/incidents.py), or while
+# one plans: the second cluster does not answer
+INCIDENTS = ("node down", "node up", "job fails", "east silent")
 _FOREIGN_NODE = "a100-01"  # where the foreign job runs
 
 
@@ -369,14 +371,24 @@ def _observe(
     now: datetime,
     versions: dict[str, WorkloadSpec],
     since: dict[str, datetime],
+    silent: Collection[str] = (),
 ) -> Snapshot:
-    """The snapshot cp apply plans against: the clusters, and what the store knows."""
-    clusters = [sim.observe() for _, sim in sorted(sims.items())]
+    """The snapshot cp apply plans against: the clusters (those ``silent`` as observe
+    reports a cluster whose adapter failed: nothing known of it), and what the store knows
+    (no record of where work last ran: the plan holds whatever may run on a silent one)."""
+    clusters = [
+        ClusterState(name=name, reachable=False, error="AdapterError: timed out")
+        if name in silent
+        else sim.observe()
+        for name, sim in sorted(sims.items())
+    ]
     return Snapshot(now=now, clusters=clusters, versions=dict(versions), spec_since=since)
 
 
 def _carry_out(sims: dict[str, SimulatorAdapter], made: Plan) -> None:
+    silent = set(made.unreachable)
     for action in made.execution_order():  # one at a time, as cp apply does
+        assert action.cluster not in silent, action  # nothing is done where nothing is known
         assert sims[action.cluster].execute(action, plan_id=made.id).ok, action
 
 
@@ -417,16 +429,17 @@ def live(
                 name: SimulatorAdapter(spec, state_dir=Path(tmp), clock=_at(now))
                 for name, spec in state.clusters.items()
             }
-            if edit in INCIDENTS:
+            silent = {"east"} & set(sims) if edit == "east silent" else set()
+            if edit in INCIDENTS and not silent:
                 _befall(sims["sim"], edit, arg, now)
             seen = {key: at for key, (_, at) in since.items()}
-            snap = _observe(sims, now, versions, seen)
+            snap = _observe(sims, now, versions, seen, silent)
             made = plan(state, snap, now=now)
             assert plan(state, snap, now=now) == made  # deterministic
             for op in sorted({a.op.value for a in made.actions}):
                 note(f"a cycle that plans a {op}")
             _carry_out(sims, made)
-            after = _observe(sims, now, versions, seen)
+            after = _observe(sims, now, versions, seen, silent)
             _check_cycle(state, snap, made, after)
             again = plan(state, after, now=now)
             if not made.solver.cut_short and _settled(state, snap, made, after):
