@@ -98,7 +98,8 @@ def backfill_fits(
 ) -> bool:
     """Could ``nodes`` nodes of ``partition`` start the request now and keep it ``time_min``
     seconds before a pending job's reservation, or a reservation of the node itself (an
-    announced maintenance), needs them? GPUs only: CPUs and memory are not modelled."""
+    announced maintenance), needs them? GPUs only, and a node whose every CPU is taken
+    (``full``) has no room; memory is not modelled."""
     used: dict[str, int] = {}
     for job in state.jobs:
         if job.state.holds_gpus:
@@ -108,6 +109,8 @@ def backfill_fits(
     fit = 0
     for node in state.nodes:
         if not node.schedulable or (partition is not None and node.partition != partition):
+            continue
+        if node.full:  # every CPU taken: nothing starts here, whatever GPUs are free
             continue
         if gpu_type is not None and node.gpu_type not in (None, gpu_type):
             continue
