@@ -27,6 +27,12 @@ class Result:
         return json.loads(self.out)
 
 
+def ok(result: Result) -> Result:
+    """``result``, after checking that its command succeeded (its output if not)."""
+    assert result.code == 0, result.out + result.err
+    return result
+
+
 def cp(capsys: pytest.CaptureFixture[str], *args: str | Path) -> Result:
     capsys.readouterr()
     code = run([str(a) for a in args], "controlplane")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 GIT_ENV = {
@@ -24,3 +25,15 @@ def git(repo: Path, *args: str) -> str:
         check=True,
     )
     return done.stdout.strip()
+
+
+def spec_repo(root: Path, specs: Callable[[Path], object], message: str = "the org") -> Path:
+    """A repository at ``root`` on branch main, its state directory ignored, with one
+    commit of what ``specs`` writes into ``root / "specs"``."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".cp/\n")
+    specs(root / "specs")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return root

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, project, workload
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 Capsys = pytest.CaptureFixture[str]
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
@@ -33,11 +33,6 @@ def org(root: Path, **spec: Any) -> Path:
             workload("w", "p", **{**base, **spec}),
         ],
     )
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def plan(capsys: Capsys, root: Path, now: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 from controlplane.reconcile import plan as make_plan
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, project, workload
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 Capsys = pytest.CaptureFixture[str]
 T0 = "2026-11-22T10:00:00+00:00"
@@ -27,11 +27,6 @@ POOLS = [
     {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2},
     {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 2},
 ]
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def org(root: Path, min_runtime: str | None = None, **spec: Any) -> Path:

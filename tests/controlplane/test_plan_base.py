@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, department, project, workload
-from tests.builders.cli import Result, cp, write_specs
-from tests.builders.git import git
+from tests.builders.cli import cp, ok, write_specs
+from tests.builders.git import git, spec_repo
 
 Capsys = pytest.CaptureFixture[str]
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,21 +36,9 @@ def org(arts_quota: int) -> list[dict[str, Any]]:
     ]
 
 
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / ".gitignore").write_text(".cp/\n")
-    write_specs(root / "specs", org(36))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "the org")
-    return root
+    return spec_repo(tmp_path / "repo", lambda specs: write_specs(specs, org(36)))
 
 
 def review_the_cut(repo: Path, capsys: Capsys) -> dict[str, Any]:
@@ -659,12 +647,10 @@ def test_fewer_replicas_of_a_running_elastic_job_shrink_it(repo: Path, capsys: C
 def test_the_summary_counts_the_fair_shares_that_moved(tmp_path: Path, capsys: Capsys) -> None:
     """The comment's summary said "5 fair shares moved" over a table in which three of
     the five stayed as they were (20 -> 20): only their allocations moved (trialC)."""
-    root = tmp_path / "repo"
-    shutil.copytree(ROOT / "examples" / "quickstart", root / "specs")
-    git(root, "init", "-q", "-b", "main")
-    (root / ".gitignore").write_text(".cp/\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "quickstart")
+    quickstart = ROOT / "examples" / "quickstart"
+    root = spec_repo(
+        tmp_path / "repo", lambda specs: shutil.copytree(quickstart, specs), "quickstart"
+    )
     specs = root / "specs"
     ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))
     git(root, "checkout", "-q", "-b", "pr")

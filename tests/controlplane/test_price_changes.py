@@ -18,7 +18,7 @@ import pytest
 
 from controlplane.store import pricebook
 from tests.builders import cluster, pool, project, workload
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 Capsys = pytest.CaptureFixture[str]
 
@@ -37,11 +37,6 @@ def specs(root: Path, price: float, budget: float = 400.0) -> Path:
             workload("w", "p", gpus=4, walltime="2d", command=["train"]),
         ],
     )
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def month_cost(capsys: Capsys, root: Path, now: str) -> float:

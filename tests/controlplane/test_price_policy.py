@@ -19,7 +19,7 @@ import pytest
 from controlplane.impact import table_changes
 from controlplane.plan import Plan, PolicyChange, SolverReport
 from tests.builders import cluster, pool, project, workload
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 Capsys = pytest.CaptureFixture[str]
 NOW = "2027-03-01T00:00:00+00:00"
@@ -44,11 +44,6 @@ def specs(root: Path, price: float) -> Path:
             workload("w", "p", gpus=4, walltime="2d", command=["train"]),
         ],
     )
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def test_a_price_changed_since_the_plan_last_applied_is_a_policy_change(

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, project, workload
-from tests.builders.cli import Result, cp, write_specs
-from tests.builders.git import git
+from tests.builders.cli import cp, ok, write_specs
+from tests.builders.git import git, spec_repo
 
 Capsys = pytest.CaptureFixture[str]
 NOW = "2026-11-22T10:00:00+00:00"
@@ -36,21 +36,9 @@ def org(*extra: dict[str, Any], short: bool = True) -> list[dict[str, Any]]:
     return [*docs, *extra]
 
 
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / ".gitignore").write_text(".cp/\n")
-    write_specs(root / "specs", org())
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "the org")
-    return root
+    return spec_repo(tmp_path / "repo", lambda specs: write_specs(specs, org()))
 
 
 def review(repo: Path, capsys: Capsys, docs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,17 +18,12 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, project, workload
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 from tests.builders.snapshots import job, write_snapshot
 
 Capsys = pytest.CaptureFixture[str]
 GANG = job("11", "bio/gang", ("a100-01", 4), ("a100-01", 4))  # 8 GPUs on a node of 4
 LOST = {"a100-01": {"gpus": 4, "state": "allocated"}}  # as Kubernetes reports it then
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 @pytest.fixture

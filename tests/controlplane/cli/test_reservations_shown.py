@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, project, workload
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 from tests.builders.snapshots import job, write_snapshot
 
 Capsys = pytest.CaptureFixture[str]
@@ -34,11 +34,6 @@ UNDER_WAY = {  # began before the snapshot's now (10:00)
 }
 OVER = {"name": "old", "start": "2026-11-21T09:00:00+00:00", "end": "2026-11-21T12:00:00+00:00"}
 V100 = {"name": "v100-work", "start": "2026-11-22T11:00:00+00:00", "end": None}
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 @pytest.fixture

@@ -8,15 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.builders import cluster, project, workload
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 Capsys = pytest.CaptureFixture[str]
 T0 = "2026-11-22T10:00:00+00:00"
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def test_status_shows_held_now_beside_after_the_plan(tmp_path: Path, capsys: Capsys) -> None:

@@ -40,7 +40,7 @@ from adapters.kubernetes.localcluster import LocalKubernetes
 from controlplane.plan import Plan, SolverReport
 from controlplane.store import Store, default_url
 from specs.models import Cluster
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 pytestmark = pytest.mark.k8s
 Helper = Callable[..., Any]
@@ -113,11 +113,6 @@ def fast_kubeconfig(clean_k8s: LocalKubernetes, monkeypatch: pytest.MonkeyPatch)
 
 def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "controlplane/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 pytestmark = pytest.mark.k8s
 Helper = Callable[..., Any]
@@ -44,11 +44,6 @@ def workload(name: str, project: str, gpus: int, gpu_type: str, **spec: Any) -> 
         command=SLEEP,
         **spec,
     )
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def placed(pods: Helper, workload: str) -> list[tuple[str, str]]:

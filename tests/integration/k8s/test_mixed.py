@@ -27,7 +27,7 @@ import yaml
 from adapters.kubernetes.localcluster import LocalKubernetes
 from adapters.slurm.localcluster import LocalSlurm, LocalSlurmError
 from adapters.slurm.tags import parse_tag
-from tests.builders.cli import Result, cp
+from tests.builders.cli import cp, ok
 from tests.integration import slurmports
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slurm]
@@ -103,11 +103,6 @@ def spec_repo(tmp_path: Path) -> Path:
         d["spec"]["command"] = ["sleep", "600"]
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
     return specs
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def where(plan: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -25,7 +25,7 @@ import pytest
 from kubernetes import client
 
 from adapters.kubernetes.localcluster import GPU_PRODUCT, add_gpu_node
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 from tests.integration.k8s.conftest import A100
 
 pytestmark = pytest.mark.k8s
@@ -40,11 +40,6 @@ def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
 def workload(name: str, gpus: int, gpu_type: str, **spec: Any) -> dict[str, Any]:
     spec = {"walltime": "1h", "command": ["sleep", "600"], **spec}
     return doc("Workload", name, project="vision", gpus=gpus, gpuTypes=[gpu_type], **spec)
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def ops(plan: dict[str, Any]) -> list[tuple[str, str, str]]:

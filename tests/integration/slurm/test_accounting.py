@@ -14,15 +14,10 @@ from typing import Any
 import pytest
 
 from adapters.slurm.localcluster import LocalSlurm
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 pytestmark = pytest.mark.slurm
 Capsys = pytest.CaptureFixture[str]
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def slurm(cluster: LocalSlurm, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -18,16 +18,11 @@ import pytest
 from adapters.slurm import SlurmAdapter
 from specs.actions import Op
 from specs.snapshot import JobState
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 from tests.builders.programs import SAVES
 
 Helper = Callable[..., Any]
 Capsys = pytest.CaptureFixture[str]
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:

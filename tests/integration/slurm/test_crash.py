@@ -39,7 +39,7 @@ import pytest
 from adapters.slurm import SlurmAdapter
 from adapters.slurm.localcluster import LocalSlurm
 from controlplane.plan import Plan
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 pytestmark = pytest.mark.slurm
 Helper = Callable[..., Any]
@@ -51,11 +51,6 @@ SLOW_SECONDS = 0.3
 
 def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "controlplane/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 @pytest.fixture(scope="module")

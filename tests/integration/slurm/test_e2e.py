@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from controlplane.store import Store, default_url
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 pytestmark = pytest.mark.slurm
 Helper = Callable[..., Any]
@@ -53,11 +53,6 @@ def workload(name: str, project: str, gpus: int, gpu_type: str, **spec: Any) -> 
         gpuTypes=[gpu_type],
         **{"walltime": "1h", "command": SLEEP, **spec},
     )
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 def show_job(slurm: Helper, job_id: str) -> dict[str, str]:

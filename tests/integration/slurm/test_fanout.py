@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 pytestmark = pytest.mark.slurm
 Helper = Callable[..., Any]
@@ -25,11 +25,6 @@ FAN = {"fanOut": True, "maxParallel": 4}
 
 def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "controlplane/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 @pytest.fixture

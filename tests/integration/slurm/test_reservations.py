@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from adapters.slurm import SlurmAdapter
-from tests.builders.cli import Result, cp, write_specs
+from tests.builders.cli import cp, ok, write_specs
 
 pytestmark = pytest.mark.slurm
 Helper = Callable[..., Any]
@@ -41,11 +41,6 @@ def workload(name: str, gpus: int, walltime: str) -> dict[str, Any]:
         walltime=walltime,
         command=["sleep", "600"],
     )
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result.out + result.err
-    return result
 
 
 @pytest.fixture
