@@ -296,8 +296,9 @@ def _check_cycle(state: DesiredState, before: Snapshot, made: Plan, after: Snaps
         spec = state.workloads[job.workload].spec
         assert {r.gpus for r in job.replicas} == {spec.gpus}, (job, spec)
         assert spec.effective_min_replicas <= len(job.replicas) <= spec.replicas, (job, spec)
-    # an eviction names work the plan gives its GPUs to, or says who took that place
-    started = {j.workload for j in jobs if j.state.active}
+    # an eviction names work the plan gives its GPUs to (or whose old job it cancels to
+    # save first: the new version starts next), or says who took that place
+    started = {j.workload for j in jobs if j.state.active} | _saving_first(state, made)
     for a in made.actions:
         if a.op is Op.PREEMPT and (beneficiary := _taken_for(a.reason.message)):
             assert beneficiary in started, (beneficiary, a)
@@ -326,6 +327,20 @@ def _fans_out(state: DesiredState, key: str) -> bool:
     return strategy is not None and strategy.fan_out
 
 
+def _saving_first(state: DesiredState, made: Plan) -> set[str]:
+    """Workloads whose running job the plan cancels for their new version, which waits
+    for it to save its checkpoint (it starts in the next plan)."""
+    waits = {p.workload for p in made.pending}
+    return {
+        a.workload
+        for a in made.actions
+        if a.op == Op.CANCEL
+        and a.workload in waits
+        and a.workload in state.workloads
+        and state.workloads[a.workload].spec.checkpoint
+    }
+
+
 def _settled(state: DesiredState, before: Snapshot, made: Plan, after: Snapshot) -> bool:
     """Whether the next plan should find nothing to do: no fan-out candidate was submitted,
     nor started since the plan was made (which of them starts is news to it), nor has a
@@ -336,12 +351,7 @@ def _settled(state: DesiredState, before: Snapshot, made: Plan, after: Snapshot)
     waited = {(j.id, j.workload) for j in _jobs(before) if j.candidate and not j.state.holds_gpus}
     if any((j.id, j.workload) in waited and j.state.holds_gpus for j in _jobs(after)):
         return False
-    waits = {p.workload for p in made.pending}
-    if any(
-        a.op == Op.CANCEL and a.workload in waits and state.workloads[a.workload].spec.checkpoint
-        for a in made.actions
-        if a.workload in state.workloads
-    ):
+    if _saving_first(state, made):
         return False
     fanned = Counter(
         j.workload
