@@ -96,6 +96,8 @@ def get(
     what = _kind(kind)
     if output is not None and output not in FORMATS:
         raise typer.BadParameter(f"use {', '.join(FORMATS)}", param_hint="--output")
+    if as_json and output not in (None, "json"):  # --json is -o json
+        raise typer.BadParameter(f"give --json or -o {output}, not both", param_hint="--json")
     if as_json:
         output = "json"
     loaded = load(spec_dir)

@@ -141,6 +141,12 @@ def show(
 
     With --json: the plan's document plus applyStatus and outcomes (each action in
     execution order: status, job, message, when)."""
+    if as_json and markdown:  # as cp plan refuses them
+        raise typer.BadParameter("give --json or --markdown, not both", param_hint="--markdown")
+    if max_chars != DEFAULT_MAX_CHARS and not markdown:
+        raise typer.BadParameter(
+            "bounds the --markdown comment: add --markdown", param_hint="--max-chars"
+        )
     spec_dir = spec_dir_of(given_dir, dir_option)
     path = Path(plan_ref)
     store = workflow.open_store(spec_dir, db, reading=True)

@@ -188,6 +188,10 @@ def test_mistakes_are_usage_errors(world: tuple[Path, Path], capsys: Capsys) -> 
     assert "applies to workloads" in get(capsys, world, "projects", "--state", "x", code=2).err
     assert "no project 'chemm'" in get(capsys, world, "wl", "--project", "chemm", code=2).err
     assert "use wide, json, yaml" in get(capsys, world, "wl", "-o", "xml", code=2).err
+    # --json is -o json: beside another format it printed JSON and dropped that one
+    assert get(capsys, world, "wl", "-o", "yaml", "--json", code=2).json()["ok"] is False
+    assert "not both" in get(capsys, world, "wl", "-o", "wide", "--json", code=2).out
+    assert get(capsys, world, "wl", "-o", "json", "--json").json()["kind"] == "workloads"
 
 
 def test_a_workload_whose_job_winds_down_is_ending(tmp_path: Path, capsys: Capsys) -> None:

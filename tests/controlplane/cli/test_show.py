@@ -50,3 +50,13 @@ def test_a_prefix_is_text_not_a_pattern(specs: Path, capsys: Capsys) -> None:
     for ref in ("_", "%", "1_c6"):
         res = cp(capsys, "show", ref, "--dir", specs, "--json")
         assert res.code == 1 and res.json()["error"]["kind"] == "plan-not-found", (ref, res.out)
+
+
+def test_conflicting_formats_are_usage_errors_as_in_plan(specs: Path, capsys: Capsys) -> None:
+    """``cp plan`` refuses ``--json --markdown`` and ``--max-chars`` without
+    ``--markdown``; ``cp show`` printed JSON and ignored both (user trial)."""
+    for extra in (["--json", "--markdown"], ["--max-chars", "100"]):
+        res = cp(capsys, "show", IDS[0], "--dir", specs, *extra)
+        assert res.code == 2, (extra, res.out)
+    wide = cp(capsys, "show", IDS[0], "--dir", specs, "--markdown", "--max-chars", "0")
+    assert wide.code == 0 and wide.out.startswith("**Plan"), wide.out
