@@ -325,6 +325,8 @@ def invoke(args: list[str], argv0: str) -> int:
             more = f"{left:,} more warning{'s' if left != 1 else ''}"
             err.print(f"… and {more} (--json lists them all)", highlight=False)
         err.print(f"[red]{problems.spec_error_summary(exc)}[/]", highlight=False)
+        for note in getattr(exc, "__notes__", ()):  # what the command knows of the cause
+            err.print(note, highlight=False, soft_wrap=True, markup=False)
         code = 1
     except (ControlPlaneError, AdapterError) as exc:
         if as_json:

@@ -615,3 +615,37 @@ def test_applies_at_the_same_now_are_recorded_at_it_in_order(
     times = [datetime.fromisoformat(h["at"]) for h in hist]
     assert times == sorted(times, reverse=True), times  # newest first, truly
     assert all(t.replace(microsecond=0) == datetime.fromisoformat(at) for t in times), times
+
+
+def test_a_plan_file_applied_without_dir_from_another_folder_names_dir(
+    quickstart: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``cp apply plan.json`` run from a folder of other specs (the one above the spec
+    repo, say) printed those specs' errors, or said they "changed" and to plan again, and
+    never that ``--dir`` was missing (user trial)."""
+    assert cp(capsys, "plan", quickstart, "--out", quickstart / "p.json").code == 0
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    (here / "other.yaml").write_text(
+        "apiVersion: controlplane/v1\nkind: Workload\nmetadata: {name: x}\n"
+        "spec: {project: nope, gpus: 1}\n"
+    )
+    res = cp(capsys, "apply", quickstart / "p.json")
+    assert res.code == 1 and "unknown project 'nope'" in res.err
+    assert "--dir" in res.err.splitlines()[-1], res.err
+    doc = cp(capsys, "apply", quickstart / "p.json", "--json").json()
+    assert doc["error"]["kind"] == "spec" and "--dir" in doc["error"]["message"]
+    # the example's specs, edited: the same clusters, other specs
+    (here / "other.yaml").unlink()
+    shutil.copytree(quickstart, here / "qs", ignore=shutil.ignore_patterns(".cp"))
+    org = here / "qs" / "org.yaml"
+    org.write_text(org.read_text().replace("limit: 12", "limit: 16"))
+    stale = cp(capsys, "apply", quickstart / "p.json")
+    assert stale.code == 1 and "--dir" in stale.err, stale.err
+    # with --dir given, the specs are the ones meant: no hint
+    given = cp(capsys, "apply", quickstart / "p.json", "--dir", here)
+    assert given.code == 1 and "--dir" not in given.err, given.err

@@ -30,6 +30,7 @@ from controlplane.cli.views.apply import apply_json, outcome_line, verdict
 from controlplane.errors import ApplyError, PlanNotFoundError, StalePlanError
 from controlplane.plan import Plan
 from controlplane.unreachable import none_answered
+from specs.diagnostics import SpecError
 from specs.observation import observed_digest
 from specs.snapshot import Snapshot
 
@@ -159,11 +160,23 @@ def apply(
                 return
             report = maybe
         else:
+            # without --dir the specs of the current folder are taken: say so when they fail
+            hint = (
+                ""
+                if spec_dir
+                else f"; no --dir given: if {target} was made from the "
+                + ("specs of another folder, give that folder with --dir")
+            )
             spec_dir = spec_dir or Path(".")
             if not target.exists():
                 raise PlanNotFoundError(f"no plan file {target}")
             plan = statefiles.read_plan(target)
-            loaded = load(spec_dir)
+            try:
+                loaded = load(spec_dir)
+            except SpecError as exc:
+                if hint:
+                    exc.add_note(hint.removeprefix("; "))
+                raise
             unknown = sorted({a.cluster for a in plan.actions} - set(loaded.desired.clusters))
             if unknown:  # before anything is opened: a plan file applied from the wrong folder
                 raise ApplyError(
@@ -175,6 +188,7 @@ def apply(
                 raise StalePlanError(
                     f"the specs in {spec_dir} changed since plan {plan.id} was made (or it was "
                     "made from another spec directory); nothing was applied: run `cp plan` again"
+                    + hint
                 )
             report = workflow.apply_saved(
                 plan, spec_dir, loaded, now=now, db=db, progress=progress, stop=stopper.asked

@@ -60,6 +60,6 @@ def error_kind(exc: BaseException) -> str:
 
 def _message(exc: BaseException) -> str:
     if isinstance(exc, SpecError):
-        return spec_error_summary(exc)
+        return "; ".join([spec_error_summary(exc), *getattr(exc, "__notes__", ())])
     formatted = getattr(exc, "format_message", None)  # click's usage errors
     return str(formatted() if callable(formatted) else exc)
