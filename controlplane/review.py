@@ -129,9 +129,10 @@ def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:
         last = store.last_applied_plan() if applied else None
     if plan is None:
         raise PlanNotFoundError(
-            f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}): they "
-            "changed after the last plan of the pull request, or it was planned against "
-            "another store; plan them again (or apply without --reviewed)"
+            f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}): a "
+            "reviewed plan is one `cp plan --base REF` made (the pull request's job; a plain "
+            "`cp plan` is not one) of exactly these specs, in this store; make one, or apply "
+            "without --reviewed"
         )
     if last is not None and last.spec_digest != plan.spec_digest:  # a revert, most likely
         raise PlanNotFoundError(

@@ -667,3 +667,18 @@ def test_the_summary_counts_the_fair_shares_that_moved(tmp_path: Path, capsys: C
     assert f" {moved} fair share{'s' if moved != 1 else ''} moved" in summary, summary
     only = len(rows) - moved
     assert f"{only} allocation{'s' if only != 1 else ''} changed" in summary, summary
+
+
+def test_apply_reviewed_after_a_plain_plan_says_what_a_reviewed_plan_is(
+    repo: Path, capsys: Capsys
+) -> None:
+    """After ``cp plan specs`` (no ``--base``), ``cp apply specs --reviewed`` said the specs
+    "changed after the last plan of the pull request", which they had not, and did not
+    say that only a plan made with ``--base`` is a reviewed one (user trial)."""
+    specs = repo / "specs"
+    ok(cp(capsys, "plan", specs, "--now", NOW))
+    res = cp(capsys, "apply", specs, "--reviewed", "--now", NOW)
+    assert res.code == 1 and "no reviewed plan for these specs" in res.err
+    said = " ".join(res.err.split())
+    assert "cp plan --base REF" in said and "a plain `cp plan` is not one" in said, said
+    assert "changed after" not in said
