@@ -14,10 +14,13 @@ from controlplane import collector
 from controlplane.errors import StateFileError
 from controlplane.plan import Plan
 from specs.snapshot import Snapshot
+from specs.yaml_nodes import compose, locate
 
 
 def read_snapshot(path: Path) -> Snapshot:
-    """A snapshot file (JSON or YAML), or a StateFileError saying what is wrong with it."""
+    """A snapshot file (JSON or YAML), or a StateFileError saying what is wrong with it,
+    and where (``file:line:col``), since people write and edit them by hand."""
+    text: str | None = None
     try:
         text = path.read_text()
         with collector.building():
@@ -25,9 +28,28 @@ def read_snapshot(path: Path) -> Snapshot:
                 return Snapshot.model_validate(yaml.safe_load(text))
             return Snapshot.model_validate_json(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError, ValueError) as exc:
-        raise StateFileError(
-            f"{path} is not a snapshot ({_first_problem(exc)}); write one with `cp observe`"
-        ) from None
+        problem = _first_problem(exc)
+        where = _position(text, exc) if text is not None else None
+        if where is None:
+            said = f"{path} is not a snapshot ({problem})"
+        else:
+            line, column, syntax = where
+            problem = syntax if syntax and isinstance(exc, yaml.YAMLError) else problem
+            said = f"{path}:{line}:{column}: not a snapshot ({problem})"
+        raise StateFileError(f"{said}; write one with `cp observe`") from None
+
+
+def _position(text: str, exc: BaseException) -> tuple[int, int, str | None] | None:
+    """The 1-based line and column of a snapshot's first problem (JSON is YAML here), with
+    the composer's words for a syntax error; None where the text gives no place."""
+    composed = compose(text)
+    if composed.syntax_error is not None:
+        line, column, problem = composed.syntax_error
+        return line + 1, column + 1, problem
+    if not isinstance(exc, ValidationError) or not composed.documents:
+        return None
+    loc = tuple(p for p in exc.errors()[0]["loc"] if isinstance(p, str | int))
+    return *locate(composed.documents[0], loc), None
 
 
 def read_plan(path: Path) -> Plan:
