@@ -103,6 +103,18 @@ def name_hint(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean '{guess}'?)" if guess else ""
 
 
+def workload_hint(word: str, names: Iterable[str]) -> str:
+    """:func:`name_hint` for a workload's ``PROJECT/NAME``; a bare name is matched against
+    the names within each project too (``train`` -> ``chem/train``), the slip of someone
+    who has not learnt that a workload's identity includes its project."""
+    known = set(names)
+    if "/" not in word:
+        owned = sorted(n for n in known if n.partition("/")[2] == word)
+        if owned:
+            return f" (did you mean {' or '.join(repr(n) for n in owned[:3])}?)"
+    return name_hint(word, known)
+
+
 def dotted(loc: Loc) -> str:
     return ".".join(str(part) for part in loc)
 

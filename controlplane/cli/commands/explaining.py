@@ -34,7 +34,7 @@ from controlplane.cli.views.history import history_json, print_history
 from controlplane.errors import WorkloadNotFoundError
 from controlplane.eviction import exposure
 from specs.actions import ReasonCode
-from specs.diagnostics import name_hint
+from specs.diagnostics import workload_hint
 from specs.loader import LoadResult
 from specs.renames import earlier_names, names_of
 
@@ -59,7 +59,7 @@ def _explain_gone(
     jobs = [(c, j) for name in names for c, j in found.snapshot.jobs_of(name)]
     actions = [a for a in found.plan.actions if a.workload in names]
     if not past and not jobs and not actions:
-        hint = name_hint(workload, {*loaded.desired.workloads, *store.workloads_in_history()})
+        hint = workload_hint(workload, {*loaded.desired.workloads, *store.workloads_in_history()})
         raise WorkloadNotFoundError(
             f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
         )

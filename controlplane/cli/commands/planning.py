@@ -55,7 +55,7 @@ from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
 from controlplane.observe import adapters_for, observe
 from controlplane.unreachable import none_answered
 from solvers.policy import Policy
-from specs.diagnostics import SpecError
+from specs.diagnostics import SpecError, workload_hint
 from specs.snapshot import Snapshot
 
 
@@ -319,7 +319,10 @@ def cost(
     spec_dir = spec_dir_of(given_dir, dir_option)
     loaded = load(spec_dir)
     if workload not in loaded.desired.workloads:
-        raise WorkloadNotFoundError(f"no workload {workload!r} in the specs (use PROJECT/NAME)")
+        hint = workload_hint(workload, loaded.desired.workloads)  # as explain gives it
+        raise WorkloadNotFoundError(
+            f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
+        )
     if observed is not None:
         snap = statefiles.read_snapshot(observed)
         when, adapters = (workflow.resolve_now(now) if now is not None else snap.now), None

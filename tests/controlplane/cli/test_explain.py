@@ -157,6 +157,10 @@ def test_an_unknown_workload_gets_a_hint(world: tuple[Path, Path], capsys: Capsy
     specs, snapshot = world
     res = cp(capsys, "explain", "chem/trian", "--dir", specs, "--observed", snapshot)
     assert res.code == 1 and "did you mean 'chem/train'?" in res.err
+    # cp cost takes the same names: it gave no hint, for a typo or a name without project
+    for name in ("chem/trian", "train"):
+        res = cp(capsys, "cost", name, "--dir", specs, "--observed", snapshot)
+        assert res.code == 1 and "did you mean 'chem/train'?" in res.err, (name, res.err)
 
 
 def test_a_workload_that_left_the_specs_shows_its_history(tmp_path: Path, capsys: Capsys) -> None:
