@@ -220,9 +220,15 @@ def _apply_to_snapshot(plan_file: Path, snapshot_file: Path, as_json: bool) -> N
             raise PlanNotFoundError(f"the snapshot has no cluster {action.cluster}")
         r = sim.execute(action, plan_id=plan.id, now=snap.now)
         results.append({"op": action.op.value, "workload": action.workload, "job": r.job})
-    snapshot_file.write_text(
-        snap.model_dump_json(by_alias=True, indent=2, exclude_none=True) + "\n"
-    )
+    if snapshot_file.suffix in (".yaml", ".yml"):  # in the form it was read, as observe writes it
+        import yaml
+
+        data = snap.model_dump(mode="json", by_alias=True, exclude_none=True)
+        snapshot_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    else:
+        snapshot_file.write_text(
+            snap.model_dump_json(by_alias=True, indent=2, exclude_none=True) + "\n"
+        )
     if as_json:
         write_json({"plan": plan.id, "actions": results})
     else:

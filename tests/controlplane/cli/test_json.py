@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from rich.console import Console
 
 from controlplane.apply import ActionOutcome, ApplyReport
@@ -233,3 +234,20 @@ def test_json_output_is_utf8_and_keeps_the_order(capsys: pytest.CaptureFixture[s
     doc = json.loads(out.split("\n", 1)[1])
     assert list(doc) == ["z", "a", "m"] and doc["a"] == [1, 2.5, None, True]
     assert doc["m"]["b"] == 1e-5
+
+
+def test_what_if_apply_keeps_a_yaml_snapshot_yaml(quickstart: Path, capsys: Capsys) -> None:
+    """``cp observe --yaml > snap.yaml``, plan and what-if apply it: the snapshot file was
+    rewritten as JSON, and ``git diff`` of a snapshot kept in a repo showed every line
+    changed (user trial)."""
+    snapshot = quickstart / "snap.yaml"
+    snapshot.write_text(cp(capsys, "observe", quickstart, "--yaml").out)
+    plan_file = quickstart / "p.json"
+    document(capsys, "plan", quickstart, "--observed", snapshot, "--out", plan_file, "--json")
+    assert document(capsys, "apply", plan_file, "--observed", snapshot, "--json")["actions"]
+    text = snapshot.read_text()
+    assert not text.lstrip().startswith("{"), text[:80]
+    assert yaml.safe_load(text)["clusters"][0]["jobs"]
+    # and it is the snapshot the next plan reads: nothing left to start
+    after = document(capsys, "plan", quickstart, "--observed", snapshot, "--json")
+    assert [a for a in after["actions"] if a["op"] == "submit"] == []
