@@ -186,10 +186,23 @@ def state_problem(
             "reason_code": a.reason_code,
             "reason": a.reason,
         }
-        if planned.get((a.plan_id, a.seq)) != written:
-            return f"{name}: it differs from the stored plan ({json.dumps(written)[:120]})"
+        expected = planned.get((a.plan_id, a.seq))
+        if expected is None:
+            return f"{name}: the stored plan has no such action"
+        if expected != written:
+            return f"{name}: it differs from the stored plan: " + "; ".join(
+                f"its {key} {_short(written[key])}, the plan's {_short(expected[key])}"
+                for key in written
+                if written[key] != expected[key]
+            )
         last = latest.get((a.plan_id, a.seq))
         status, job = (last.status, last.job) if last else ("pending", None)
         if a.status != status or (job is not None and a.job != job):
             return f"{name}: its state {a.status!r} (job {a.job}) is not what its events say"
     return None
+
+
+def _short(value: object) -> str:
+    """A value in a verdict: quoted, long reasons cut (the record and plan are named)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

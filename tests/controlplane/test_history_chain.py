@@ -123,6 +123,20 @@ def test_an_edit_is_named(
     assert human.code == 1 and "history broken:" in human.err
 
 
+def test_an_edited_action_names_the_field_and_both_values(applied: Path, capsys: Capsys) -> None:
+    """It showed the edited row as JSON cut at 120 characters, mid-string, and left the
+    reader to find what differs (user trial)."""
+    first = "(SELECT id FROM plans WHERE chain_seq = 1)"
+    with sqlite3.connect(applied / ".cp" / "controlplane.db") as db:
+        was = db.execute(f"SELECT workload FROM actions WHERE seq = 0 AND plan_id = {first}")
+        [(workload,)] = was.fetchall()
+    sql(applied, f"UPDATE actions SET workload = 'nlp/x' WHERE seq = 0 AND plan_id = {first}")
+    code, report = verify(capsys, applied)
+    problem = str(report["problem"])
+    assert code == 1 and "workload 'nlp/x'" in problem and f"'{workload}'" in problem, problem
+    assert "{" not in problem and "reason" not in problem, problem  # only what differs
+
+
 def test_history_says_who_applied(
     tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
