@@ -163,6 +163,18 @@ NowOpt = Annotated[
         parser=_parse_now,
     ),
 ]
+# observe and apply act: on the simulator --now is where its clock goes, which never runs back
+ActingNowOpt = Annotated[
+    datetime | None,
+    typer.Option(
+        "--now",
+        help="as of this ISO 8601 time (e.g. 2026-11-22T10:00:00+00:00; no zone: UTC); "
+        "a simulated cluster's clock moves to it, never back (an earlier time is refused); "
+        "default: the clock",
+        metavar="TIME",
+        parser=_parse_now,
+    ),
+]
 ObservedOpt = Annotated[
     Path | None,
     typer.Option(help="plan against this snapshot (JSON/YAML) instead of observing the clusters"),

@@ -12,10 +12,10 @@ from controlplane import review, statefiles, workflow
 from controlplane.apply import ActionOutcome
 from controlplane.cli import interrupts
 from controlplane.cli.app import (
+    ActingNowOpt,
     DbOpt,
     DirArg,
     JsonOpt,
-    NowOpt,
     app,
     err,
     examples,
@@ -70,7 +70,7 @@ def apply(
         ),
     ] = None,
     as_json: JsonOpt = False,
-    now: NowOpt = None,
+    now: ActingNowOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Carry out a plan through the adapters; safe to rerun after an interruption.

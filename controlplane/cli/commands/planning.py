@@ -19,6 +19,7 @@ from controlplane import review, statefiles, workflow
 from controlplane.apply import holding_lease
 from controlplane.basespecs import base_specs, unloadable_base
 from controlplane.cli.app import (
+    ActingNowOpt,
     DbOpt,
     DirAfterArg,
     DirArg,
@@ -67,7 +68,7 @@ def observe_cmd(
         bool,
         typer.Option("--json", help="JSON (the default), and errors as a JSON document too"),
     ] = False,
-    now: NowOpt = None,
+    now: ActingNowOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Print the observed state of every cluster (a snapshot usable with plan --observed)."""

@@ -164,3 +164,17 @@ def test_the_root_help_lists_commands_in_the_order_people_meet_them(
     listed = [line.split()[0] for line in res.out.split("Commands:", 1)[1].splitlines() if line]
     assert listed == list(WORKFLOW)
     assert {p[0] for p in COMMAND_PATHS} == set(WORKFLOW)
+
+
+@pytest.mark.parametrize("command", ["observe", "apply"])
+def test_now_of_the_commands_that_act_says_it_moves_the_simulator(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cp observe --help`` said ``--now`` was "plan as of this time"; on the simulator it
+    moves the cluster's clock, never back, and an earlier time is refused (user trial)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    said = " ".join(cp(capsys, command, "--help").out.split())
+    assert "--now TIME as of this ISO 8601 time" in said, said
+    assert "simulated cluster" in said and "never back" in said, said
+    plan = " ".join(cp(capsys, "plan", "--help").out.split())
+    assert "--now TIME plan as of this ISO 8601 time" in plan  # plans only look
