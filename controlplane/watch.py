@@ -44,7 +44,7 @@ from controlplane import workflow
 from controlplane.errors import CheckoutBehindError, ControlPlaneError, LeaseHeldError
 from controlplane.plan import Plan
 from controlplane.writers import Writer, writers
-from specs.actions import ReasonCode
+from specs.actions import Op, ReasonCode
 from specs.diagnostics import SpecError
 from specs.files import is_spec_path
 from specs.snapshot import Snapshot
@@ -350,8 +350,8 @@ def _files(dates: dict[str, float]) -> dict[str, float]:
 
 
 def _summary(plan: Plan) -> str:
-    counts = Counter(a.op.value for a in plan.actions)
-    parts = [f"{n} to {op}" for op, n in sorted(counts.items())]
+    counts = Counter(a.op for a in plan.actions)
+    parts = [f"{counts[op]:,} to {op.value}" for op in Op if counts[op]]  # as cp plan counts
     return (", ".join(parts) or "no changes") + f", {len(plan.pending)} waiting"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -25,6 +26,7 @@ from controlplane.watch import Watcher, WatchOptions
 from tests.builders import cluster, project, workload
 from tests.builders.cli import cp, write_specs
 
+ROOT = Path(__file__).resolve().parents[2]
 CP = str(Path(sys.executable).parent / "controlplane")
 
 
@@ -566,3 +568,19 @@ def test_a_plan_whose_specs_changed_while_it_was_made_is_not_applied(
     cycle = watcher.cycle()
     assert "no changes" in cycle.line and not cycle.failed, cycle.line
     assert jobs(specs) == running
+
+
+def test_a_cycle_counts_actions_in_the_plan_s_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp plan` says "1 to submit, 1 to cancel" (least disruptive first); the watch's line
+    for the same plan said "1 to cancel, 1 to submit", its ops sorted by name (user trial)."""
+    root = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", root, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "apply", root, "--auto-approve").code == 0
+    vision = root / "workloads" / "vision.yaml"
+    vision.write_text(vision.read_text().replace("gpus: 4\n", "gpus: 2\n"))  # replaced
+    said = cp(capsys, "plan", root).out
+    assert "Plan: 1 to submit, 1 to cancel; 2 waiting." in said, said
+    line = cp(capsys, "watch", root, "--once", "--quiet", "0", "--auto-approve").out
+    assert "1 to submit, 1 to cancel, 2 waiting; applied: 2 done" in line, line
