@@ -23,7 +23,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from controlplane.reconcile import plan
 from specs.actions import Op
 from specs.desired import DesiredState
 from specs.models import WorkloadSpec
-from specs.snapshot import ClusterState, Job, JobState, Replica, Snapshot
+from specs.snapshot import ClusterState, Job, JobState, LastKnown, Replica, Snapshot
 from tests.builders import NOW, cluster, department, desired, incidents, pool, project, workload
 
 Doc = dict[str, Any]
@@ -381,18 +381,28 @@ def _observe(
     now: datetime,
     versions: dict[str, WorkloadSpec],
     since: dict[str, datetime],
-    silent: Collection[str] = (),
+    silent: Mapping[str, ClusterState] | None = None,
 ) -> Snapshot:
-    """The snapshot cp apply plans against: the clusters (those ``silent`` as observe
-    reports a cluster whose adapter failed: nothing known of it), and what the store knows
-    (no record of where work last ran: the plan holds whatever may run on a silent one)."""
+    """The snapshot cp apply plans against: the clusters, and what the store knows. A
+    cluster ``silent`` maps to how it was last seen: it is observed as observe reports a
+    cluster whose adapter failed, with what the store knows may run there (its jobs then:
+    running, or submitted and not seen starting)."""
     clusters = [
-        ClusterState(name=name, reachable=False, error="AdapterError: timed out")
-        if name in silent
-        else sim.observe()
+        _unanswered(name, (silent or {})[name]) if name in (silent or {}) else sim.observe()
         for name, sim in sorted(sims.items())
     ]
     return Snapshot(now=now, clusters=clusters, versions=dict(versions), spec_since=since)
+
+
+def _unanswered(name: str, last: ClusterState) -> ClusterState:
+    known = [
+        LastKnown(workload=j.workload, gpus=j.gpus, running=j.state.holds_gpus)
+        for j in last.jobs
+        if j.workload is not None and j.state.active
+    ]
+    return ClusterState(
+        name=name, reachable=False, error="AdapterError: timed out", last_known=known
+    )
 
 
 def _carry_out(sims: dict[str, SimulatorAdapter], made: Plan) -> None:
@@ -424,6 +434,7 @@ def live(
     # what the store keeps: every version planned, and when each workload's was first seen
     versions: dict[str, WorkloadSpec] = {}
     since: dict[str, tuple[str, datetime]] = {}
+    seen_last: dict[str, ClusterState] = {}  # each cluster as the store last saw it
     with tempfile.TemporaryDirectory() as tmp:
         _first_world(desired(docs), Path(tmp) / "simulator")
         for minutes, edit, arg in [(0, "start", None), *steps]:
@@ -439,7 +450,7 @@ def live(
                 name: SimulatorAdapter(spec, state_dir=Path(tmp), clock=_at(now))
                 for name, spec in state.clusters.items()
             }
-            silent = {"east"} & set(sims) if edit == "east silent" else set()
+            silent = {n: seen_last[n] for n in ("east",) if edit == "east silent" and n in sims}
             if edit in INCIDENTS and not silent:
                 _befall(sims["sim"], edit, arg, now)
             seen = {key: at for key, (_, at) in since.items()}
@@ -450,6 +461,7 @@ def live(
                 note(f"a cycle that plans a {op}")
             _carry_out(sims, made)
             after = _observe(sims, now, versions, seen, silent)
+            seen_last.update((c.name, c) for c in after.clusters if c.reachable)
             _check_cycle(state, snap, made, after)
             again = plan(state, after, now=now)
             if not made.solver.cut_short and _settled(state, snap, made, after):
