@@ -322,7 +322,7 @@ def _cycle(
     again = allocate(session, prefer=ledger.lost) if ledger.grants or ledger.lost else None
     swap_homes(session, ledger)  # victims on each other's old nodes keep their own instead
     restore_displaced(session, ledger)  # a later step may have freed an earlier victim's place
-    settle(ledger, lambda key: bool(session.tasks.get(key)))  # whom evictions served at last
+    served = settle(ledger, lambda key: bool(session.tasks.get(key)))  # whom evictions served
     unplaced = {k for k in drift.trials if not session.tasks.get(k)}
     if unplaced:
         found = _pending(problem, session, again or allocator, ledger, drift)
@@ -373,9 +373,7 @@ def _cycle(
         )
 
     saving = {(r.cluster, r.job_id) for r in drift.replaced.values() if r.saves_first}
-    # whom evictions served, where it holds GPUs at the round's end (the others are settled)
-    gave_to = {v: b for v, b in ledger.first_for.items() if session.tasks.get(b)}
-    return Round(actions, made, finish, held=session.held, saving=saving, gave_to=gave_to)
+    return Round(actions, made, finish, held=session.held, saving=saving, gave_to=served)
 
 
 def _pending(

@@ -51,14 +51,12 @@ class ReservedNode:
 
 def upcoming(node: Node, now: datetime) -> list[Window]:
     """The node's windows not over at ``now``, earliest first (those under way among them)."""
-    return [
-        _window(w) for w in sorted(node.reservations, key=lambda w: w.start) if not _over(w, now)
-    ]
+    return [_window(w) for w in sorted(node.reservations, key=lambda w: w.start) if not w.over(now)]
 
 
 def under_way(node: Node, now: datetime) -> bool:
     """Whether a window of the node has begun at ``now`` and is not over."""
-    return any(w.start <= now and not _over(w, now) for w in node.reservations)
+    return any(w.start <= now and not w.over(now) for w in node.reservations)
 
 
 def workload_windows(
@@ -78,10 +76,6 @@ def workload_windows(
             if (c.name, n.name) in nodes or (c.name, n.pool) in pools:
                 out += [ReservedNode(c.name, n.name, w, w.start <= now) for w in upcoming(n, now)]
     return sorted(out, key=lambda r: (r.window.start, r.window.name, r.cluster, r.node))
-
-
-def _over(w: Reservation, now: datetime) -> bool:
-    return w.end is not None and w.end <= now
 
 
 def _window(w: Reservation) -> Window:

@@ -134,13 +134,19 @@ def open_store(
 class Survey:
     """The world as observed (or a snapshot file) and the plan made for it: what the
     read-only views (status, get, usage, explain) show. ``store`` is None with a snapshot
-    file, which has no store behind it. ``seen``: what the plan was made against, as it
-    records its digest (before renamed projects took their jobs)."""
+    file, which has no store behind it. ``observed``: the clusters as the plan saw them
+    (before renamed projects took their jobs), whose digest it records."""
 
     snapshot: Snapshot
     plan: Plan
     store: Store | None
-    seen: Observation
+    observed: Snapshot
+
+    @property
+    def seen(self) -> Observation:
+        """What the plan was made against: worked out only where it is kept with the plan
+        (a read-only view never needs it)."""
+        return observation_of(self.observed)
 
 
 def survey(
@@ -168,7 +174,7 @@ def survey(
         saved = read_snapshot(observed)
         when = resolve_now(now) if now is not None else saved.now
         plan = plan_for(spec_dir, loaded, saved, when, None, policy)
-        return Survey(carried_over(loaded.desired, saved), plan, None, observation_of(saved))
+        return Survey(carried_over(loaded.desired, saved), plan, None, saved)
     when = resolve_now(now)
     store = open_store(spec_dir, db, reading=not (noting or record), noting=noting)
     adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=not record)
@@ -183,8 +189,7 @@ def survey(
         snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = plan_for(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
     plan = with_policy(plan, applied_diff(store.last_applied_plan(), plan))
-    # as the plan saw it
-    return Survey(carried_over(loaded.desired, snap), plan, store, observation_of(snap))
+    return Survey(carried_over(loaded.desired, snap), plan, store, snap)  # as the plan saw it
 
 
 def build_plan(

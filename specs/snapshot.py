@@ -8,6 +8,7 @@ time-based fairshare. ``now`` travels with it, so planning needs no clock.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
@@ -70,6 +71,10 @@ class Reservation(SnapshotModel):
         description="the site's maintenance (Slurm: Flags=MAINT)",
         exclude_if=lambda v: not v,
     )
+
+    def over(self, now: datetime) -> bool:
+        """Whether the window has ended by ``now`` (one with no known end never has)."""
+        return self.end is not None and self.end <= now
 
 
 class Node(SnapshotModel):

@@ -127,5 +127,4 @@ def backfill_fits(
 
 def _meets(window: Reservation, now: datetime, seconds: int) -> bool:
     """A job started now and running ``seconds`` would run into ``window``."""
-    ended = window.end is not None and window.end <= now
-    return not ended and (window.start - now).total_seconds() < seconds
+    return not window.over(now) and (window.start - now).total_seconds() < seconds

@@ -16,13 +16,15 @@ from solvers.kai.disruption import Ledger
 from specs.actions import Reason
 
 
-def settle(ledger: Ledger, placed: Callable[[str], bool]) -> None:
+def settle(ledger: Ledger, placed: Callable[[str], bool]) -> dict[str, str]:
     """Rewrite the reasons (``disrupted`` and ``waiting``) of victims whose beneficiary
-    ``placed`` says holds nothing at the cycle's end."""
+    ``placed`` says holds nothing at the cycle's end. Returns the others, victim to
+    beneficiary: whom a later round may yet take the place from."""
     for victim in ledger.first_for:
         for table in (ledger.disrupted, ledger.waiting):
             if victim in table:
                 table[victim] = handed_on(table[victim], victim, ledger.first_for, placed)
+    return {v: b for v, b in ledger.first_for.items() if placed(b)}
 
 
 def handed_on(

@@ -261,7 +261,7 @@ def _nodes(
     for c in observed.clusters:
         for n in c.nodes:
             pool = (c.name, n.pool) if n.pool and (c.name, n.pool) in pools else None
-            window = next((w for w in n.reservations if w.end is None or _utc(w.end) > now), None)
+            window = next((w for w in n.reservations if not w.over(now)), None)
             closes_in = (_utc(window.start) - now).total_seconds() if window else None
             nodes[node_key(c.name, n.name)] = NodeInfo(
                 name=n.name,
