@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from adapters.base import ActionResult, PermanentError
+from adapters.simulator.index import Index, pinned_waiting
 from specs.actions import Action, Op
 from specs.models import Cluster
 from specs.snapshot import ClusterState, Job, JobRun, JobState, Node, Replica
@@ -76,7 +77,7 @@ class SimulatedCluster:
             ]
             next_id = max(numbers, default=999) + 1
         self.next_id = next_id
-        self._ix: _Index | None = None  # set while execute_many runs
+        self._ix: Index | None = None  # set while execute_many runs
 
     # ------------------------------------------------------------------ views
 
@@ -106,7 +107,7 @@ class SimulatedCluster:
                 j.ended_at = j.started_at + timedelta(seconds=j.walltime)
         if self.schedule:
             for j in self.state.jobs:
-                if _pinned_waiting(j):  # a moved job: on its nodes, once they have room
+                if pinned_waiting(j):  # a moved job: on its nodes, once they have room
                     if self._startable(j):
                         j.state, j.started_at = JobState.RUNNING, now
                 elif j.state == JobState.PENDING:
@@ -134,9 +135,9 @@ class SimulatedCluster:
         action fails: the state then holds the actions before it). ``strict``: a moved job
         still waiting for its nodes at the end is an error (a whole plan, run at once, must
         leave every move running)."""
-        self._ix = _Index(self.state)
+        self._ix = Index(self.state)
         if self.schedule:  # a cluster of its own: moves left waiting by earlier actions too
-            self._ix.moved = [j for j in self.state.jobs if _pinned_waiting(j)]
+            self._ix.moved = [j for j in self.state.jobs if pinned_waiting(j)]
         try:
             done = []
             for action in actions:
@@ -248,9 +249,9 @@ class SimulatedCluster:
             if r.started_at <= until and (r.ended_at is None or r.ended_at >= since)
         ]
 
-    def _index(self) -> _Index:
+    def _index(self) -> Index:
         if self._ix is None:  # a view outside execute_many (fits_now): a fresh index
-            return _Index(self.state)
+            return Index(self.state)
         return self._ix
 
     def _submit(self, action: Action, plan_id: str, now: datetime) -> ActionResult:
@@ -394,53 +395,3 @@ class SimulatedCluster:
             if ix.used[name] + gpus > node.gpus:
                 return f"node {name} has {node.gpus} GPUs; this would use {ix.used[name] + gpus}"
         return None
-
-
-def _pinned_waiting(job: Job) -> bool:
-    """A job of ours waiting for nodes named for it: a move whose nodes were not free."""
-    return (
-        job.state == JobState.PENDING
-        and job.workload is not None
-        and bool(job.replicas)
-        and all(r.node is not None for r in job.replicas)
-    )
-
-
-class _Index:
-    """Lookups over a cluster's state for a run of actions: jobs by id and by workload, GPUs
-    used per node by jobs that hold them, and the jobs removed so far (by object id)."""
-
-    def __init__(self, state: ClusterState) -> None:
-        self.nodes = {n.name: n for n in state.nodes}
-        self.by_id: dict[str, Job] = {}
-        self.by_workload: dict[str, list[Job]] = {}
-        self.used: dict[str, int] = {n.name: 0 for n in state.nodes}
-        self.removed: set[int] = set()
-        self.moved: list[Job] = []  # moved jobs waiting for their new nodes, in move order
-        for j in state.jobs:
-            self.add(j)
-
-    def add(self, job: Job) -> None:
-        self.by_id[job.id] = job
-        if job.workload is not None:
-            self.by_workload.setdefault(job.workload, []).append(job)
-        self.hold(job)
-
-    def remove(self, job: Job) -> None:
-        self.release(job)
-        self.by_id.pop(job.id, None)
-        if job.workload is not None:
-            self.by_workload[job.workload].remove(job)
-        self.removed.add(id(job))
-
-    def hold(self, job: Job) -> None:
-        if job.state.holds_gpus:
-            for r in job.replicas:
-                if r.node in self.used:
-                    self.used[r.node] += r.gpus
-
-    def release(self, job: Job) -> None:
-        if job.state.holds_gpus:
-            for r in job.replicas:
-                if r.node in self.used:
-                    self.used[r.node] -= r.gpus
