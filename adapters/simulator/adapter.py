@@ -74,6 +74,10 @@ class SimulatorAdapter:
                 "watch has none: it runs on the wall clock, and cannot act before then), or "
                 f"delete {self.path} to start the simulated cluster afresh (its jobs are lost)"
             )
+        if clock is not None and clock <= now:
+            # on the hardware as it was saved: what the last change freed room for (the last
+            # action of an apply, which nothing looked at after) started then
+            sim.refresh(clock)
         self._sync_nodes(sim)
         sim.refresh(now)
         self._sync_nodes(sim)  # what leaves or shrinks, as the work stands now

@@ -1,11 +1,13 @@
 """The simulator's engine: a tiny, obedient scheduler over an in-memory ClusterState.
 
 A submitted job starts at once on the nodes the plan names (or, with no node named, where
-it packs tightest; if it does not fit yet it waits PENDING and starts, first come first
-served, at a refresh that finds room), preempt and cancel free the GPUs, and a job whose
-walltime has run out is COMPLETED at the next refresh. A move restarts the job on its new
-nodes; where they are not free yet it stops and waits for them, as a moved job's new Slurm
-job or Kubernetes pods do, and starts once an action frees them (moves that trade places).
+it packs tightest; if it does not fit yet it waits PENDING), preempt and cancel free the
+GPUs, and when time passes (``refresh``) a job whose walltime runs out is COMPLETED at that
+moment, and waiting jobs start, first come first served, the moment room appears for them:
+not whenever somebody next looks, which after a jump of the clock would put their starts,
+ends and usage late by the jump. A move restarts the job on its new nodes; where they
+are not free yet it stops and waits for them, as a moved job's new Slurm job or Kubernetes
+pods do, and starts once an action frees them (moves that trade places).
 
 Pure: the time is an argument and nothing is read or written outside the state it is
 given, so the reconciler's virtual world (controlplane/converge.py) runs on it as well as
@@ -14,6 +16,7 @@ the file-backed adapter (adapters/simulator/adapter.py).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -94,32 +97,52 @@ class SimulatedCluster:
         return next((j for j in self.state.jobs if j.id == job_id), None)
 
     def refresh(self, now: datetime) -> None:
-        """Time passes: jobs whose walltime ran out complete, waiting jobs that now fit start
-        (oldest first); node states follow usage."""
-        for j in self.state.jobs:
-            if (
-                j.state == JobState.RUNNING
-                and j.walltime
-                and j.started_at
-                and j.started_at + timedelta(seconds=j.walltime) <= now
-            ):
-                j.state = JobState.COMPLETED
-                j.ended_at = j.started_at + timedelta(seconds=j.walltime)
-        if self.schedule:
-            for j in self.state.jobs:
-                if pinned_waiting(j):  # a moved job: on its nodes, once they have room
-                    if self._startable(j):
-                        j.state, j.started_at = JobState.RUNNING, now
-                elif j.state == JobState.PENDING:
-                    placed = self._fit(j.pool, j.replicas)
-                    if placed is not None:
-                        j.replicas, j.state, j.started_at = placed, JobState.RUNNING, now
-        used = self.used()
+        """Time passes, up to ``now``: each job whose walltime runs out completes then, and
+        the cluster starts waiting jobs (oldest first) the moment room appears for them, at
+        each such end, and at ``now``. A job started at an end may itself end before
+        ``now``. Node states follow usage."""
+        self._ix = ix = Index(self.state)
+        try:
+            ends = [(end, i) for i, j in enumerate(self.state.jobs) if (end := _end(j))]
+            heapq.heapify(ends)
+            while ends and ends[0][0] <= now:
+                moment = ends[0][0]
+                while ends and ends[0][0] == moment:
+                    job = self.state.jobs[heapq.heappop(ends)[1]]
+                    ix.release(job)
+                    job.state, job.ended_at = JobState.COMPLETED, moment
+                for i in self._start_waiting(moment):
+                    if (end := _end(self.state.jobs[i])) is not None:
+                        heapq.heappush(ends, (end, i))
+            self._start_waiting(now)
+        finally:
+            self._ix = None
         for n in self.state.nodes:
             if n.state in ("down", "drain"):
                 continue
-            u = used.get(n.name, 0)
+            u = ix.used.get(n.name, 0)
             n.state = "idle" if u == 0 else ("allocated" if u >= n.gpus else "mixed")
+
+    def _start_waiting(self, moment: datetime) -> list[int]:
+        """Start, at ``moment``, the waiting jobs that fit (in submission order; a moved job
+        on the nodes it waits for); the positions of those started."""
+        if not self.schedule:
+            return []
+        started = []
+        for i, j in enumerate(self.state.jobs):
+            if j.state != JobState.PENDING or (j.submitted_at and j.submitted_at > moment):
+                continue  # not waiting, or not submitted yet at that moment
+            if pinned_waiting(j):  # a moved job: on its nodes, once they have room
+                if not self._startable(j):
+                    continue
+            elif (placed := self._fit(j.pool, j.replicas)) is not None:
+                j.replicas = placed
+            else:
+                continue
+            j.state, j.started_at = JobState.RUNNING, moment
+            self._index().hold(j)
+            started.append(i)
+        return started
 
     # ------------------------------------------------------------------ actions
 
@@ -395,3 +418,10 @@ class SimulatedCluster:
             if ix.used[name] + gpus > node.gpus:
                 return f"node {name} has {node.gpus} GPUs; this would use {ix.used[name] + gpus}"
         return None
+
+
+def _end(job: Job) -> datetime | None:
+    """When a running job's walltime runs out (None: it has none, or it is not running)."""
+    if job.state == JobState.RUNNING and job.walltime and job.started_at:
+        return job.started_at + timedelta(seconds=job.walltime)
+    return None

@@ -101,8 +101,8 @@ def test_a_candidate_that_lost_to_a_forgotten_winner_is_cancelled(tmp_path: Path
         (Op.SUBMIT, "near"),
     ]
     world.adapters["far"].down = True
-    world.cycle(specs(), NOW + timedelta(minutes=61))  # near's candidate starts
-    world.cycle(specs(), NOW + timedelta(minutes=125))  # and is seen completed
+    world.cycle(specs(), NOW + timedelta(minutes=61))  # near's candidate started at 60
+    world.cycle(specs(), NOW + timedelta(minutes=123))  # and is seen completed (at 120)
     world.adapters["far"].down = False  # near has forgotten it by now
 
     made = world.cycle(specs(), NOW + timedelta(minutes=140), act=False)
