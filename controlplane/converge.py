@@ -12,10 +12,12 @@ observed state and the final virtual one: a job started in round 1 and reclaimed
 round 2 never appears; a job evicted and placed again elsewhere is one ``move``. Each net
 action keeps the reason of the round that caused it.
 
-A round's actions are all the next round needs; what still waits and the quota table are
-worked out only for the rounds the plan shows (the first and the last: a :class:`Round`
-finishes its plan on demand), since a busy org's middle rounds would spend a good part
-of their time on them.
+A round's actions are all the next round needs; what still waits, the quota table and the
+plan's id are worked out only for the round whose plan is shown (a :class:`Round` finishes
+its plan on demand): the first when it is the only one, else the last, with the solver
+report and the GPUs held of the first. A busy org's other rounds would spend a good part
+of their time on them. Jobs a round starts in the virtual world are tagged with the
+round's number, not a plan id (none is worked out for it).
 
 Fan-out candidates (submits the cluster places, ``submit.candidate`` set) stay PENDING in
 the virtual world: which of them starts is the real cluster's decision, so the next round
@@ -31,7 +33,7 @@ from datetime import datetime
 
 from adapters.base import AdapterError
 from adapters.simulator.engine import SimulatedCluster
-from controlplane.plan import DISPLAY_RANK, Plan, execution_order, shrinks
+from controlplane.plan import DISPLAY_RANK, Plan, SolverReport, execution_order, shrinks
 from solvers.kai.handover import handed_on
 from solvers.policy import Deadline
 from specs.actions import Action, Op
@@ -43,11 +45,13 @@ VIRTUAL = "virtual-"  # id prefix of jobs that exist only in the virtual world
 
 @dataclass
 class Round:
-    """One cycle: its actions and plan id at once, its whole plan on demand."""
+    """One cycle: its actions and solver report at once, its whole plan on demand."""
 
     actions: list[Action]
-    id: str
     finish: Callable[[], Plan]
+    report: SolverReport
+    # GPUs each project and department holds as the round begins, by name, on demand
+    held_by_name: Callable[[], tuple[dict[str, float], dict[str, float]]]
     # waiting candidates the round held GPUs for: (cluster, job id) -> (node, GPUs)
     held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
     # jobs the round cancels that save a checkpoint first: (cluster, job id); the next
@@ -59,8 +63,8 @@ class Round:
 
 @dataclass
 class Converged:
-    first: Plan  # the first cycle (its solver report is the plan's)
-    last: Plan  # the last cycle: what still waits, quotas after the plan
+    first: Round  # the first cycle (its solver report is the plan's)
+    last: Round  # the last cycle: what still waits, quotas after the plan
     actions: list[Action]  # the net actions
     rounds: int
 
@@ -75,8 +79,7 @@ def converge(
     passed; rounds not run, or a fixed point not reached, are recorded there."""
     deadline = deadline or Deadline()
     deadline.round = 1
-    latest = cycle(observed)
-    first = latest.finish()
+    first = latest = cycle(observed)
     if not first.actions:
         return Converged(first, first, [], 1)
     rounds = [first.actions]  # each round's actions; only the latest round is kept whole
@@ -88,7 +91,7 @@ def converge(
         if deadline.expired:
             deadline.cut("converge", "the time limit ran out before the next round")
             break
-        refused = _apply(world, latest, now)
+        refused = _apply(world, latest, f"{VIRTUAL}round-{len(rounds)}", now)
         if refused is not None:  # keep what was reached, and say that a step may fail
             deadline.cut("converge", f"a copy of the clusters refused a step: {refused}")
             break
@@ -103,11 +106,10 @@ def converge(
             break
     else:
         deadline.cut("converge", f"no fixed point after {MAX_ROUNDS} rounds")
-    last = first if len(rounds) == 1 else latest.finish()
     if len(rounds) == 1 or (len(rounds) == 2 and not rounds[1]):
-        return Converged(first, last, first.actions, len(rounds))
+        return Converged(first, latest, first.actions, len(rounds))
     net = _handed_on(net_actions(observed, world, rounds), world, gave_to)
-    return Converged(first, last, net, len(rounds))
+    return Converged(first, latest, net, len(rounds))
 
 
 def _handed_on(actions: list[Action], final: Snapshot, gave_to: dict[str, str]) -> list[Action]:
@@ -123,7 +125,7 @@ def _handed_on(actions: list[Action], final: Snapshot, gave_to: dict[str, str]) 
     return out
 
 
-def _apply(world: Snapshot, step: Round, now: datetime) -> str | None:
+def _apply(world: Snapshot, step: Round, plan_id: str, now: datetime) -> str | None:
     """Carry out a round's actions on the virtual world; why a step was refused, if one
     was (a plan whose steps do not fit the clusters: a defect, said in the plan)."""
     sims = {c.name: SimulatedCluster(c, id_prefix=VIRTUAL, schedule=False) for c in world.clusters}
@@ -135,7 +137,7 @@ def _apply(world: Snapshot, step: Round, now: datetime) -> str | None:
         by_cluster.setdefault(action.cluster, []).append(action)
     try:
         for cluster, actions in by_cluster.items():
-            sims[cluster].execute_many(actions, plan_id=step.id, now=now)
+            sims[cluster].execute_many(actions, plan_id=plan_id, now=now)
     except (AdapterError, KeyError) as err:
         return str(err)
     return None

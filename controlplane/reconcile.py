@@ -151,21 +151,23 @@ def plan(
         now,
         deadline,
     )
-    solver = done.first.solver.model_copy(update={"cut_short": list(deadline.cut_short)})
+    solver = done.first.report.model_copy(update={"cut_short": list(deadline.cut_short)})
     if done.rounds == 1 or done.actions is done.first.actions:
-        first = done.first.model_copy(update={"solver": solver})
+        first = done.first.finish().model_copy(update={"solver": solver})
         return _held(first, with_gone, holds, observed, gone)
     actions = sort_actions(done.actions, observed)
+    last = done.last.finish()
+    projects, departments = done.first.held_by_name()
     return _held(
-        done.last.model_copy(
+        last.model_copy(
             update={
                 "id": plan_id(desired.digest, digest, actions, now),
                 "observed_digest": digest,
                 "actions": actions,
                 "solver": solver,
                 # held now: what the observed world holds, not the last virtual round
-                "projects": _held_now(done.last.projects, done.first.projects),
-                "departments": _held_now(done.last.departments, done.first.departments),
+                "projects": _held_now(last.projects, projects),
+                "departments": _held_now(last.departments, departments),
             }
         ),
         with_gone,
@@ -175,13 +177,8 @@ def plan(
     )
 
 
-def _held_now(
-    after: dict[str, QueueStatus], before: dict[str, QueueStatus]
-) -> dict[str, QueueStatus]:
-    return {
-        name: q.model_copy(update={"held": before[name].held if name in before else 0})
-        for name, q in after.items()
-    }
+def _held_now(after: dict[str, QueueStatus], held: dict[str, float]) -> dict[str, QueueStatus]:
+    return {name: q.model_copy(update={"held": held.get(name, 0)}) for name, q in after.items()}
 
 
 def _held(
@@ -339,7 +336,13 @@ def _cycle(
     actions = [retried(problem, segment(problem, a)) for a in actions]
     actions = sort_actions(actions, observed)  # a move may need the place another one leaves
     digest = digest if digest is not None else observed_digest(observed)
-    made = plan_id(desired.digest, digest, actions, now)
+    report = SolverReport(
+        engine=chosen.engine,
+        status=chosen.status,
+        objective=chosen.objective,
+        bound=chosen.bound,
+        gap=chosen.gap,
+    )
 
     def finish() -> Plan:
         # 11. what waits, and the quota table
@@ -349,7 +352,7 @@ def _cycle(
         )
         projects, departments = quota_tables(desired, problem, session, pending, held[0], drift)
         return Plan(
-            id=made,
+            id=plan_id(desired.digest, digest, actions, now),
             created_at=now,
             spec_digest=desired.digest,
             git_commit=git_commit,
@@ -363,17 +366,19 @@ def _cycle(
             projects=projects,
             departments=departments,
             prices=cluster_prices(desired),
-            solver=SolverReport(
-                engine=chosen.engine,
-                status=chosen.status,
-                objective=chosen.objective,
-                bound=chosen.bound,
-                gap=chosen.gap,
-            ),
+            solver=report,
         )
 
+    def held_by_name() -> tuple[dict[str, float], dict[str, float]]:
+        by_kind: dict[str, dict[str, float]] = {"project": {}, "department": {}}
+        for qid, q in problem.queues.items():
+            by_kind[q.kind][q.name] = held[0].get(qid, 0)
+        return by_kind["project"], by_kind["department"]
+
     saving = {(r.cluster, r.job_id) for r in drift.replaced.values() if r.saves_first}
-    return Round(actions, made, finish, held=session.held, saving=saving, gave_to=served)
+    return Round(
+        actions, finish, report, held_by_name, held=session.held, saving=saving, gave_to=served
+    )
 
 
 def _pending(

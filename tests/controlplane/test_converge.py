@@ -189,11 +189,12 @@ def test_shrunk_in_one_round_and_evicted_in_the_next_is_a_preempt() -> None:
     ]
 
 
-def test_only_the_first_and_the_last_round_work_out_their_whole_plan(
+def test_no_round_works_out_its_whole_plan_until_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # what waits and the quota table cost a busy org's middle rounds a good part of their
-    # time; nobody sees them
+    # what waits, the quota table and the plan id cost a busy org's rounds a good part of
+    # their time; the plan shows one round's (the last, or the first when it is the only
+    # one), and takes only the solver report and the GPUs held from the first
     ran: list[int] = []
     finished: list[int] = []
 
@@ -215,12 +216,12 @@ def test_only_the_first_and_the_last_round_work_out_their_whole_plan(
                 solver=SolverReport(engine="t", status="t"),
             )
 
-        return Round(actions, f"r{n}", finish)
+        return Round(actions, finish, SolverReport(engine="t", status=f"r{n}"), lambda: ({}, {}))
 
     monkeypatch.setattr(converge_module, "_apply", lambda *args: None)  # no virtual world here
     done = converge_module.converge(cycle, _world(), NOW)
-    assert (ran, finished, done.rounds) == ([1, 2, 3, 4], [1, 4], 4)
-    assert (done.first.id, done.last.id) == ("r1", "r4")
+    assert (ran, finished, done.rounds) == ([1, 2, 3, 4], [], 4)
+    assert (done.first.report.status, done.last.finish().id, finished) == ("r1", "r4", [4])
 
 
 def test_a_replica_regrown_in_a_later_round_goes_back_where_it_was() -> None:
@@ -322,7 +323,7 @@ def test_a_step_the_virtual_world_refuses_is_said_in_the_plan(
             actions=actions,
             solver=SolverReport(engine="t", status="t"),
         )
-        return Round(actions, "r", lambda: plan)
+        return Round(actions, lambda: plan, plan.solver, lambda: ({}, {}))
 
     refused = "node n1 has 8 GPUs; this would use 10"
     monkeypatch.setattr(converge_module, "_apply", lambda *args: refused)

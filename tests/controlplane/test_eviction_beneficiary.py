@@ -56,7 +56,8 @@ def _round(n: int, actions: list[Action], gave_to: dict[str, str]) -> Round:
             solver=solver,
         )  # fmt: skip
 
-    return Round(actions, f"r{n}", finish, gave_to=gave_to)
+    report = SolverReport(engine="t", status="t")
+    return Round(actions, finish, report, lambda: ({}, {}), gave_to=gave_to)
 
 
 def test_a_beneficiary_outranked_in_a_later_round_is_said_in_the_net_plan() -> None:
