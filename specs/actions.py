@@ -126,6 +126,12 @@ class SubmitDetails(ActionModel):
         description="container image (Kubernetes)",
         exclude_if=lambda v: v is None,
     )
+    elastic: bool = Field(
+        default=False,
+        description="replicas beyond minReplicas may be taken away while it runs (Slurm: "
+        "its tasks run on without them, and a shrink keeps the job)",
+        exclude_if=lambda v: not v,
+    )
 
     @classmethod
     def for_workload(
@@ -154,6 +160,7 @@ class SubmitDetails(ActionModel):
                 "checkpoint_grace": ck.grace if ck else None,
                 "account": account,
                 "image": spec.image,
+                "elastic": spec.effective_min_replicas < spec.replicas,
                 **extra,
             }
         )

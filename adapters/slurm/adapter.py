@@ -28,13 +28,13 @@ How each action maps onto Slurm (and why):
     preempted one is, a segment by signalling its batch shell (``scancel --batch``),
     which passes the signal on to its ``timeout`` wrapper.
 ``move`` / ``resize``
-    Slurm cannot move a running job or change its node count. Both are done as
-    *submit the new shape, then cancel the old job*: the new job (new id, tagged with
-    this plan) pends until the old job's GPUs are free, and if the submission is
-    rejected the old job is still running. The old job ends as a cancelled one does (a
-    checkpointable one saves first), and the new one resumes from it. Without submit
-    details in the action, partition, GPUs, walltime, account and checkpoint come from
-    the old job and the command from its batch script.
+    Slurm cannot move a running job or grow it (an elastic one shrinks in place,
+    shrink.py). Both are *submit the new shape, then cancel the old job*: the new job
+    (new id, tagged with this plan) pends until the old job's GPUs are free, and if the
+    submission is rejected the old job is still running. The old job ends as a cancelled
+    one does (a checkpointable one saves first), and the new one resumes from it. Without
+    submit details in the action, partition, GPUs, walltime, account and checkpoint come
+    from the old job and the command from its batch script.
 
 Every action that touches an existing job first reads it back from Slurm: a job that
 has already gone counts as done; a job without our tag, or tagged for another workload,
@@ -70,6 +70,7 @@ from adapters.slurm.request import build_request, request_of_job
 from adapters.slurm.reservations import COMMAND as RESERVATIONS
 from adapters.slurm.reservations import parse_reservations as parse_windows
 from adapters.slurm.script import BatchRequest, render_script, sbatch_options
+from adapters.slurm.shrink import shrink
 from adapters.slurm.tags import Tag, job_name, parse_tag
 from adapters.slurm.transport import Completed, LocalTransport, SSHTransport, Transport
 from specs.actions import NEVER, Action, Never, Op
@@ -345,6 +346,8 @@ class SlurmAdapter:
         if not action.replicas:
             raise PermanentError(f"{action.op} of {action.workload} lists no replicas")
         owned = self._owned(action)
+        if owned is not None and (shrunk := shrink(self._check, *owned, action)) is not None:
+            return shrunk
         old: BatchRequest | None = None
         if owned is not None:
             row, tag = owned

@@ -81,6 +81,7 @@ def build_request(
             segment=sd.segment,
             candidate=sd.candidate,
             spec_digest=sd.spec_digest or fallback.spec_digest,
+            elastic=sd.elastic if action.submit else fallback.elastic,
         )
     except ValueError as exc:
         raise PermanentError(f"{action.workload}: {exc}") from exc
@@ -116,4 +117,5 @@ def request_of_job(row: QueueRow, tag: Tag, detail: str, script: str) -> BatchRe
         segment=segment_of(script) if signal and row.time_limit else None,
         candidate=tag.candidate,
         spec_digest=tag.spec_digest,
+        elastic=tag.elastic,
     )

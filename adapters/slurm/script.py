@@ -57,8 +57,10 @@ DEFAULT_COMMAND = ("sleep", "infinity")
 # sbatch --signal takes at most 0xffff seconds ahead of the time limit
 _MAX_SIGNAL_SECONDS = 65535
 _SIGNAL = re.compile(r"^(SIG)?[A-Z0-9]+$")
-# how a gang's script starts its command: one task on every node
+# how a gang's script starts its command: one task on every node, the step ended when one
+# fails; an elastic gang's tasks run on when one ends or its node is taken away (a shrink)
 GANG_PREFIX = ("srun", "--kill-on-bad-exit=1", "--ntasks-per-node=1")
+ELASTIC_PREFIX = ("srun", "--no-kill", "--kill-on-bad-exit=0", "--ntasks-per-node=1")
 _SRUN_TASKS = re.compile(r"^--ntasks-per-node=\d+$")
 # a segment script's argv line; greedy, so a quoted ")\ngrace=" inside cannot end it early
 _SEGMENT_ARGV = re.compile(r"^argv=\((.*)\)\ngrace=", re.S | re.M)
@@ -88,6 +90,7 @@ class BatchRequest:
     segment: int | None = None  # a checkpoint segment: the script stops itself at a checkpoint
     candidate: str | None = None  # fan-out candidate name (tagged; one job per candidate)
     spec_digest: str | None = None  # the workload spec's digest (tagged)
+    elastic: bool = False  # replicas may be taken away while it runs (tagged)
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -115,7 +118,13 @@ class BatchRequest:
             checkpoint=self.checkpoint,
             candidate=self.candidate,
             spec_digest=self.spec_digest,
+            elastic=self.shrinks_in_place,
         )
+
+    @property
+    def shrinks_in_place(self) -> bool:
+        """An elastic gang of one replica per node: its tasks run on without a node."""
+        return self.elastic and self.tasks_per_node == 1 and self.segment is None
 
     @property
     def checkpoint(self) -> str | None:
@@ -135,6 +144,8 @@ class BatchRequest:
 
     @property
     def srun_prefix(self) -> tuple[str, ...]:
+        if self.shrinks_in_place:
+            return ELASTIC_PREFIX
         return ("srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={self.tasks_per_node}")
 
     @property
@@ -272,7 +283,10 @@ def command_of(script: str) -> tuple[str, ...] | None:
             argv = shlex.split(text)
         except ValueError:
             return None
-        if argv[:2] == list(GANG_PREFIX[:2]) and len(argv) > 2 and _SRUN_TASKS.match(argv[2]):
-            argv = argv[3:]
+        for prefix in (GANG_PREFIX[:-1], ELASTIC_PREFIX[:-1]):  # any tasks per node
+            n = len(prefix)
+            if argv[:n] == list(prefix) and len(argv) > n and _SRUN_TASKS.match(argv[n]):
+                argv = argv[n + 1 :]
+                break
         return tuple(argv) or None
     return None

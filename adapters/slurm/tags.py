@@ -1,8 +1,9 @@
 """How a Slurm job says it belongs to the control plane, and to which workload and plan.
 
 Slurm keeps no labels, so the identity travels in the job's ``--comment``:
-``cp:v1;workload=chem/md-run;plan=<id>[;spec=<digest>][;ckpt=USR1@600][;cand=<candidate>]``,
-and ``;evicted=<plan id>`` once a plan preempted it with its checkpoint signal.
+``cp:v1;workload=chem/md-run;plan=<id>[;spec=<digest>][;ckpt=USR1@600][;cand=<candidate>]``
+``[;elastic=1]``, and ``;evicted=<plan id>`` once a plan preempted it with its checkpoint
+signal. ``elastic=1``: its tasks run on when a node is taken from it (shrink.py).
 The comment survives a crash of the control plane, a restart of slurmctld and a requeue,
 which is what lets ``observe`` recognise our jobs and ``execute`` refuse to touch anybody
 else's; the spec digest lets a resubmission of the same workload spec find the job
@@ -40,6 +41,8 @@ class Tag:
     spec_digest: str | None = None
     # the plan that preempted it: it winds down within its checkpoint grace (eviction.py)
     evicted: str | None = None
+    # launched so that its tasks run on when a node is taken away: shrunk in place (shrink.py)
+    elastic: bool = False
 
 
 def format_tag(tag: Tag) -> str:
@@ -55,6 +58,8 @@ def format_tag(tag: Tag) -> str:
         parts.append(f"spec={quote(tag.spec_digest, safe=_SAFE)}")
     if tag.evicted is not None:
         parts.append(f"evicted={quote(tag.evicted, safe=_SAFE)}")
+    if tag.elastic:
+        parts.append("elastic=1")
     return ";".join(parts)
 
 
@@ -85,6 +90,7 @@ def parse_tag(comment: str | None) -> Tag | None:
         candidate=fields.get("cand") or None,
         spec_digest=fields.get("spec") or None,
         evicted=fields.get("evicted") or None,
+        elastic=fields.get("elastic") == "1",
     )
 
 

@@ -148,6 +148,7 @@ def _make_action(
     checkpoint_signal: str | None = None,
     preemptible: bool = True,
     details: bool = True,
+    elastic: bool = False,
 ) -> Action:
     """A plan action with keyword defaults: a 1-GPU a100 job on a node Slurm chooses."""
     nodes = nodes if nodes is not None else [None]
@@ -168,6 +169,7 @@ def _make_action(
             preemptible=preemptible,
             checkpoint_signal=checkpoint_signal,
             checkpoint_grace=60 if checkpoint_signal else None,
+            elastic=elastic,
         )
         if details
         else None,

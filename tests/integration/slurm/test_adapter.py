@@ -445,6 +445,81 @@ def test_move_resubmits_on_the_new_node_and_cancels_the_old_job(
     )
 
 
+def test_an_elastic_gang_gives_a_node_back_in_place(
+    adapter: SlurmAdapter, make_action: Helper, slurm: Helper, wait_for: Helper
+) -> None:
+    """A resize that takes a replica from a running elastic gang (reclaim, preemption)
+    keeps its job: Slurm releases the node, and the task on the node it keeps runs on. It
+    used to be a new job, which restarted every replica. The node its batch script runs on
+    cannot be released: a resize that takes that one replaces the job as before."""
+    gang = make_action(
+        workload="ml/elastic", nodes=["a100-1", "a100-2"], gpus=2, command=["sleep", "303"],
+        elastic=True,
+    )  # fmt: skip
+    started = adapter.execute(gang, plan_id="e1")
+    wait_for(lambda: running(adapter, started.job))
+    script = slurm("scontrol", "write", "batch_script", started.job, "-").stdout
+    assert "exec srun --no-kill --kill-on-bad-exit=0 --ntasks-per-node=1 sleep 303" in script
+    assert wait_for(
+        lambda: (
+            "State=RUNNING" in slurm("scontrol", "-o", "show", "step", f"{started.job}.0").stdout
+        )
+    )
+    host = re.search(r"BatchHost=(\S+)", show_job(started.job))
+    assert host is not None
+    kept, freed = host.group(1), ({"a100-1", "a100-2"} - {host.group(1)}).pop()
+    shrink = make_action(
+        Op.RESIZE, workload="ml/elastic", job=started.job, nodes=[kept], gpus=2, elastic=True
+    )
+    shrunk = adapter.execute(shrink, plan_id="e2")
+    assert shrunk.ok and shrunk.job == started.job, shrunk
+    job = wait_for(lambda: (j := running(adapter, started.job)) and len(j.replicas) == 1 and j)
+    assert [(r.node, r.gpus) for r in job.replicas] == [(kept, 2)]
+    assert job.plan_id == "e1" and job.started_at is not None  # the same job runs on
+    # the released node takes other work now
+    other = adapter.execute(make_action(workload="ml/next", nodes=[freed], gpus=8), plan_id="e3")
+    wait_for(lambda: running(adapter, other.job))
+    # the step on the node kept still runs (the batch shell execs it: were it gone, the job
+    # would have ended)
+    step = slurm("scontrol", "-o", "show", "step", f"{started.job}.0").stdout
+    assert "State=RUNNING" in step, step
+    assert running(adapter, started.job) is not None
+    # retried (an apply interrupted after the update): nothing more happens
+    again = adapter.execute(shrink, plan_id="e2")
+    assert again.job == started.job and "already" in again.message
+
+    # a gang that is not elastic is replaced as before: a new job on the node kept; so is
+    # an elastic one that gives back the node its batch script runs on
+    batch = adapter.execute(
+        make_action(workload="ml/batch", nodes=["v100-1", "v100-2"], gpus=1, pool="v100",
+                    partition="gpu-v100", gpu_type="v100", command=["sleep", "305"], elastic=True),
+        plan_id="b1",
+    )  # fmt: skip
+    wait_for(lambda: running(adapter, batch.job))
+    host = re.search(r"BatchHost=(\S+)", show_job(batch.job))
+    assert host is not None
+    other_node = ({"v100-1", "v100-2"} - {host.group(1)}).pop()
+    moved = adapter.execute(
+        make_action(Op.RESIZE, workload="ml/batch", job=batch.job, nodes=[other_node], gpus=1,
+                    pool="v100", partition="gpu-v100", gpu_type="v100", command=["sleep", "305"],
+                    elastic=True),
+        plan_id="b2",
+    )  # fmt: skip
+    assert moved.job != batch.job
+    fixed = adapter.execute(
+        make_action(workload="ml/fixed", nodes=["v100-1", "v100-2"], gpus=1, pool="v100",
+                    partition="gpu-v100", gpu_type="v100", command=["sleep", "304"]),
+        plan_id="f1",
+    )  # fmt: skip
+    wait_for(lambda: running(adapter, fixed.job))
+    replaced = adapter.execute(
+        make_action(Op.RESIZE, workload="ml/fixed", job=fixed.job, nodes=["v100-2"], gpus=1,
+                    pool="v100", partition="gpu-v100", gpu_type="v100", command=["sleep", "304"]),
+        plan_id="f2",
+    )  # fmt: skip
+    assert replaced.job != fixed.job
+
+
 # ------------------------------------------------------------------ errors, forecast
 
 
