@@ -287,6 +287,7 @@ def _cycle(
     #    fan-out workloads waiting for a start leave KAI's allocation
     problem = planning_problem(desired, observed, now, cache)
     problem.running_at_start = started
+    problem.stand_ins = unreachable.stand_ins(observed)  # they keep work out, evict none
     #    running work whose spec was edited: in place, fewer replicas, or replaced now
     held = held_now(problem, observed)  # what runs now, before an edit reshapes it
     specs = {k: w.spec for k, w in desired.workloads.items()}

@@ -233,6 +233,17 @@ def stand_in(
     return replace(desired, workloads=workloads), observed.model_copy(update={"clusters": clusters})
 
 
+def stand_ins(world: Snapshot) -> frozenset[str]:
+    """The workloads a cycle's world holds as stand-ins (:func:`stand_in`): the solvers
+    count their GPUs against quotas and limits, and take no running work back for them."""
+    return frozenset(
+        j.workload
+        for c in world.clusters
+        for j in c.jobs
+        if j.workload is not None and j.id.startswith(STAND_IN)
+    )
+
+
 def held_gpus(
     desired: DesiredState, holds: dict[str, list[str]]
 ) -> tuple[dict[str, float], dict[str, float]]:

@@ -47,6 +47,9 @@ class Session:
     alloc_t: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     alloc_np_t: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     per_type: bool = False
+    # of ``alloc``, what stand-ins hold (Problem.stand_ins), per queue: it keeps new work
+    # out, but running work is taken back only for what ``seen`` holds
+    unseen: dict[str, float] = field(default_factory=dict)
     # waiting fan-out candidates that fit now: (cluster, job id) -> (node name, GPUs) held
     held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
@@ -97,6 +100,9 @@ class Session:
                     s.pool[job.key] = job.pool
                 if not job.ending:
                     s.charge(job, len(job.placed) * job.gpus)
+                if job.key in problem.stand_ins:
+                    for q in s.chain(job.queue):
+                        s.unseen[q.id] = s.unseen.get(q.id, 0.0) + len(job.placed) * job.gpus
         s.hold_queued()
         s.hold_candidates()
         return s
@@ -179,6 +185,11 @@ class Session:
             self.index.take(node, gpus)
             taken.append((node, gpus))
         return [n for n, _ in taken]
+
+    def seen(self, qid: str) -> float:
+        """What the queue holds by work the clusters show (``alloc`` less what stand-ins
+        hold): the measure of a queue that gives running work back (limits, reclaim)."""
+        return self.alloc[qid] - self.unseen.get(qid, 0.0)
 
     def chain(self, queue_id: str) -> list[Queue]:
         """The queue and its ancestors, leaf first (cached: the tree is fixed for a session)."""

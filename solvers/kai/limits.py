@@ -16,6 +16,13 @@ once it is over); an elastic job inside it may still lose its replicas above
 ``minReplicas``, as reclaim and preempt may take them (solvers/kai/candidates.py).
 Departments are brought down before their projects, so a project's own cut counts what
 its department's cut already took.
+
+Holds block new work; they do not evict. What is held for a cluster that did not answer
+(its stand-ins, controlplane/unreachable.py) counts against a limit, so nothing new
+starts beyond it, but is never a reason to take work back: it may stand for work never
+submitted, or long ended. A queue gives back only what the work the clusters show holds
+above its limit (``Session.seen``); counting the stand-ins it may stay above the limit
+until the cluster answers, and the next plan decides then.
 """
 
 from __future__ import annotations
@@ -41,20 +48,20 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
     )
     for q in queues:
         for cap in _caps(s, q):
-            if cap.held() <= cap.limit:
-                continue
-            held_before = cap.held()
+            if cap.seen() <= cap.limit:
+                continue  # what stand-ins hold keeps new work out, and takes nothing back
+            seen_before = cap.seen()
             taken = []
             victims = [v for v in _victims(s, q) if cap.counts(v.job)]
-            for victim, replicas in _needed(victims, held_before - cap.limit):
+            for victim, replicas in _needed(victims, seen_before - cap.limit):
                 nodes = s.tasks[victim.key][-replicas:]
                 Statement(s).evict(victim, nodes)
                 ledger.lost.setdefault(victim.key, []).extend(nodes)
                 taken.append(victim.key)
-            kept = _kept_by_min_runtime(s, q, cap) if cap.held() > cap.limit else []
+            kept = _kept_by_min_runtime(s, q, cap) if cap.seen() > cap.limit else []
             for key in taken:
                 reason = reasons.down_to_limit(
-                    q, held_before, key, cap.held(), kept, cap.limit, cap.gpu_type
+                    q, seen_before, key, cap.seen(), kept, cap.limit, cap.gpu_type, cap.unseen()
                 )
                 ledger.disrupted[key] = reason
                 if not s.tasks.get(key):
@@ -76,10 +83,13 @@ def above_limit(session: Session, q: Queue) -> str | None:
             if nodes
             and s.problem.jobs[key].queue in inside
             and not s.problem.jobs[key].preemptible
+            and key not in s.problem.stand_ins
             and cap.counts(s.problem.jobs[key])
         )
         kept = _kept_by_min_runtime(s, q, cap)
-        out.append(reasons.above_limit(q, cap.held(), kept, fixed, cap.limit, cap.gpu_type))
+        out.append(
+            reasons.above_limit(q, cap.held(), kept, fixed, cap.limit, cap.gpu_type, cap.unseen())
+        )
     return "; ".join(out) or None
 
 
@@ -93,6 +103,15 @@ class _Cap:
         if self.gpu_type is None:
             return self.s.alloc[self.q.id]
         return self.s.alloc_t[self.q.id, self.gpu_type]
+
+    def unseen(self) -> float:
+        """Of ``held``, what stand-ins hold (they have no GPU type: a type's limit never
+        counts them)."""
+        return self.s.unseen.get(self.q.id, 0.0) if self.gpu_type is None else 0.0
+
+    def seen(self) -> float:
+        """Of ``held``, what work the clusters show holds: what is taken back down."""
+        return self.held() - self.unseen()
 
     def counts(self, job: JobRequest) -> bool:
         """Whether the GPUs ``job`` holds count against this limit."""
@@ -162,7 +181,7 @@ def _victims(s: Session, q: Queue) -> list[Victim]:
     elastic replicas above the minimum, then whole jobs, in victim order."""
     inside = _projects_under(s, q)
     # how far each project stands above what it may hold
-    over = {p: s.alloc[p] - s.allocatable_share(s.problem.queues[p]) for p in inside}
+    over = {p: s.seen(p) - s.allocatable_share(s.problem.queues[p]) for p in inside}
     out: list[tuple[tuple[float, int, VictimOrder, int], Victim]] = []
     for key, nodes in s.tasks.items():
         job = s.problem.jobs[key]

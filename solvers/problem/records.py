@@ -190,6 +190,10 @@ class Problem:
     # in a plan's later round (a virtual world holding the plan's own starts): the
     # workloads running when the plan began; None in its first round
     running_at_start: frozenset[str] | None = None
+    # workloads held for a cluster that did not answer (controlplane/unreachable.py): each
+    # runs as a non-preemptible stand-in there, counted against its quotas and limits so
+    # that nothing new starts in its place, but never a reason to evict running work
+    stand_ins: frozenset[str] = frozenset()
     # running elastic work site policy keeps from growing (a spent budget): why, to say so
     not_grown: dict[str, Reason] = field(default_factory=dict)
     # projects (queue ids) that spent this month's budget, and why: they start nothing new

@@ -104,11 +104,20 @@ def down_to_limit(
     kept: Sequence[tuple[str, datetime]] = (),
     limit: float | None = None,
     gpu_type: str | None = None,
+    unseen: float = 0.0,
 ) -> Reason:
     """A queue above a limit that was lowered gives back its preemptible work; ``left``:
     what it holds after, above the limit while minRuntime ``kept`` work (with when its
-    protection ends). ``limit`` and ``gpu_type``: a per-type limit (default: the queue's)."""
+    protection ends). ``limit`` and ``gpu_type``: a per-type limit (default: the queue's).
+    ``unseen``: what it holds besides, held for clusters that did not answer (not in
+    ``held``: nothing is taken back for it)."""
     head = f"{q.kind} {q.name} holds {_above(q, held, limit, gpu_type)}: "
+    if unseen:
+        head = (
+            f"{q.kind} {q.name} holds {gpus(held)} GPUs on the clusters that answered, above "
+            f"its limit of {gpus(limit if limit is not None else q.limit)} ({gpus(unseen)} more "
+            "held for clusters that did not answer keep new work out, but take nothing back): "
+        )
     if not kept or left is None:
         return Reason(
             code=ReasonCode.RECLAIM,
@@ -132,11 +141,18 @@ def above_limit(
     fixed: float,
     limit: float | None = None,
     gpu_type: str | None = None,
+    unseen: float = 0.0,
 ) -> str:
     """Why a queue holds more than its limit (``limit`` on ``gpu_type``: a per-type one)
-    after the plan: work inside minRuntime (``kept``, with when each protection ends) and
-    non-preemptible work (``fixed`` GPUs)."""
+    after the plan: work inside minRuntime (``kept``, with when each protection ends),
+    non-preemptible work (``fixed`` GPUs) and work held for clusters that did not answer
+    (``unseen`` GPUs)."""
     parts = []
+    if unseen:
+        parts.append(
+            f"{gpus(unseen)} of them are held for work that may run on clusters that did not "
+            "answer: they keep new work out, but no running work is taken back for them"
+        )
     if kept:
         names = ", ".join(k for k, _ in kept)
         until = stamp(min(t for _, t in kept))

@@ -1,0 +1,139 @@
+"""Holds block new work; they do not evict.
+
+A cluster that does not answer, observed with nothing known of what may run there (no
+``lastKnown``: ``cp plan --observed`` on a snapshot written without a store), holds every
+workload that may use it as a stand-in (controlplane/unreachable.py): its GPUs count
+against its project and departments, so nothing new starts beyond a limit or quota they
+may be using. But a stand-in may stand for work that was never submitted: no running work
+on a cluster that answered may be taken back, preempted or reclaimed on its account. The
+lifetime property test found the first of these (its "east silent" incident): a limit
+enforced against stand-ins' GPUs preempted running work on the other cluster.
+
+Two clusters: ``near`` answers (one node of 8 ``a100_80``), ``far`` does not (8 ``v100``
+per node). Every case is planned twice: against the snapshot, and against the same
+snapshot without the held workloads (the world as it would be without the stand-ins),
+which must evict nothing either.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from adapters.simulator import nodes_from_spec
+from controlplane.plan import Plan
+from controlplane.reconcile import plan
+from specs.actions import Op, ReasonCode
+from specs.desired import DesiredState
+from specs.snapshot import ClusterState, Snapshot
+from tests.builders import NOW, cluster, desired, pool, project, workload
+
+Doc = dict[str, Any]
+EVICTING = {Op.PREEMPT, Op.CANCEL, Op.RESIZE, Op.MOVE}
+STARTED = (NOW - timedelta(hours=1)).isoformat()
+
+
+def clusters(near_nodes: int = 1) -> list[Doc]:
+    return [
+        cluster("near", pools=[pool("a100", nodes=near_nodes)]),
+        cluster("far", pools=[pool("v100", gpu_type="v100", gpus_per_node=8, nodes=2)]),
+    ]
+
+
+def running(specs: DesiredState, *jobs: tuple[str, str, int]) -> Snapshot:
+    """``near`` running ``jobs`` (workload, node, GPUs), each a job of one replica; ``far``
+    silent with nothing known of it."""
+    nodes = [n.model_dump() for n in nodes_from_spec(specs.clusters["near"])]
+    seen = [
+        {
+            "id": str(i),
+            "workload": key,
+            "state": "RUNNING",
+            "startedAt": STARTED,
+            "replicas": [{"node": node, "gpus": gpus}],
+        }
+        for i, (key, node, gpus) in enumerate(jobs, start=1)
+    ]
+    near = ClusterState.model_validate({"name": "near", "nodes": nodes, "jobs": seen})
+    far = ClusterState(name="far", reachable=False, error="TemporaryError: connection refused")
+    return Snapshot(now=NOW, clusters=[near, far])
+
+
+def evictions(made: Plan) -> list[tuple[Op, str | None]]:
+    return [(a.op, a.workload) for a in made.actions if a.op in EVICTING]
+
+
+def waits(made: Plan) -> dict[str, ReasonCode]:
+    return {p.workload: p.reason.code for p in made.pending}
+
+
+def test_a_limit_is_not_enforced_against_stand_ins() -> None:
+    """p runs 8 GPUs on near, at its limit; two workloads that may use far were never
+    submitted anywhere, but nothing says so: held, they put p at 16 of its limit 8. The
+    plan took p's running work on near back "down to the limit" for them."""
+    specs = desired(
+        [
+            *clusters(),
+            project("p", gpus=8, limit=8),
+            workload("run-1", "p", gpus=4, clusters=["near"]),
+            workload("run-2", "p", gpus=4, clusters=["near"]),
+            workload("may-far", "p", gpus=4),  # any GPU type: near or far
+            workload("on-far", "p", gpus=4, clusters=["far"]),
+        ]
+    )
+    made = plan(
+        specs, running(specs, ("p/run-1", "a100-01", 4), ("p/run-2", "a100-01", 4)), now=NOW
+    )
+    assert evictions(made) == []
+    assert made.actions == []
+    assert waits(made) == {
+        "p/may-far": ReasonCode.CLUSTER_UNREACHABLE,
+        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
+    }
+    p = made.projects["p"]
+    assert (p.held, p.allocated, p.unreachable) == (16, 16, 8)
+    assert p.above_limit is not None and "did not answer" in p.above_limit
+
+
+def test_stand_ins_still_keep_new_work_out() -> None:
+    """The same stand-ins keep work that may start on near from starting beyond the limit
+    they may be using: the hold blocks."""
+    specs = desired(
+        [
+            *clusters(near_nodes=2),
+            project("p", gpus=8, limit=8),
+            workload("run-1", "p", gpus=4, clusters=["near"]),
+            workload("on-far", "p", gpus=4, clusters=["far"]),
+            workload("new-near", "p", gpus=4, clusters=["near"]),
+        ]
+    )
+    made = plan(specs, running(specs, ("p/run-1", "a100-01", 4)), now=NOW)
+    assert made.actions == []
+    assert waits(made) == {
+        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
+        "p/new-near": ReasonCode.OVER_LIMIT,
+    }
+
+
+def test_what_real_work_holds_above_a_limit_is_still_taken_back() -> None:
+    """p's limit was lowered to 8 while it runs 12 GPUs on near, and a held workload may be
+    on far: the 4 GPUs real work holds above the limit are taken back, not 8."""
+    specs = desired(
+        [
+            *clusters(near_nodes=2),
+            project("p", gpus=8, limit=8),
+            workload("run-1", "p", gpus=4, clusters=["near"]),
+            workload("run-2", "p", gpus=4, clusters=["near"]),
+            workload("run-3", "p", gpus=4, clusters=["near"], priority=40),
+            workload("on-far", "p", gpus=4, clusters=["far"]),
+        ]
+    )
+    snap = running(
+        specs, ("p/run-1", "a100-01", 4), ("p/run-2", "a100-01", 4), ("p/run-3", "a100-02", 4)
+    )
+    made = plan(specs, snap, now=NOW)
+    assert evictions(made) == [(Op.PREEMPT, "p/run-3")]
+    [taken] = [a for a in made.actions if a.workload == "p/run-3"]
+    assert taken.reason.code is ReasonCode.RECLAIM
+    assert "12 GPUs on the clusters that answered, above its limit of 8" in taken.reason.message
+    assert "4 more held for clusters that did not answer" in taken.reason.message
