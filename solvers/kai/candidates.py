@@ -277,7 +277,7 @@ class VictimQueue:
         if key is None:  # fixed while the search runs (the session is at rest)
             s, q = self.s, self.s.problem.queues[qid]
             key = self._keys[qid] = victim_queue_keys(
-                q, allocated=s.alloc[qid], share=s.allocatable_share(q), rank=s.problem.order[qid]
+                q, allocated=s.seen(qid), share=s.allocatable_share(q), rank=s.problem.order[qid]
             )
         return key(taken)
 

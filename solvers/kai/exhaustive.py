@@ -132,7 +132,7 @@ class VictimQueue:
         taken = self.popped[leaf] + len(self.tasks[head]) * s.problem.jobs[head].gpus
         return victim_queue_order(
             q,
-            allocated=s.alloc[q.id],
+            allocated=s.seen(q.id),
             taken=taken,
             share=s.allocatable_share(q),
             rank=s.problem.order[q.id],

@@ -68,6 +68,17 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
                     ledger.waiting[key] = reason
 
 
+def held_back(session: Session, job: JobRequest, gpus: float) -> bool:
+    """Whether a limit on the job's chain leaves no room for ``gpus`` more where stand-ins
+    hold some of it: a disruptive step then makes no room for the job (the room it lacks
+    is, at least in part, what they hold; evicting for it would evict for them)."""
+    s = session
+    return any(
+        q.limit is not None and s.unseen.get(q.id, 0.0) > 0 and s.alloc[q.id] + gpus > q.limit
+        for q in s.chain(job.queue)
+    )
+
+
 def above_limit(session: Session, q: Queue) -> str | None:
     """Why ``q`` still holds more than its limit (or a type's) once the plan is made (None:
     it does not): the work minRuntime keeps for now, and non-preemptible work, never

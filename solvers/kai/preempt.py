@@ -9,6 +9,9 @@ inference 125); quota decides *between* projects, which is reclaim's business. S
   never be placed on borrowed GPUs anyway.
 * The victim set is KAI's first sufficient one in victim order, verified by simulation
   (solvers/kai/victims.py); victims placed again are moved instead of evicted.
+* A job a limit keeps out where stand-ins of work on a cluster that did not answer hold
+  some of the limit preempts nothing (``held_back``): holds block new work, they do not
+  evict, and the room it would take from its own project may be theirs.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from solvers import reasons
 from solvers.kai.candidates import Holders, VictimFilter
 from solvers.kai.disruption import Disruption, Ledger
+from solvers.kai.limits import held_back
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, PoolKey
 from solvers.session import Session
@@ -26,10 +30,12 @@ class Preempt(Disruption):
     name = "preemption"
 
     def admits(self, job: JobRequest, count: int) -> bool:
-        if job.preemptible:
-            return True
         s, req = self.s, count * job.gpus
-        return all(s.alloc_np[q.id] + req <= q.deserved for q in s.chain(job.queue))
+        if held_back(s, job, req):
+            return False
+        return job.preemptible or all(
+            s.alloc_np[q.id] + req <= q.deserved for q in s.chain(job.queue)
+        )
 
     def victim_queues(self, job: JobRequest) -> list[str]:
         return [job.queue]

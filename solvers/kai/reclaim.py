@@ -16,6 +16,14 @@ gets its share back. KAI's rules (shared/conformance/README.md, "Reclaim"):
 * After the reclaim, at every level where the reclaimer would exceed its fair share, its
   allocated / fair share must stay strictly below that of each sibling it took from.
 
+Holds block new work; they do not evict. What stand-ins of work on a cluster that did
+not answer hold (controlplane/unreachable.py) counts on the reclaimer's side: its gate,
+its deserved, its ratio, so a project holding them reclaims no sooner. On a victim's
+side a queue is measured by what the work the clusters show holds (``Session.seen``):
+stand-ins never make a project, or a department, give up its running work. Nor does a
+limit whose room stand-ins take make a job reclaim (``held_back``: taking from siblings
+under a department's limit would be taking for them).
+
 Victims the simulation places again are moved, not evicted, and only the evicted ones
 count as reclaimed GPUs (KAI's ``allowConsolidatingReclaim``).
 """
@@ -30,6 +38,7 @@ from typing import Any
 from solvers import reasons
 from solvers.kai.candidates import Holders, VictimFilter
 from solvers.kai.disruption import Disruption, Ledger, SideBound
+from solvers.kai.limits import held_back
 from solvers.policy import Deadline
 from solvers.problem import JobRequest, Queue
 from solvers.session import Session, Statement
@@ -47,7 +56,7 @@ class Reclaim(Disruption):
     def admits(self, job: JobRequest, count: int) -> bool:
         s, req = self.s, count * job.gpus
         q = s.problem.queues[job.queue]
-        if s.alloc[q.id] + req > s.fair.get(q.id, 0.0):
+        if s.alloc[q.id] + req > s.fair.get(q.id, 0.0) or held_back(s, job, req):
             return False
         return job.preemptible or s.alloc_np[q.id] + req <= q.deserved
 
@@ -63,8 +72,8 @@ class Reclaim(Disruption):
         s = self.s
         mine, theirs = self.sides(job.queue, project.id)
         if s.alloc[mine.id] + self.count * job.gpus <= mine.deserved:
-            return s.alloc[theirs.id] > theirs.deserved
-        return s.alloc[theirs.id] > s.allocatable_share(theirs)
+            return s.seen(theirs.id) > theirs.deserved
+        return s.seen(theirs.id) > s.allocatable_share(theirs)
 
     def _types_owed(self, job: JobRequest, project: Queue) -> set[str]:
         """Per-GPU-type quotas: the types the victim's side holds beyond its deserved of
@@ -143,7 +152,7 @@ class Reclaim(Disruption):
         left_t: dict[tuple[str, str], float] = {}  # per-GPU-type quotas: by (side, type)
         for qid in sorted(taken):
             mine, theirs = self.sides(job.queue, qid)
-            left.setdefault(theirs.id, alloc[theirs.id])
+            left.setdefault(theirs.id, self._given(theirs.id))
             for gpus, gpu_type in taken[qid]:
                 if not self._still_reclaimable(mine, theirs, left[theirs.id], req):
                     side_type = (theirs.id, gpu_type or "")
@@ -216,7 +225,7 @@ class Reclaim(Disruption):
         # a piece goes while the side holds more than this (_still_reclaimable)
         within = alloc[mine.id] + req <= mine.deserved
         threshold = theirs.deserved if within else s.allocatable_share(theirs)
-        held = alloc[theirs.id]
+        held = self._given(theirs.id)
         cap = held - threshold + piece if held > threshold else 0.0
         return min(cap, self._fair_cap(mine, theirs, req, inside))
 
@@ -228,7 +237,7 @@ class Reclaim(Disruption):
         ratio = _ratio(self.base_alloc[mine.id] - inside + req, s.fair.get(mine.id, 0.0))
         fair = s.fair.get(theirs.id, 0.0)
         if ratio > 1 and fair > 0:
-            return max(0.0, self.base_alloc[theirs.id] - ratio * fair)
+            return max(0.0, self._given(theirs.id) - ratio * fair)
         return math.inf
 
     def side_bound(self, job: JobRequest, count: int, holders: Holders) -> SideBound | None:
@@ -252,7 +261,12 @@ class Reclaim(Disruption):
         return self.s.problem.pools[pool].gpu_type if pool else None
 
     def _reclaimable_by_sum(self, mine: Queue, theirs: Queue, req: float) -> bool:
-        return self._still_reclaimable(mine, theirs, self.base_alloc[theirs.id], req)
+        return self._still_reclaimable(mine, theirs, self._given(theirs.id), req)
+
+    def _given(self, qid: str) -> float:
+        """What a victim side held by work the clusters show when the search for this job
+        began: its allocation less what stand-ins hold (they are no reason to give)."""
+        return self.base_alloc[qid] - self.s.unseen.get(qid, 0.0)
 
     def _still_reclaimable(self, mine: Queue, theirs: Queue, left: float, req: float) -> bool:
         if left > self.s.allocatable_share(theirs):
@@ -297,7 +311,7 @@ class Reclaim(Disruption):
             s.fair.get(mine.id, 0.0),
             alloc[mine.id] + req <= mine.deserved,
             theirs,
-            alloc[theirs.id],
+            self._given(theirs.id),
             s.allocatable_share(theirs),
             job.key,
             ran=s.problem.ran_before(victim.key),

@@ -26,7 +26,7 @@ from controlplane.reconcile import plan
 from specs.actions import Op, ReasonCode
 from specs.desired import DesiredState
 from specs.snapshot import ClusterState, Snapshot
-from tests.builders import NOW, cluster, desired, pool, project, workload
+from tests.builders import NOW, cluster, department, desired, pool, project, workload
 
 Doc = dict[str, Any]
 EVICTING = {Op.PREEMPT, Op.CANCEL, Op.RESIZE, Op.MOVE}
@@ -137,3 +137,52 @@ def test_what_real_work_holds_above_a_limit_is_still_taken_back() -> None:
     assert taken.reason.code is ReasonCode.RECLAIM
     assert "12 GPUs on the clusters that answered, above its limit of 8" in taken.reason.message
     assert "4 more held for clusters that did not answer" in taken.reason.message
+
+
+def test_a_limit_stand_ins_fill_is_no_reason_to_preempt() -> None:
+    """Department d is at its limit 8 through p's low-priority job on near and a stand-in;
+    p's high-priority job would preempt the low one to get under the limit. The room it
+    lacks is what the stand-in holds: it waits, and the low one runs on."""
+    docs = [
+        *clusters(),
+        department("d", gpus=8, limit=8),
+        project("p", gpus=8, department="d"),
+        workload("low", "p", gpus=4, clusters=["near"], priority=50),
+        workload("on-far", "p", gpus=4, clusters=["far"]),
+        workload("high", "p", gpus=4, clusters=["near"], priority=125),
+    ]
+    specs = desired(docs)
+    made = plan(specs, running(specs, ("p/low", "a100-01", 4)), now=NOW)
+    assert made.actions == []
+    assert waits(made) == {
+        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
+        "p/high": ReasonCode.OVER_LIMIT,
+    }
+    # without the stand-in there is room: high starts beside low
+    alone = desired([d for d in docs if d["metadata"]["name"] != "on-far"])
+    started = plan(alone, running(alone, ("p/low", "a100-01", 4)), now=NOW)
+    assert [(a.op, a.workload) for a in started.actions] == [(Op.SUBMIT, "p/high")]
+
+
+def test_stand_ins_do_not_make_their_project_a_reclaim_victim() -> None:
+    """p runs its deserved 4 GPUs on near, and a stand-in of 4 more puts it above its
+    deserved: q, within its own deserved 8, reclaimed p's running job for its waiting
+    one. Without the stand-in p holds no more than it deserves: near is full, q waits."""
+    specs = desired(
+        [
+            *clusters(),
+            project("p", gpus=4),
+            project("q", gpus=8),
+            workload("real", "p", gpus=4, clusters=["near"]),
+            workload("on-far", "p", gpus=4, clusters=["far"]),
+            workload("q-run", "q", gpus=4, clusters=["near"]),
+            workload("q-new", "q", gpus=4, clusters=["near"]),
+        ]
+    )
+    made = plan(specs, running(specs, ("p/real", "a100-01", 4), ("q/q-run", "a100-01", 4)), now=NOW)
+    assert evictions(made) == []
+    assert made.actions == []
+    assert waits(made) == {
+        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
+        "q/q-new": ReasonCode.NO_CAPACITY,
+    }
