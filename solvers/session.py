@@ -5,6 +5,12 @@ The allocate (and later reclaim / preempt / consolidate) steps all read and upda
 :func:`place` bin-packs a gang and charges its queues; a :class:`Statement` (KAI's name)
 applies evictions and placements with an undo log so a simulation can be rolled back; a
 :class:`Grant` is what a pass started or grew, whichever engine decided it.
+
+Stand-ins of work held for a cluster that did not answer (``Problem.stand_ins``) are
+charged as running work, so every gate on new work counts them; ``unseen`` keeps what they
+hold per queue, and :meth:`Session.seen` is a queue's allocation without it, the measure by
+which running work is given back (limits, reclaim's victims). Fair shares divide the GPUs
+of the clusters that answered: a stand-in's demand is left out, as its cluster's GPUs are.
 """
 
 from __future__ import annotations
@@ -189,7 +195,7 @@ class Session:
     def seen(self, qid: str) -> float:
         """What the queue holds by work the clusters show (``alloc`` less what stand-ins
         hold): the measure of a queue that gives running work back (limits, reclaim)."""
-        return self.alloc[qid] - self.unseen.get(qid, 0.0)
+        return self.alloc.get(qid, 0.0) - self.unseen.get(qid, 0.0)
 
     def chain(self, queue_id: str) -> list[Queue]:
         """The queue and its ancestors, leaf first (cached: the tree is fixed for a session)."""
@@ -391,8 +397,8 @@ def _fair_shares(
 ) -> dict[str, float]:
     request: dict[str, float] = defaultdict(float)
     for job in problem.jobs.values():
-        if job.blocked is not None and not job.running:
-            continue
+        if (job.blocked is not None and not job.running) or job.key in problem.stand_ins:
+            continue  # a stand-in holds GPUs on a cluster that did not answer: not in total
         gpus = (
             job.replicas * job.gpus
             if not job.running
@@ -419,7 +425,7 @@ def _fair_shares(
             usage=usage.get(qid, 0.0),
             k=k_by_queue.get(qid),
             order=(problem.order[qid], q.name),
-            held=s.alloc.get(qid, 0.0),
+            held=s.seen(qid),
             children=[share_node(c) for c in q.children],
         )
 

@@ -186,3 +186,33 @@ def test_stand_ins_do_not_make_their_project_a_reclaim_victim() -> None:
         "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
         "q/q-new": ReasonCode.NO_CAPACITY,
     }
+
+
+def test_stand_ins_take_no_fair_share_from_work_that_runs() -> None:
+    """Nobody deserves anything; q runs 8 a100 GPUs on near (all its a100), r waits for 4 of
+    them, near's v100 node is idle, and p's stand-in on far asks 8 more. Divided with the
+    stand-in's 8 among near's 16 GPUs, q's fair share fell below what it holds and r
+    reclaimed q's job. The stand-in holds GPUs on far, whose GPUs are not in the division:
+    it takes no share of near's, and q is within its own."""
+    specs = desired(
+        [
+            cluster(
+                "near",
+                pools=[pool("a100", nodes=1), pool("v100", gpu_type="v100", nodes=1)],
+            ),
+            clusters()[1],
+            project("p", gpus=0),
+            project("q", gpus=0),
+            project("r", gpus=0),
+            workload("on-far", "p", gpus=8, clusters=["far"]),
+            workload("q-run", "q", gpus=8, clusters=["near"], gpuTypes=["a100_80"]),
+            workload("r-new", "r", gpus=4, clusters=["near"], gpuTypes=["a100_80"]),
+        ]
+    )
+    made = plan(specs, running(specs, ("q/q-run", "a100-01", 8)), now=NOW)
+    assert evictions(made) == []
+    assert waits(made) == {
+        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
+        "r/r-new": ReasonCode.NO_CAPACITY,
+    }
+    assert made.projects["q"].fair_share == 8
