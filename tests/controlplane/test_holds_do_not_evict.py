@@ -18,7 +18,10 @@ which must evict nothing either.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.simulator import nodes_from_spec
 from controlplane.plan import Plan
@@ -27,6 +30,7 @@ from specs.actions import Op, ReasonCode
 from specs.desired import DesiredState
 from specs.snapshot import ClusterState, Snapshot
 from tests.builders import NOW, cluster, department, desired, pool, project, workload
+from tests.builders.cli import cp, ok, write_specs
 
 Doc = dict[str, Any]
 EVICTING = {Op.PREEMPT, Op.CANCEL, Op.RESIZE, Op.MOVE}
@@ -216,3 +220,27 @@ def test_stand_ins_take_no_fair_share_from_work_that_runs() -> None:
         "r/r-new": ReasonCode.NO_CAPACITY,
     }
     assert made.projects["q"].fair_share == 8
+
+
+def test_cp_plan_on_a_snapshot_without_last_known_evicts_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The way the lifetime test met it: ``cp plan --observed`` on a snapshot file whose
+    silent cluster says nothing of what may run there."""
+    docs = [
+        *clusters(),
+        project("p", gpus=8, limit=8),
+        workload("run-1", "p", gpus=4, clusters=["near"]),
+        workload("run-2", "p", gpus=4, clusters=["near"]),
+        workload("on-far", "p", gpus=4, clusters=["far"]),
+    ]
+    specs = write_specs(tmp_path / "specs", docs)
+    snap = running(desired(docs), ("p/run-1", "a100-01", 4), ("p/run-2", "a100-01", 4))
+    observed = tmp_path / "snapshot.json"
+    observed.write_text(snap.model_dump_json(by_alias=True))
+    made = ok(cp(capsys, "plan", specs, "--observed", observed, "--json")).json()
+    assert made["actions"] == []
+    assert made["unreachable"] == {"far": "TemporaryError: connection refused"}
+    assert {p["workload"]: p["reason"]["code"] for p in made["pending"]} == {
+        "p/on-far": "cluster-unreachable"
+    }
