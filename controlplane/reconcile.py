@@ -3,7 +3,8 @@
 The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
 
 0. A cluster that did not answer is left alone: every workload that may run there and
-   runs nowhere we can see is held as a stand-in (its GPUs counted, never a victim) and
+   runs nowhere we can see is held as a stand-in (its GPUs counted, never a victim, and
+   never the reason for an eviction: holds block new work, they do not evict) and
    listed as waiting with ``cluster-unreachable``; nothing is planned on that cluster
    (controlplane/unreachable.py). The other clusters are planned as usual.
 
@@ -21,8 +22,8 @@ The cycle, in order (KAI's session: allocate, consolidate, reclaim, preempt):
    non-preemptible work, gangs, bin-packing) beside the CP-SAT model; the better answer
    by the same lexicographic tiers is kept, KAI's on a tie.
    A project or department above a limit that was lowered gives preemptible work back
-   down to it, victims as reclaim chooses them (minRuntime respected;
-   solvers/kai/limits.py).
+   down to it, victims as reclaim chooses them (minRuntime respected; what stand-ins hold
+   is not given back for: solvers/kai/limits.py).
 4. Consolidate: for a preemptible job that still waits although enough GPUs are free,
    move preemptible running jobs so that its gang finds whole nodes (every moved job
    must land again).

@@ -12,11 +12,19 @@ jobs there would look gone. So, before the cycle:
    or running when last seen; a snapshot without a store says nothing, and then any
    workload that may use the cluster counts) — and it has no job on any cluster that did
    answer, and it has not completed. Work never submitted there is planned as usual: held,
-   its stand-in would count against its quotas and limits, and evict work that runs.
+   its stand-in would keep other work of its project out of the quota it fills, and the
+   workload itself would wait for nothing.
 2. Each held workload becomes a stand-in on its unreachable cluster: a running job of its
    full size on a node of its own that takes no work, and non-preemptible. So its GPUs
    count against every quota level and limit (as if it ran: the safe side), nothing is
    placed on that cluster, and no step picks it as a victim, moves or resizes it.
+   Holds block new work; they do not evict: a stand-in may stand for work never submitted
+   (a snapshot without ``last_known``) or long ended, so the cycle is told which jobs are
+   stand-ins (:func:`stand_ins`, ``Problem.stand_ins``) and no running work is taken back
+   for them. A queue above a limit gives back only what work the clusters show holds
+   above it (solvers/kai/limits.py); a job whose limit they fill preempts and reclaims
+   nothing; they never make their project a reclaim victim (solvers/kai/reclaim.py); and
+   fair shares leave their demand out, as their cluster's GPUs are (solvers/session.py).
    A workload that left the specs while its job ran there (``last_known`` with the GPUs
    it held) is held the same way, under its project, until the cluster answers and the
    job can be pruned: its GPUs are still in use (``with_gone``).
