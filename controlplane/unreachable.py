@@ -243,10 +243,12 @@ def stand_in(
 
 def stand_ins(world: Snapshot) -> frozenset[str]:
     """The workloads a cycle's world holds as stand-ins (:func:`stand_in`): the solvers
-    count their GPUs against quotas and limits, and take no running work back for them."""
+    count their GPUs against quotas and limits, and take no running work back for them.
+    They stand on the clusters that did not answer: only those are looked through."""
     return frozenset(
         j.workload
         for c in world.clusters
+        if not c.reachable
         for j in c.jobs
         if j.workload is not None and j.id.startswith(STAND_IN)
     )
