@@ -195,7 +195,8 @@ class Session:
     def seen(self, qid: str) -> float:
         """What the queue holds by work the clusters show (``alloc`` less what stand-ins
         hold): the measure of a queue that gives running work back (limits, reclaim)."""
-        return self.alloc.get(qid, 0.0) - self.unseen.get(qid, 0.0)
+        held = self.alloc.get(qid, 0.0)
+        return held - self.unseen.get(qid, 0.0) if self.unseen else held
 
     def chain(self, queue_id: str) -> list[Queue]:
         """The queue and its ancestors, leaf first (cached: the tree is fixed for a session)."""

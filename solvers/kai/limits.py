@@ -73,6 +73,8 @@ def held_back(session: Session, job: JobRequest, gpus: float) -> bool:
     hold some of it: a disruptive step then makes no room for the job (the room it lacks
     is, at least in part, what they hold; evicting for it would evict for them)."""
     s = session
+    if not s.unseen:  # no stand-ins (every step asks, for every waiting job)
+        return False
     return any(
         q.limit is not None and s.unseen.get(q.id, 0.0) > 0 and s.alloc[q.id] + gpus > q.limit
         for q in s.chain(job.queue)

@@ -266,7 +266,8 @@ class Reclaim(Disruption):
     def _given(self, qid: str) -> float:
         """What a victim side held by work the clusters show when the search for this job
         began: its allocation less what stand-ins hold (they are no reason to give)."""
-        return self.base_alloc[qid] - self.s.unseen.get(qid, 0.0)
+        unseen = self.s.unseen
+        return self.base_alloc[qid] - unseen.get(qid, 0.0) if unseen else self.base_alloc[qid]
 
     def _still_reclaimable(self, mine: Queue, theirs: Queue, left: float, req: float) -> bool:
         if left > self.s.allocatable_share(theirs):
