@@ -505,6 +505,47 @@ def test_a_watch_that_does_not_apply_never_stands_in_an_apply_s_way(
     assert cp(capsys, "apply", specs, "--auto-approve").code == 0  # waited, then applied
 
 
+@pytest.mark.parametrize("how", ["symlink", "renamed"])
+def test_a_spec_directory_replaced_under_the_loop_is_still_watched(
+    specs: Path, tmp_path: Path, how: str
+) -> None:
+    """git-sync points a symlink at each new checkout, a deploy renames a fresh copy into
+    place: the loop's file watcher kept watching the directory that was gone, so an edit
+    reached the loop only at its --interval (ten minutes once a spec error had backed it
+    off), and the edits after a swap as late (trialJ). The watcher follows the directory
+    the path names now, and a replacement is itself a change."""
+    root = tmp_path / "spec-root"
+    if how == "symlink":
+        root = tmp_path / "current"
+        root.symlink_to(specs)
+    else:
+        specs.rename(root)
+    db = f"sqlite:///{tmp_path / 'store.db'}"  # outside the checkout, as with git-sync
+    watch = Watch(root, "--db", db, "--interval", "300")
+    try:
+        watch.wait_for(applied)
+        running = jobs(root)
+        time.sleep(1.5)  # the cycles before the swap have told their lines
+        while not watch.lines.empty():
+            watch.seen.append(watch.lines.get())
+        fresh = tmp_path / "fresh"
+        shutil.copytree(root, fresh, symlinks=True)  # the next checkout (the simulator too)
+        if how == "symlink":
+            (tmp_path / "next").symlink_to(fresh)
+            os.replace(tmp_path / "next", root)
+        else:
+            root.rename(tmp_path / "old")
+            fresh.rename(root)
+            shutil.rmtree(tmp_path / "old")
+        watch.wait_for(lambda line: "no changes" in line, timeout=15)  # the swap: a change
+        extra = root / "workloads" / "extra.yaml"
+        extra.write_text(yaml.safe_dump(workload("extra", "p", gpus=1), sort_keys=False))
+        watch.wait_for(lambda line: "1 to submit, 0 waiting; applied: 1 done" in line, timeout=15)
+        assert jobs(root).keys() == {*running, "p/extra"}
+    finally:
+        assert watch.stop() == 0
+
+
 # ------------------------------------------------------------------ files being written
 
 

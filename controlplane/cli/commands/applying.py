@@ -280,7 +280,7 @@ def watch(
 
     from watchfiles import watch as watch_files
 
-    from controlplane.watch import Watcher, WatchOptions
+    from controlplane.watch import Followed, Watcher, WatchOptions
 
     options = WatchOptions(
         interval=interval,
@@ -298,13 +298,18 @@ def watch(
     changes = (
         None
         if once
-        else watch_files(  # every change, and a tick a second: the watcher tells them apart
+        else Followed(  # the directory the path names now: it may be replaced under us
             spec_dir,
-            rust_timeout=int(min(interval, 1.0) * 1000),
-            yield_on_timeout=True,
-            stop_event=watcher.stopping,
-            debounce=200,
-            watch_filter=None,
+            # every change, and a tick a second: the watcher tells them apart
+            lambda: watch_files(
+                spec_dir,
+                rust_timeout=int(min(interval, 1.0) * 1000),
+                yield_on_timeout=True,
+                stop_event=watcher.stopping,
+                debounce=200,
+                watch_filter=None,
+            ),
+            watcher.stopping,
         )
     )
     with interrupts.handling(lambda *_: watcher.stop()):  # after the action in flight
