@@ -230,6 +230,7 @@ class Watcher:
                     keep=False,
                     record=True,  # it observes: the store learns what it sees
                 )
+                plan = workflow.named_once(self.spec_dir, plan, db=self.options.db)
                 report = None
         except SpecError as exc:
             first = exc.diagnostics[0] if exc.diagnostics else "?"

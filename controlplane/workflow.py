@@ -207,7 +207,8 @@ def build_plan(
     """Plan ``spec_dir`` against the clusters (observed now, read-only but with ``record``,
     see :func:`survey`) or a snapshot file. A plan made against the clusters is stored
     when ``keep``, the store started for it if need be (``cp show`` and ``cp apply
-    --reviewed`` find it; a watch that does not apply keeps none)."""
+    --reviewed`` find it; a watch that does not apply keeps each decision once instead,
+    :func:`named_once`)."""
     return plan_and_snapshot(
         spec_dir,
         loaded,
@@ -220,6 +221,22 @@ def build_plan(
         noting=keep,
         record=record,
     )[0]
+
+
+def named_once(spec_dir: Path, plan: Plan, *, db: str | None = None) -> Plan:
+    """The stored plan a loop that does not apply names for ``plan``: the last one applied
+    when ``plan`` repeats it, the newest one stored when ``plan`` decides as it, else
+    ``plan``, stored now. So each decision is stored once, not once a cycle, and what a
+    cycle's line names ``cp show`` finds."""
+    store = open_store(spec_dir, db)
+    with store:
+        last = store.last_applied_plan()
+        if last is not None and plan.repeats(last):
+            return last.told_now(plan)
+        if (twin := applying.unapplied_twin(store, plan)) is not None:
+            return twin.told_now(plan)
+        store.save_plan(plan)
+    return plan
 
 
 def plan_and_snapshot(

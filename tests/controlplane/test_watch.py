@@ -337,6 +337,36 @@ def test_a_loop_with_nothing_to_do_does_not_fill_the_store(tmp_path: Path) -> No
     assert found.returncode == 0, found.stdout + found.stderr
 
 
+def test_a_watch_that_does_not_apply_names_plans_cp_show_finds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A watch without --auto-approve named a new plan id every cycle ("plan 7a8bb7cd...:
+    1 to submit; not applied"), the same decision each time, and `cp show` found none of
+    them: its plans were not stored (trialJ). It stores a decision once, as a plan held
+    back is, and names the stored plan: this one, or the last one applied when nothing
+    has changed since."""
+    specs = write_specs(tmp_path / "s", [cluster(), project("p", gpus=8), workload("w", "p")])
+    watcher = Watcher(specs, WatchOptions(quiet=0), lambda _: None)
+    named = []
+    for _ in range(3):
+        cycle = watcher.cycle()
+        assert "1 to submit" in cycle.line and "not applied" in cycle.line, cycle.line
+        named.append(cycle.line.split(" plan ", 1)[1].split(":", 1)[0])
+    assert len(set(named)) == 1, named
+    assert cp(capsys, "show", named[0], specs).code == 0
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        stored = db.execute("SELECT count(*) FROM plans").fetchone()[0]
+    said = set()
+    for _ in range(3):  # nothing to do now: that decision too is stored once
+        cycle = watcher.cycle()
+        assert "no changes" in cycle.line and not cycle.failed, cycle.line
+        said.add(cycle.line.split(" plan ", 1)[1].split(":", 1)[0])
+    assert len(said) == 1 and cp(capsys, "show", said.pop(), specs).code == 0
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        assert db.execute("SELECT count(*) FROM plans").fetchone()[0] == stored + 1
+
+
 def _open_on(path: Path) -> int:
     """Descriptors this process holds on ``path`` (Linux: /proc/self/fd)."""
     fds = Path("/proc/self/fd")
