@@ -576,6 +576,24 @@ def test_a_spec_directory_replaced_under_the_loop_is_still_watched(
         assert watch.stop() == 0
 
 
+def test_a_loop_started_before_its_spec_directory_exists_waits_for_it(
+    specs: Path, tmp_path: Path
+) -> None:
+    """A watch started before its directory is there (a service up before the clone or
+    the mount) told its first cycle's failure, then died with a traceback when its file
+    watcher could not start (FileNotFoundError: No path was found; trialJ). It goes on
+    failing at its interval, and the directory appearing starts a cycle."""
+    later = tmp_path / "later"
+    watch = Watch(later, "--interval", "300")
+    try:
+        watch.wait_for(lambda line: "is not a directory of specs" in line)
+        time.sleep(1.5)
+        shutil.copytree(specs, later)
+        watch.wait_for(lambda line: "10 to submit, 0 waiting; applied: 10 done" in line, 15)
+    finally:
+        assert watch.stop() == 0
+
+
 # ------------------------------------------------------------------ files being written
 
 
