@@ -354,7 +354,10 @@ def _cycle(
         )
         projects, departments = quota_tables(desired, problem, session, pending, held[0], drift)
         return Plan(
-            id=plan_id(desired.digest, digest, actions, now),
+            # a later round's plan is shown under the id of the net actions (plan)
+            id=VIRTUAL_DIGEST
+            if digest == VIRTUAL_DIGEST
+            else plan_id(desired.digest, digest, actions, now),
             created_at=now,
             spec_digest=desired.digest,
             git_commit=git_commit,

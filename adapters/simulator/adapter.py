@@ -74,7 +74,7 @@ class SimulatorAdapter:
                 "watch has none: it runs on the wall clock, and cannot act before then), or "
                 f"delete {self.path} to start the simulated cluster afresh (its jobs are lost)"
             )
-        if clock is not None and clock <= now:
+        if clock is not None and clock < now:
             # on the hardware as it was saved: what the last change freed room for (the last
             # action of an apply, which nothing looked at after) started then
             sim.refresh(clock)

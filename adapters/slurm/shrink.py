@@ -42,14 +42,18 @@ def kept_nodes(row: QueueRow, tag: Tag, action: Action) -> list[str] | None:
     GPUs on each, one replica per node. None: it is done by replacing the job."""
     if action.op is not Op.RESIZE or not tag.elastic or row.state != "RUNNING":
         return None
-    kept = [r.node for r in action.replicas or []]
-    nodes = [n for n in kept if n is not None]
-    if not nodes or len(nodes) != len(kept) or len(set(nodes)) != len(nodes):
-        return None
+    replicas = action.replicas or []
+    nodes = [r.node for r in replicas if r.node is not None]
     _, per_node = parse.parse_gpu_gres(row.gres_per_node)
-    if any(r.gpus != per_node for r in action.replicas or []):
+    if (
+        not nodes
+        or len(nodes) != len(replicas)  # one the cluster would place
+        or len(set(nodes)) != len(nodes)  # two on one node
+        or any(r.gpus != per_node for r in replicas)
+        or not set(nodes) <= set(row.nodes)
+    ):
         return None
-    return sorted(nodes) if set(nodes) <= set(row.nodes) else None
+    return sorted(nodes)
 
 
 def shrink(check: Run, row: QueueRow, tag: Tag, action: Action) -> ActionResult | None:

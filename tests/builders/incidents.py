@@ -1,15 +1,37 @@
 """What befalls a cluster between two plans, injected into the file-backed simulator: a
 node fails (its jobs end as Slurm ends them, NODE_FAIL) or comes back, a job of ours
 fails. The simulator has no failures of its own; these change its state file as the
-cluster would have, and its accounting closes the runs they end."""
+cluster would have, and its accounting closes the runs they end. And :class:`Flaky`, an
+adapter whose cluster stops answering while ``down`` is set."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from adapters.base import ActionResult, Adapter, TemporaryError
 from adapters.simulator.adapter import SimulatorAdapter
 from adapters.simulator.engine import SimulatedCluster
-from specs.snapshot import Job, JobState
+from specs.actions import Action
+from specs.snapshot import ClusterState, Job, JobState
+
+
+class Flaky:
+    """An adapter that fails like a cluster that is down while ``down`` is set."""
+
+    def __init__(self, inner: Adapter) -> None:
+        self.inner = inner
+        self.cluster = inner.cluster
+        self.down = False
+
+    def observe(self) -> ClusterState:
+        if self.down:
+            raise TemporaryError("connection refused")
+        return self.inner.observe()
+
+    def execute(self, action: Action, *, plan_id: str) -> ActionResult:
+        if self.down:
+            raise TemporaryError("connection refused")
+        return self.inner.execute(action, plan_id=plan_id)
 
 
 def node_down(sim: SimulatorAdapter, which: int, spare: str, now: datetime) -> str | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import ActionResult, TemporaryError
+from adapters.base import ActionResult
 from adapters.simulator import SimulatorAdapter
 from controlplane.apply import apply_plan
 from controlplane.observe import observe
@@ -30,31 +30,24 @@ from specs.desired import DesiredState
 from specs.observation import observation_of
 from specs.snapshot import ClusterState
 from tests.builders import NOW, cluster, desired, pool, project, workload
+from tests.builders.incidents import Flaky
 
 
-class Forgetful:
+class Forgetful(Flaky):
     """A simulated cluster that can stop answering, and that drops an ended job from what
     it reports five minutes after its end (Slurm's default ``MinJobAge``)."""
 
     def __init__(self, inner: SimulatorAdapter) -> None:
-        self.inner = inner
-        self.cluster = inner.cluster
-        self.down = False
+        super().__init__(inner)
+        self.clock = inner.clock
 
     def observe(self) -> ClusterState:
-        if self.down:
-            raise TemporaryError("connection refused")
-        state = self.inner.observe()
-        now = self.inner.clock()
+        state = super().observe()
+        now = self.clock()
         kept = [
             j for j in state.jobs if j.ended_at is None or now - j.ended_at < timedelta(minutes=5)
         ]
         return state.model_copy(update={"jobs": kept})
-
-    def execute(self, action: Action, *, plan_id: str) -> ActionResult:
-        if self.down:
-            raise TemporaryError("connection refused")
-        return self.inner.execute(action, plan_id=plan_id)
 
 
 def specs(*, fan_out: bool = True) -> DesiredState:

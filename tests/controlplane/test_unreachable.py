@@ -20,7 +20,7 @@ import yaml
 from rich.console import Console
 
 from adapters import make_adapter
-from adapters.base import ActionResult, Adapter, TemporaryError
+from adapters.base import Adapter
 from adapters.simulator import SimulatorAdapter, nodes_from_spec
 from controlplane import unreachable
 from controlplane.apply import apply_plan
@@ -32,31 +32,13 @@ from controlplane.plan import Plan
 from controlplane.reconcile import plan
 from controlplane.store import Store
 from controlplane.watch import Watcher, WatchOptions
-from specs.actions import Action, Op, ReasonCode
+from specs.actions import Op, ReasonCode
 from specs.desired import DesiredState
 from specs.observation import observation_of, observed_digest
 from specs.snapshot import ClusterState, Snapshot
 from tests.builders import NOW, cluster, department, desired, pool, project, workload
 from tests.builders.cli import CP, write_specs
-
-
-class Flaky:
-    """An adapter that fails like a cluster that is down while ``down`` is set."""
-
-    def __init__(self, inner: Adapter) -> None:
-        self.inner = inner
-        self.cluster = inner.cluster
-        self.down = False
-
-    def observe(self) -> ClusterState:
-        if self.down:
-            raise TemporaryError("connection refused")
-        return self.inner.observe()
-
-    def execute(self, action: Action, *, plan_id: str) -> ActionResult:
-        if self.down:
-            raise TemporaryError("connection refused")
-        return self.inner.execute(action, plan_id=plan_id)
+from tests.builders.incidents import Flaky
 
 
 def render_text(made: Plan) -> str:
