@@ -18,8 +18,9 @@ How each action maps onto Slurm (and why):
     checkpoint signal. Checkpointable → its time limit is brought in so that Slurm sends
     the checkpoint signal now and ends the job once its grace has passed, and its tag
     says ``evicted`` (eviction.py); a checkpoint segment, whose ``timeout`` wrapper keeps
-    its own clock, is requeued (``scontrol requeue``: same job id, back to PENDING). A
-    job that is still pending is left alone, it holds no GPUs. Otherwise → ``scancel``:
+    its own clock, gets the signal through its batch shell (``scancel --batch``), and only
+    one whose script predates that is requeued (``scontrol requeue``). A job that is
+    still pending is left alone, it holds no GPUs. Otherwise → ``scancel``:
     ``--requeue`` alone only means "may restart", and restarting from scratch would just
     race the plan's winner for the GPUs it was evicted from; the reconciler resubmits it
     when it fits again.
@@ -311,9 +312,7 @@ class SlurmAdapter:
         move or resize): a running checkpointable one with its signal and grace."""
         state = _state(row)
         if tag.checkpoint is not None and state.holds_gpus:
-            ending = wind_down(
-                self._run, row, tag, state, plan_id, lambda: self._script(row), cancel=True
-            )
+            ending = wind_down(self._run, row, tag, state, plan_id, lambda: self._script(row))
             if ending is not None:
                 return ending
         return self._scancel(row.job_id)

@@ -16,11 +16,13 @@ its GPUs, and work queued for its nodes waits for it); once ended, however it en
 (the workload exits after saving, or the limit stops it), as ``PREEMPTED``: the workload
 is planned again and resumes from its checkpoint, with no failure and no completion
 counted. A checkpoint *segment* runs under ``timeout``, which signals the command by its
-own clock, so it is requeued as before when preempted. When cancelled (its workload
-edited or removed) it is tagged the same way and its batch shell is signalled, which
+own clock (Slurm has no ``--signal`` to send). Preempted or cancelled (its workload
+edited or removed), it is tagged the same way and its batch shell is signalled, which
 passes the signal on to ``timeout``: the command saves and ``timeout`` ends it once the
 grace has passed. Ended, it too is ``PREEMPTED``, not a completed segment: its run is not
 counted as progress (a segment cut short would look like one that finished the work).
+Only a segment whose script predates the shell passing the signal on is requeued
+(``scontrol requeue``: SIGTERM; its shell would die of the signal).
 """
 
 from __future__ import annotations
@@ -122,17 +124,14 @@ def wind_down(
     state: JobState,
     plan_id: str,
     script: Callable[[], str],
-    *,
-    cancel: bool = False,
 ) -> ActionResult | None:
     """A running job's way out with its checkpoint signal and grace (``evict``), or nothing
     more for one on its way out already (cancelled, finished, or evicted by an earlier
     attempt: Slurm 22.05 accepts a requeue of a job completing after a cancel and runs it
-    again, which would undo the eviction). None: no grace in its tag, or a checkpoint
-    segment (``script``, its batch script, says) that is preempted, not cancelled: its
-    ``timeout`` wrapper keeps its own clock, and it is requeued. A cancelled segment is
-    signalled through its batch shell, unless its script predates the shell passing the
-    signal on (that shell would die of it)."""
+    again, which would undo the eviction). A checkpoint segment (``script``, its batch
+    script, says) is signalled through its batch shell. None: no grace in its tag, or a
+    segment whose script predates the shell passing the signal on (that shell would die
+    of it): the caller requeues or cancels it."""
     if state is JobState.COMPLETING or tag.evicted is not None:
         return ActionResult(ok=True, job=row.job_id, message=f"job {row.job_id} is already ending")
     grace = grace_of(tag.checkpoint) if tag.checkpoint else None
@@ -140,7 +139,7 @@ def wind_down(
         return None
     text = script()
     segment = segment_of(text) is not None
-    if segment and not (cancel and forwards_signal(text)):
+    if segment and not forwards_signal(text):
         return None
     evicted = replace(tag, evicted=plan_id)
     return evict(run, row, evicted, grace, datetime.now(UTC), segment=segment)

@@ -77,7 +77,7 @@ SEGMENT = render_script(
 )  # fmt: skip
 
 
-def commands_of(script: str, *, cancel: bool) -> list[list[str]] | None:
+def commands_of(script: str) -> list[list[str]] | None:
     """What winding a running job with ``script`` down runs; None: nothing (the caller
     requeues or cancels it)."""
     ran: list[list[str]] = []
@@ -89,23 +89,23 @@ def commands_of(script: str, *, cancel: bool) -> list[list[str]] | None:
     tag = parse_tag(EVICTED.removesuffix(";evicted=p2"))
     assert tag is not None
     ending = wind_down(
-        run, row("RUNNING", format_tag(tag)), tag, JobState.RUNNING, "p2", lambda: script,
-        cancel=cancel,
+        run, row("RUNNING", format_tag(tag)), tag, JobState.RUNNING, "p2", lambda: script
     )  # fmt: skip
     return ran if ending is not None else None
 
 
-def test_a_cancelled_segment_is_tagged_then_its_shell_signalled() -> None:
-    """Tagged first: a segment that saves and exits at once is preempted, not completed."""
-    update, signal = commands_of(SEGMENT, cancel=True) or []
+def test_a_segment_is_tagged_then_its_shell_signalled() -> None:
+    """Preempted or cancelled alike (a preempted segment was requeued: SIGTERM, not its
+    signal). Tagged first: a segment that saves and exits at once is preempted, not
+    completed."""
+    update, signal = commands_of(SEGMENT) or []
     assert update[:2] == ["scontrol", "update"] and "Comment=" + EVICTED in update
     assert signal == ["scancel", "--batch", "--signal=USR1", "7"]
 
 
-def test_a_preempted_segment_and_an_older_segment_script_are_left_to_the_caller() -> None:
-    assert commands_of(SEGMENT, cancel=False) is None  # requeued
+def test_an_older_segment_script_is_left_to_the_caller() -> None:
     older = SEGMENT.replace("trap forward USR1\n", "")  # its shell would die of the signal
-    assert commands_of(older, cancel=True) is None  # cancelled
+    assert commands_of(older) is None  # requeued, or cancelled
     plain = "#!/bin/bash\nexec train\n"
-    [update] = commands_of(plain, cancel=True) or [[]]
+    [update] = commands_of(plain) or [[]]
     assert update[:2] == ["scontrol", "update"]  # its limit in: Slurm's own --signal fires

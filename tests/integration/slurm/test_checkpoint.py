@@ -123,6 +123,45 @@ def test_a_cancelled_segment_gets_its_checkpoint_signal_and_grace(
 
 
 @pytest.mark.slurm
+def test_a_preempted_segment_gets_its_checkpoint_signal_and_grace(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
+) -> None:
+    """A running segment that a plan preempted was requeued (``scontrol requeue``): its
+    command got SIGTERM, never its checkpoint signal, and lost the work since its last
+    save. It is now stopped as a cancelled segment is: its shell passes the signal on to
+    ``timeout``, the command saves and exits, and the job ends seen as preempted (planned
+    again, to resume from its checkpoint), not back in the queue."""
+    marker = tmp_path / "progress"
+    action = make_action(
+        workload="chem/preempted",
+        checkpoint_signal="USR1",
+        walltime=300,
+        command=["python3", "-c", SAVES, str(marker)],
+    )
+    assert action.submit is not None
+    details = action.submit.model_copy(update={"checkpoint_grace": 5, "segment": 1})
+    submitted = adapter.execute(action.model_copy(update={"submit": details}), plan_id="p3")
+    job_id = submitted.job
+    assert job_id is not None
+    wait_for(lambda: marker.exists(), timeout=30)
+    preempt = make_action(Op.PREEMPT, workload="chem/preempted", job=job_id, details=False)
+    result = adapter.execute(preempt, plan_id="p4")
+    assert result.ok and "checkpoint signal" in result.message, result.message
+    wait_for(lambda: "saved" in marker.read_text(), timeout=30)
+    job = wait_for(
+        lambda: (
+            (j := next((j for j in adapter.observe().jobs if j.id == job_id), None))
+            and not j.state.active
+            and j
+        )
+    )
+    assert job.state is JobState.PREEMPTED and job.workload == "chem/preempted"
+    assert marker.read_text() == "start\nsaved\n"
+    again = adapter.execute(preempt, plan_id="p4")  # a rerun of the apply: nothing more
+    assert again.ok and "ended" in again.message, again.message
+
+
+@pytest.mark.slurm
 def test_a_failed_job_waits_out_its_backoff(
     clean_slurm: Any,
     cluster_doc: dict[str, Any],
