@@ -129,7 +129,7 @@ def _type_quota_broken(problem: Problem, session: Session, grants: dict[str, Gra
     for (qid, gpu_type), gpus in sorted(more.items()):
         quota = problem.queues[qid].on(gpu_type)
         name = problem.queues[qid].name
-        if quota.limit is not None and session.alloc_t[qid, gpu_type] + gpus > quota.limit:
+        if quota.limit is not None and session.typed_held(qid, gpu_type) + gpus > quota.limit:
             return f"{name} would exceed its {gpu_type} limit"
         np = session.alloc_np_t[qid, gpu_type] + more_np[qid, gpu_type]
         if more_np[qid, gpu_type] and np > quota.deserved:

@@ -9,8 +9,9 @@ applies evictions and placements with an undo log so a simulation can be rolled 
 Stand-ins of work held for a cluster that did not answer (``Problem.stand_ins``) are
 charged as running work, so every gate on new work counts them; ``unseen`` keeps what they
 hold per queue, and :meth:`Session.seen` is a queue's allocation without it, the measure by
-which running work is given back (limits, reclaim's victims). Fair shares divide the GPUs
-of the clusters that answered: a stand-in's demand is left out, as its cluster's GPUs are.
+which running work is given back (limits, reclaim's victims). Of a GPU type's quota, only
+its limit counts them, where their type is known (``unseen_t``: solvers/problem/standins.py).
+Fair shares divide the GPUs of the clusters that answered: a stand-in's demand is left out.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from datetime import UTC, datetime
 from solvers.fairshare import ShareNode, compute_fair_shares
 from solvers.order import job_id_order
 from solvers.placement import FreeIndex
-from solvers.problem import JobRequest, PoolKey, Problem, Queue, node_key
+from solvers.problem import JobRequest, PoolKey, Problem, Queue, node_key, stand_in_types
 from specs.actions import Reason
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # a job whose submit time is unknown goes first
@@ -56,6 +57,9 @@ class Session:
     # of ``alloc``, what stand-ins hold (Problem.stand_ins), per queue: it keeps new work
     # out, but running work is taken back only for what ``seen`` holds
     unseen: dict[str, float] = field(default_factory=dict)
+    # and per (queue, GPU type), for per-type limits only: not in ``alloc_t``, which is what
+    # work the clusters show holds of each type (it never decides who gives work back)
+    unseen_t: dict[tuple[str, str], float] = field(default_factory=dict)
     # waiting fan-out candidates that fit now: (cluster, job id) -> (node name, GPUs) held
     held: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
     _chains: dict[str, list[Queue]] = field(default_factory=dict, repr=False)
@@ -99,6 +103,7 @@ class Session:
         distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
         limits = {k: p.max_walltime for k, p in problem.pools.items()}
         s = cls(problem, FreeIndex(problem.nodes, distinct, limits), per_type=problem.typed)
+        types = stand_in_types(problem) if s.per_type and problem.stand_ins else {}
         for job in problem.jobs.values():
             if job.running:
                 s.tasks[job.key] = list(job.placed)
@@ -106,9 +111,13 @@ class Session:
                     s.pool[job.key] = job.pool
                 if not job.ending:
                     s.charge(job, len(job.placed) * job.gpus)
-                if job.key in problem.stand_ins:
+                if job.key in problem.stand_ins:  # its GPU type, where known
+                    gpus, gpu_type = len(job.placed) * job.gpus, types.get(job.key)
                     for q in s.chain(job.queue):
-                        s.unseen[q.id] = s.unseen.get(q.id, 0.0) + len(job.placed) * job.gpus
+                        s.unseen[q.id] = s.unseen.get(q.id, 0.0) + gpus
+                        if gpu_type is not None and q.typed is not None:
+                            typed = q.id, gpu_type
+                            s.unseen_t[typed] = s.unseen_t.get(typed, 0.0) + gpus
         s.hold_queued()
         s.hold_candidates()
         return s
@@ -198,6 +207,12 @@ class Session:
         held = self.alloc.get(qid, 0.0)
         return held - self.unseen.get(qid, 0.0) if self.unseen else held
 
+    def typed_held(self, qid: str, gpu_type: str) -> float:
+        """What the queue holds of ``gpu_type`` against its limit on it: ``alloc_t`` and
+        what stand-ins of that type hold (``unseen_t``)."""
+        held = self.alloc_t[qid, gpu_type]
+        return held + self.unseen_t.get((qid, gpu_type), 0.0) if self.unseen_t else held
+
     def chain(self, queue_id: str) -> list[Queue]:
         """The queue and its ancestors, leaf first (cached: the tree is fixed for a session)."""
         if queue_id in self._chains:
@@ -246,7 +261,7 @@ class Session:
             if q.typed is None:
                 continue
             quota = q.on(gpu_type)
-            held = self.alloc_t[q.id, gpu_type]
+            held = self.typed_held(q.id, gpu_type)
             if quota.limit is not None and held + gpus > quota.limit:
                 return q, held, True
             held_np = self.alloc_np_t[q.id, gpu_type]

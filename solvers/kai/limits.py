@@ -18,8 +18,9 @@ Departments are brought down before their projects, so a project's own cut count
 its department's cut already took.
 
 Holds block new work; they do not evict. What is held for a cluster that did not answer
-(its stand-ins, controlplane/unreachable.py) counts against a limit, so nothing new
-starts beyond it, but is never a reason to take work back: it may stand for work never
+(its stand-ins, controlplane/unreachable.py) counts against a limit (a GPU type's too,
+where a stand-in's type is known: solvers/problem/standins.py), so nothing new starts
+beyond it, but is never a reason to take work back: it may stand for work never
 submitted, or long ended. A queue gives back only what the work the clusters show holds
 above its limit (``Session.seen``); counting the stand-ins it may stay above the limit
 until the cluster answers, and the next plan decides then.
@@ -71,13 +72,28 @@ def enforce_limits(session: Session, ledger: Ledger) -> None:
 def held_back(session: Session, job: JobRequest, gpus: float) -> bool:
     """Whether a limit on the job's chain leaves no room for ``gpus`` more where stand-ins
     hold some of it: a disruptive step then makes no room for the job (the room it lacks
-    is, at least in part, what they hold; evicting for it would evict for them)."""
+    is, at least in part, what they hold; evicting for it would evict for them). A limit
+    on one GPU type the job may use is enough, though it may use others: a step could
+    evict work of that type to make room under it."""
     s = session
     if not s.unseen:  # no stand-ins (every step asks, for every waiting job)
         return False
-    return any(
+    chain = s.chain(job.queue)
+    if any(
         q.limit is not None and s.unseen.get(q.id, 0.0) > 0 and s.alloc[q.id] + gpus > q.limit
-        for q in s.chain(job.queue)
+        for q in chain
+    ):
+        return True
+    if not s.unseen_t:  # no stand-in of a known type under a per-type quota
+        return False
+    types = {s.problem.pools[p].gpu_type for p in s.pools_for(job)}
+    return any(
+        (limit := q.on(t).limit) is not None
+        and s.unseen_t.get((q.id, t), 0.0) > 0
+        and s.typed_held(q.id, t) + gpus > limit
+        for q in chain
+        if q.typed is not None
+        for t in types
     )
 
 
@@ -115,12 +131,14 @@ class _Cap:
     def held(self) -> float:
         if self.gpu_type is None:
             return self.s.alloc[self.q.id]
-        return self.s.alloc_t[self.q.id, self.gpu_type]
+        return self.s.typed_held(self.q.id, self.gpu_type)
 
     def unseen(self) -> float:
-        """Of ``held``, what stand-ins hold (they have no GPU type: a type's limit never
-        counts them)."""
-        return self.s.unseen.get(self.q.id, 0.0) if self.gpu_type is None else 0.0
+        """Of ``held``, what stand-ins hold (a type's limit counts those of that type only:
+        solvers/problem/standins.py)."""
+        if self.gpu_type is None:
+            return self.s.unseen.get(self.q.id, 0.0)
+        return self.s.unseen_t.get((self.q.id, self.gpu_type), 0.0)
 
     def seen(self) -> float:
         """Of ``held``, what work the clusters show holds: what is taken back down."""

@@ -39,6 +39,7 @@ from solvers.problem.specpart import (
     spec_part,
     workload_pools,
 )
+from solvers.problem.standins import stand_in_types
 from solvers.problem.stranded import stranded_on, stuck_on
 from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.desired import DesiredState
@@ -62,6 +63,7 @@ __all__ = [
     "node_key",
     "set_aside_fan_out",
     "spec_part",
+    "stand_in_types",
     "stuck_on",
     "workload_pools",
 ]
