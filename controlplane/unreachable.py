@@ -17,7 +17,9 @@ jobs there would look gone. So, before the cycle:
 2. Each held workload becomes a stand-in on its unreachable cluster: a running job of its
    full size on a node of its own that takes no work, and non-preemptible. So its GPUs
    count against every quota level and limit (as if it ran: the safe side), nothing is
-   placed on that cluster, and no step picks it as a victim, moves or resizes it.
+   placed on that cluster, and no step picks it as a victim, moves or resizes it. On no
+   pool, it has no GPU type: a per-type limit counts it where every pool its workload may
+   use on the silent clusters has one type (solvers/problem/standins.py).
    Holds block new work; they do not evict: a stand-in may stand for work never submitted
    (a snapshot without ``last_known``) or long ended, so the cycle is told which jobs are
    stand-ins (:func:`stand_ins`, ``Problem.stand_ins``) and no running work is taken back
