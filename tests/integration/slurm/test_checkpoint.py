@@ -162,6 +162,70 @@ def test_a_preempted_segment_gets_its_checkpoint_signal_and_grace(
 
 
 @pytest.mark.slurm
+def test_a_segment_preempted_by_a_plan_saves_and_runs_again(
+    clean_slurm: Any,
+    cluster_doc: dict[str, Any],
+    tmp_path: Path,
+    capsys: Capsys,
+    slurm: Helper,
+    wait_for: Helper,
+) -> None:
+    """End to end: urgent work takes the GPUs a running segment holds. The plan preempts
+    the segment, which gets its checkpoint signal (it used to be requeued: SIGTERM, and
+    back in the queue beside the work it made room for), saves and ends; once the urgent
+    work is done, a plan submits the workload again, to resume from its checkpoint."""
+    state = tmp_path / "state"
+    cluster = {
+        **cluster_doc,
+        "spec": {**cluster_doc["spec"], "nodePools": cluster_doc["spec"]["nodePools"][1:]},
+    }  # the two 4-GPU v100 nodes only
+    long = doc(
+        "Workload",
+        "long",
+        project="p",
+        gpus=4,
+        walltime="10m",
+        checkpoint={"signal": "USR1", "grace": "5s", "total": "20m"},
+        command=["python3", "-c", SAVES, str(state)],
+    )
+    urgent = doc(
+        "Workload",
+        "urgent",
+        project="p",
+        type="inference",
+        gpus=4,
+        replicas=2,
+        walltime="2m",
+        command=["sleep", "5"],
+    )
+    project = doc("Project", "p", quota={"gpus": 8})
+    specs = write_specs(tmp_path / "specs", [cluster, project, long])
+    [one] = [
+        a["job"]
+        for a in ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()["actions"]
+    ]
+    wait_for(lambda: state.exists(), timeout=30)
+
+    write_specs(tmp_path / "specs", [cluster, project, long, urgent])
+    made = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
+    assert sorted((a["op"], a["workload"]) for a in made["actions"]) == [
+        ("preempt", "p/long"),
+        ("submit", "p/urgent"),
+    ]
+    wait_for(lambda: "saved" in state.read_text(), timeout=30)
+    wait_for(lambda: show_job(slurm, one).get("JobState") not in ("RUNNING", "COMPLETING"))
+    assert show_job(slurm, one)["JobState"] != "PENDING"  # not requeued
+
+    def resubmitted() -> list[dict[str, Any]]:
+        again = ok(cp(capsys, "plan", specs, "--json")).json()
+        return [a for a in again["actions"] if a["workload"] == "p/long"]
+
+    [submit] = wait_for(resubmitted, timeout=60)  # once the urgent gang is done
+    assert submit["op"] == "submit" and submit["submit"]["segment"] == 1
+    assert state.read_text() == "start\nsaved\n"
+
+
+@pytest.mark.slurm
 def test_a_failed_job_waits_out_its_backoff(
     clean_slurm: Any,
     cluster_doc: dict[str, Any],
