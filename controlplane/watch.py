@@ -25,7 +25,7 @@ stop on the first problem. So each cycle:
 SIGINT or SIGTERM (see :meth:`Watcher.stop`) lets the action in flight finish, leaves
 the plan resumable and ends the loop. The spec directory may be replaced under the loop
 (git-sync's symlink pointed at the next checkout, a fresh copy renamed into place):
-:class:`Followed` then watches the one the path names now.
+:class:`~controlplane.following.Followed` then watches the one the path names now.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +43,7 @@ from pathlib import Path
 from adapters.base import AdapterError
 from controlplane import workflow
 from controlplane.errors import CheckoutBehindError, ControlPlaneError, LeaseHeldError
+from controlplane.following import REPLACED, Batch
 from controlplane.plan import Plan
 from controlplane.writers import Writer, writers
 from specs.actions import Op, ReasonCode
@@ -52,8 +52,6 @@ from specs.files import is_spec_path
 from specs.snapshot import Snapshot
 
 MAX_BACKOFF = 600.0
-REPLACED = "replaced"  # the kind of change :class:`Followed` reports for a new directory
-Batch = AbstractSet[tuple[object, str]]  # one report of changes: (kind, path); empty: a tick
 
 
 @dataclass(frozen=True)
@@ -324,65 +322,6 @@ class Watcher:
         w = busy[0]
         path = os.path.relpath(w.path, self.spec_dir)
         return f"{path} is open for writing by pid {w.pid} ({w.command})"
-
-
-class Followed:
-    """The changes ``watch()`` reports under ``spec_dir``, watched afresh whenever the path
-    names another directory: a file watcher keeps watching the directory it started on,
-    and once that one is replaced (a symlink pointed at the next checkout, a copy renamed
-    into place, removed and made again) it reports nothing more, and edits reached the
-    loop only at its interval. The replacement is reported as a change (``REPLACED``)
-    once the new directory's watch has started, so that nothing written after the cycle
-    it starts reads the files is missed; while no directory is there, ticks. Ends when
-    ``stopping`` is set (``watch()`` ends then too)."""
-
-    def __init__(
-        self,
-        spec_dir: Path,
-        watch: Callable[[], Generator[Batch, None, None]],
-        stopping: threading.Event,
-    ) -> None:
-        self.spec_dir, self.watch, self.stopping = spec_dir, watch, stopping
-        self.known = _identity(spec_dir)
-        self.changes: Generator[Batch, None, None] | None = None
-
-    def __iter__(self) -> Followed:
-        return self
-
-    def __next__(self) -> Batch:
-        if self.stopping.is_set():
-            self._close()
-            raise StopIteration
-        now = _identity(self.spec_dir)
-        replaced = now != self.known
-        if replaced:
-            self._close()
-            self.known = now
-        if self.changes is None and now is not None:
-            self.changes = self.watch()
-        batch: Batch = set()
-        if self.changes is None:
-            self.stopping.wait(1.0)  # between a removal and its successor
-        else:
-            try:
-                batch = next(self.changes)  # StopIteration: stopped
-            except FileNotFoundError:
-                self._close()  # removed as its watch started: looked at again next time
-        return {*batch, (REPLACED, str(self.spec_dir))} if replaced else batch
-
-    def _close(self) -> None:
-        if self.changes is not None:
-            self.changes.close()
-            self.changes = None
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """Which directory ``path`` names now (symlinks followed), or None when none."""
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
 
 
 def spec_change(path: str, spec_dir: Path) -> bool:

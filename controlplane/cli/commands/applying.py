@@ -280,7 +280,8 @@ def watch(
 
     from watchfiles import watch as watch_files
 
-    from controlplane.watch import Followed, Watcher, WatchOptions
+    from controlplane.following import Followed
+    from controlplane.watch import Watcher, WatchOptions
 
     options = WatchOptions(
         interval=interval,
