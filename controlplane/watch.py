@@ -23,9 +23,11 @@ stop on the first problem. So each cycle:
    applied (controlplane/lineage.py): its pull is due, and it undoes nothing meanwhile.
 
 SIGINT or SIGTERM (see :meth:`Watcher.stop`) lets the action in flight finish, leaves
-the plan resumable and ends the loop. The spec directory may be replaced under the loop
-(git-sync's symlink pointed at the next checkout, a fresh copy renamed into place):
-:class:`~controlplane.following.Followed` then watches the one the path names now.
+the plan resumable and ends the loop; a second one ends it at once (the command line's
+signal handling, which asks :attr:`Watcher.acting` what it interrupts). The spec
+directory may be replaced under the loop (git-sync's symlink pointed at the next
+checkout, a fresh copy renamed into place): :class:`~controlplane.following.Followed`
+then watches the one the path names now.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class Watcher:
         self.failed = False  # whether the latest cycle failed, even partly (--once)
         self.held_back = False  # whether the latest cycle's plan was held back (--once)
         self.cycles = 0
+        self.acting = False  # a cycle's apply asked before its first action, and goes on
         self._blocked: str | None = None  # why the prune guard held the last plan back
         self._had_store = False  # whether a cycle saw the SQLite store there
         self._read_as: dict[str, float] | None = None  # the spec files' dates as settled
@@ -91,6 +94,11 @@ class Watcher:
     def stop(self) -> None:
         """Finish the action in flight, then end the loop (a signal handler calls this)."""
         self.stopping.set()
+
+    def _asked(self) -> bool:
+        """An apply's question before each action: stop now? The first one says it acts."""
+        self.acting = True
+        return self.stopping.is_set()
 
     # ------------------------------------------------------------------ the loop
 
@@ -203,6 +211,7 @@ class Watcher:
         try:
             return self._cycle(head)
         finally:
+            self.acting = False
             self._store_gone()  # the store the cycle left (started, maybe) is the one to keep
 
     def _cycle(self, head: str) -> Cycle:
@@ -216,7 +225,7 @@ class Watcher:
                     loaded,
                     db=self.options.db,
                     approve=self._guard,
-                    stop=self.stopping.is_set,
+                    stop=self._asked,
                     loop=True,
                 )
             else:

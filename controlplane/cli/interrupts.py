@@ -4,7 +4,9 @@ Before a command acts, either one ends it at once (:class:`Interrupted`): nothin
 done, and the command line says so (with ``--json``, in a document). Once an apply acts,
 the first one asks it to stop after the action in flight (the plan is left interrupted,
 and the report says where it stopped); a second one ends it at once, which is still safe
-(the action in flight is marked started, and a rerun finds its job by its tags).
+(the action in flight is marked started, and a rerun finds its job by its tags). A loop
+(``cp watch``) is asked to stop by the first one whatever it is doing (:class:`StopLoop`),
+and ended at once by a second one, as an apply is.
 
 Signal handlers can only be set from the main thread; elsewhere (an embedding program)
 the signals keep whatever handling they had.
@@ -17,7 +19,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 Handler = Callable[[int, FrameType | None], Any]
 
@@ -35,6 +37,21 @@ class ActingInterrupted(Interrupted):
     message = (
         "interrupted while an action ran; rerun the same `cp apply` to resume (nothing is "
         "done twice)"
+    )
+
+
+class LoopInterrupted(Interrupted):
+    """A loop (``cp watch``) ended at once while no action ran (a second signal)."""
+
+    message = "interrupted: no action was under way"
+
+
+class LoopActingInterrupted(ActingInterrupted):
+    """A loop (``cp watch``) ended at once while its apply acted (a second signal)."""
+
+    message = (
+        "interrupted while an action ran; start `cp watch` again (or run `cp apply`) to go "
+        "on (nothing is done twice)"
     )
 
 
@@ -100,3 +117,32 @@ class StopBetweenActions:
     def installed(self) -> Iterator[StopBetweenActions]:
         with handling(self._signalled):
             yield self
+
+
+class Loop(Protocol):
+    """What :class:`StopLoop` needs of a loop (controlplane.watch.Watcher)."""
+
+    @property
+    def acting(self) -> bool:
+        """Whether an apply of the loop's is acting now."""
+
+    def stop(self) -> None:
+        """End the loop after the step in flight (an apply: after the action in flight)."""
+
+
+class StopLoop(StopBetweenActions):
+    """Signal handling while a loop runs: the first signal asks it to stop after the step
+    in flight, whatever that is (planning, waiting, an apply's action); a second one ends
+    it at once, with what an apply's second one says when the loop's apply acts."""
+
+    def __init__(self, say: Callable[[str], None], loop: Loop) -> None:
+        super().__init__(say)
+        self.loop = loop
+
+    def _signalled(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.stopping:
+            raise LoopActingInterrupted if self.loop.acting else LoopInterrupted
+        self.stopping = True
+        self.loop.stop()
+        step = "action" if self.loop.acting else "step"
+        self.say(f"stopping after the {step} in flight (again to stop at once)")

@@ -273,8 +273,9 @@ def watch(
 ) -> None:
     """Reconcile continuously: plan (and with --auto-approve apply) on every spec change or
     tick. One timestamped line per cycle; problems are reported and retried with backoff;
-    SIGINT/SIGTERM stop after the action in flight. With --once, one cycle: exit 1 if it
-    failed or its plan was held back (a mass prune)."""
+    SIGINT/SIGTERM stop after the step in flight (an apply: its action), a second one at
+    once. With --once, one cycle: exit 1 if it failed or its plan was held back (a mass
+    prune)."""
     if not interval > 0:
         raise typer.BadParameter("give a number of seconds above 0", param_hint="--interval")
 
@@ -313,8 +314,12 @@ def watch(
             watcher.stopping,
         )
     )
-    with interrupts.handling(lambda *_: watcher.stop()):  # after the action in flight
-        watcher.run(changes, once=once)
+    # Ctrl-C, SIGTERM: stop after the step in flight; again: at once, as an apply stops
+    with interrupts.StopLoop(_say_plainly, watcher).installed():
+        try:
+            watcher.run(changes, once=once)
+        except KeyboardInterrupt:  # what watchfiles makes of a signal handler's exception
+            raise interrupts.LoopInterrupted from None
     if once and (watcher.failed or watcher.held_back):
         raise typer.Exit(1)  # cron and CI see a failed cycle, or one that needs a person
 

@@ -1,0 +1,167 @@
+"""Ctrl-C (or SIGTERM) to `cp watch`, in a real process: the first one ends the loop after
+the step in flight, as it always did; a second one ends it at once, as a second one ends
+`cp apply` (soak trial: a watch whose cycle was planning or acting ignored every Ctrl-C
+after the first until that step was over, up to the plan's time limit or a slow action).
+
+The process is the command line itself, with one step made slow by a hook that says on
+stderr when the step begins: the signals arrive in that step, not sooner."""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.builders import cluster, project, workload
+from tests.builders.cli import cp, write_specs
+from tests.controlplane.test_concurrency import active_jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW = 60.0  # long enough that only a signal ends the step in a test's time
+
+# the command line, with `step` (an action, or planning) announced on stderr and slowed down
+HOOK = """
+import sys, time
+from adapters.simulator import SimulatorAdapter
+from controlplane import workflow
+step, seconds = sys.argv[1], float(sys.argv[2])
+def slowly(real):
+    def slow(*args, **kwargs):
+        sys.stderr.write(f"[test] {step} begins\\n")
+        sys.stderr.flush()
+        time.sleep(seconds)
+        return real(*args, **kwargs)
+    return slow
+if step == "acting":
+    SimulatorAdapter.execute = slowly(SimulatorAdapter.execute)
+else:
+    workflow.plan_for = slowly(workflow.plan_for)
+from controlplane.cli import main
+sys.argv = ["cp", *sys.argv[3:]]
+main()
+"""
+
+
+class Loop:
+    """`cp watch --auto-approve` in a child process whose ``step`` takes ``seconds``."""
+
+    def __init__(self, specs: Path, step: str, seconds: float) -> None:
+        argv = ["watch", str(specs), "--auto-approve", "--interval", "1", "--quiet", "0"]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOOK, step, str(seconds), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            cwd=ROOT,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                assert self.proc.poll() is None, f"watch exited: {self.seen[-8:]}"
+                continue
+            self.seen.append(line)
+            if text in line:
+                return
+        raise AssertionError(f"no {text!r} in {timeout}s; last lines: {self.seen[-8:]}")
+
+    def ended(self, timeout: float) -> tuple[int, str]:
+        """The exit code and everything said, once the process has ended by itself within
+        ``timeout`` seconds (killed, and the test failed, otherwise)."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"cp watch still ran {timeout:g}s after the signals; said: {self.seen[-8:]}"
+            ) from None
+        time.sleep(0.2)  # the reader thread takes the last lines
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return code, "\n".join(self.seen)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def twice(proc: subprocess.Popen[str]) -> None:
+    """Ctrl-C, and a second later Ctrl-C again."""
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> Path:
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+    docs = [cluster(pools=pools), project("p", gpus=16)]
+    return write_specs(tmp_path / "specs", [*docs, *(workload(f"w{i}", "p") for i in range(3))])
+
+
+def test_a_second_signal_ends_a_watch_at_once_while_an_action_runs(
+    specs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loop = Loop(specs, "acting", SLOW)
+    try:
+        loop.wait_for("[test] acting begins")
+        twice(loop.proc)
+        code, said = loop.ended(timeout=15)
+    finally:
+        loop.kill()
+    assert code == 130, said  # as `cp apply` ends on a second signal
+    assert "stopping after the action in flight (again to stop at once)" in said, said
+    assert "Interrupted while an action ran" in said and "nothing is done twice" in said, said
+    assert "Traceback" not in said, said
+    # what was cut short is resumable: an apply (or the next watch) finishes it, once each
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    assert cp(capsys, "plan", specs, "--detailed-exitcode").code == 0, "nothing lost"
+    assert active_jobs(specs) == {f"p/w{i}": 1 for i in range(3)}, "none submitted twice"
+
+
+def test_a_second_signal_ends_a_watch_at_once_while_it_plans(specs: Path) -> None:
+    loop = Loop(specs, "planning", SLOW)
+    try:
+        loop.wait_for("[test] planning begins")
+        twice(loop.proc)
+        code, said = loop.ended(timeout=15)
+    finally:
+        loop.kill()
+    assert code == 130, said
+    assert "(again to stop at once)" in said, said
+    assert "Interrupted: no action was under way" in said, said
+    assert "Traceback" not in said, said
+
+
+def test_one_signal_still_ends_the_watch_after_the_action_in_flight(specs: Path) -> None:
+    """The first signal keeps its meaning: the action in flight ends, the loop stops after
+    it, the plan is left resumable, exit 0 (a stopped service is no failure)."""
+    loop = Loop(specs, "acting", 2.0)
+    try:
+        loop.wait_for("[test] acting begins")
+        loop.proc.send_signal(signal.SIGINT)
+        code, said = loop.ended(timeout=30)
+    finally:
+        loop.kill()
+    assert code == 0, said
+    assert "stopped on request: 1 done" in said, said
