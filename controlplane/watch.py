@@ -48,6 +48,7 @@ from controlplane.errors import CheckoutBehindError, ControlPlaneError, LeaseHel
 from controlplane.following import REPLACED, Batch
 from controlplane.plan import Plan
 from controlplane.writers import Writer, writers
+from solvers.policy import DEFAULT_POLICY, Policy
 from specs.actions import Op, ReasonCode
 from specs.diagnostics import SpecError
 from specs.files import is_spec_path
@@ -64,6 +65,7 @@ class WatchOptions:
     allow_mass_prune: bool = False
     max_prune_share: float = 0.25
     db: str | None = None
+    policy: Policy = DEFAULT_POLICY  # each cycle's plan: its time limit (--time-limit)
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,7 @@ class Watcher:
                     loaded,
                     db=self.options.db,
                     approve=self._guard,
+                    policy=self.options.policy,
                     stop=self._asked,
                     loop=True,
                 )
@@ -234,6 +237,7 @@ class Watcher:
                     loaded,
                     db=self.options.db,
                     forecast=True,
+                    policy=self.options.policy,
                     keep=False,
                     record=True,  # it observes: the store learns what it sees
                 )
@@ -364,7 +368,9 @@ def _files(dates: dict[str, float]) -> dict[str, float]:
 def _summary(plan: Plan) -> str:
     counts = Counter(a.op for a in plan.actions)
     parts = [f"{counts[op]:,} to {op.value}" for op in Op if counts[op]]  # as cp plan counts
-    return (", ".join(parts) or "no changes") + f", {len(plan.pending)} waiting"
+    # a plan cut short (--time-limit) is told so: `cp show PLAN` says which steps
+    cut = ", cut short (cp show tells where)" if plan.solver.cut_short else ""
+    return (", ".join(parts) or "no changes") + f", {len(plan.pending)} waiting{cut}"
 
 
 def _stamp() -> str:

@@ -175,6 +175,24 @@ ActingNowOpt = Annotated[
         parser=_parse_now,
     ),
 ]
+
+
+def _no_negative_seconds(value: float) -> float:
+    if not value >= 0:  # NaN too; 0: cut every step short, and say so
+        raise typer.BadParameter("give a number of seconds, 0 or more")
+    return value
+
+
+# the plan's bound, for every command that makes plans of its own (plan, watch): default
+# Policy().time_limit
+TimeLimitOpt = Annotated[
+    float,
+    typer.Option(
+        help="seconds for the whole plan: when they run out, the plan reached so far is "
+        "shown and says which steps were cut short",
+        callback=_no_negative_seconds,
+    ),
+]
 ObservedOpt = Annotated[
     Path | None,
     typer.Option(help="plan against this snapshot (JSON/YAML) instead of observing the clusters"),

@@ -5,6 +5,7 @@ Markdown views)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -77,3 +78,30 @@ def test_the_command_line_shows_what_was_cut_short(
     assert "Cut short (the plan is what was reached)" in text.out
     markdown = cp(capsys, "plan", specs, "--time-limit", "0", "--markdown")
     assert "> Cut short" in markdown.out
+
+
+@pytest.mark.parametrize("auto_approve", [False, True], ids=["plans", "applies"])
+def test_each_watch_cycle_plans_within_the_time_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], auto_approve: bool
+) -> None:
+    """`cp watch` had no --time-limit (soak trial): its cycles planned with the default
+    bound whatever the plans it runs take. It takes plan's option, same name, default
+    and help, for each cycle's plan, and its line says when one was cut short."""
+    specs = tmp_path / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    approve = ["--auto-approve"] if auto_approve else []
+    res = cp(capsys, "watch", specs, "--once", "--quiet", "0", "--time-limit", "0", *approve)
+    assert res.code == 0, res.out + res.err
+    named = re.search(r"plan ([0-9a-f]+): .*, cut short \(cp show", res.out)
+    assert named is not None, res.out
+    shown = cp(capsys, "show", named.group(1), specs, "--json")
+    assert shown.json()["solver"]["cutShort"], "the stored plan says what was cut short"
+
+
+def test_watch_takes_plan_s_time_limit_option(capsys: pytest.CaptureFixture[str]) -> None:
+    def option(command: str) -> str:
+        text = cp(capsys, command, "--help").out
+        return " ".join(text[text.index("--time-limit") :].split("--", 2)[1].split())
+
+    assert option("watch") == option("plan")
+    assert option("watch").endswith("[default: 60.0]"), option("watch")

@@ -16,6 +16,7 @@ from controlplane.cli.app import (
     DbOpt,
     DirArg,
     JsonOpt,
+    TimeLimitOpt,
     app,
     err,
     examples,
@@ -30,6 +31,7 @@ from controlplane.cli.views.apply import apply_json, outcome_line, verdict
 from controlplane.errors import ApplyError, PlanNotFoundError, StalePlanError
 from controlplane.plan import Plan
 from controlplane.unreachable import none_answered
+from solvers.policy import DEFAULT_POLICY, Policy
 from specs.diagnostics import SpecError
 from specs.observation import observed_digest
 from specs.snapshot import Snapshot
@@ -269,6 +271,7 @@ def watch(
         ),
     ] = 0.25,
     once: Annotated[bool, typer.Option(help="one cycle, then exit (for cron and CI)")] = False,
+    time_limit: TimeLimitOpt = DEFAULT_POLICY.time_limit,
     db: DbOpt = None,
 ) -> None:
     """Reconcile continuously: plan (and with --auto-approve apply) on every spec change or
@@ -291,6 +294,7 @@ def watch(
         allow_mass_prune=allow_mass_prune,
         max_prune_share=max_prune_share,
         db=db,
+        policy=Policy(time_limit=time_limit),  # each cycle's plan, as `cp plan` makes it
     )
     watcher = Watcher(
         spec_dir,

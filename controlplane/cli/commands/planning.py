@@ -28,6 +28,7 @@ from controlplane.cli.app import (
     JsonOpt,
     NowOpt,
     ObservedOpt,
+    TimeLimitOpt,
     app,
     err,
     examples,
@@ -55,7 +56,7 @@ from controlplane.costs import candidate_table
 from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
 from controlplane.observe import adapters_for, observe
 from controlplane.unreachable import none_answered
-from solvers.policy import Policy
+from solvers.policy import DEFAULT_POLICY, Policy
 from specs.diagnostics import SpecError, workload_hint
 from specs.snapshot import Snapshot
 
@@ -147,13 +148,7 @@ def plan_cmd(
             help="best: KAI's greedy and CP-SAT, the better answer; kai: KAI's greedy alone"
         ),
     ] = "best",
-    time_limit: Annotated[
-        float,
-        typer.Option(
-            help="seconds for the whole plan: when they run out, the plan reached so far is "
-            "shown and says which steps were cut short",
-        ),
-    ] = Policy().time_limit,
+    time_limit: TimeLimitOpt = DEFAULT_POLICY.time_limit,
     base: Annotated[
         str | None,
         typer.Option(
@@ -173,8 +168,6 @@ def plan_cmd(
     """Show what would change, and why: submissions, evictions, moves, and what waits."""
     if engine not in ("best", "kai"):
         raise typer.BadParameter("use best or kai", param_hint="--engine")
-    if not time_limit >= 0:  # 0: cut every step short, and say so
-        raise typer.BadParameter("give a number of seconds, 0 or more", param_hint="--time-limit")
     if base is not None and base_dir is not None:
         raise typer.BadParameter("give --base or --base-dir, not both", param_hint="--base")
     if as_json and markdown:

@@ -140,6 +140,8 @@ def test_help_fits_80_columns_with_every_option_whole(
     ("args", "option"),
     [
         (["plan", "--time-limit", "-1"], "--time-limit"),
+        (["watch", "--time-limit", "-1", "--once"], "--time-limit"),
+        (["plan", "--time-limit", "nan"], "--time-limit"),
         (["watch", "--interval", "0", "--once"], "--interval"),
         (["watch", "--quiet", "-1", "--once"], "--quiet"),
     ],
