@@ -17,15 +17,25 @@ def make_adapter(
     clock: Callable[[], datetime],
     read_only: bool = False,
     namespaces: Mapping[str, str] | None = None,
+    simulated: Path | None = None,
 ) -> Adapter:
     """The adapter a Cluster spec asks for. ``state_dir`` is the spec repo's ``.cp/``;
     ``read_only``: observe without changing anything (``cp plan`` is a what-if);
-    ``namespaces``: the projects that name their own Kubernetes namespace."""
+    ``namespaces``: the projects that name their own Kubernetes namespace; ``simulated``:
+    where the simulator keeps its clusters, when not in ``state_dir`` (beside a store
+    kept elsewhere; what it kept in ``state_dir`` is read until it has a state there)."""
     kind = cluster.spec.adapter
     if kind == "simulator":
         from adapters.simulator import SimulatorAdapter
 
-        return SimulatorAdapter(cluster, state_dir=state_dir, clock=clock, read_only=read_only)
+        moved = simulated is not None and simulated != state_dir
+        return SimulatorAdapter(
+            cluster,
+            state_dir=simulated if simulated is not None else state_dir,
+            clock=clock,
+            read_only=read_only,
+            earlier=state_dir if moved else None,
+        )
     if kind == "slurm":
         from adapters.slurm import SlurmAdapter
         from adapters.slurm.accounted import AccountedSlurmAdapter

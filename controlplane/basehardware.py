@@ -26,9 +26,11 @@ def base_world(
     head: DesiredState,
     state_dir: Path,
     clock: Callable[[], datetime],
+    *,
+    db: str | None = None,
 ) -> Snapshot:
     """``observed`` with each simulated cluster the change edits as the ``base`` specs have
-    it."""
+    it (``state_dir`` and ``db``: where its state is, as :func:`adapters_for` finds it)."""
     changed = {
         name: cluster
         for name, cluster in base.clusters.items()
@@ -39,7 +41,7 @@ def base_world(
     if not changed:
         return observed
     adapters = adapters_for(
-        dataclasses.replace(base, clusters=changed), state_dir, clock, read_only=True
+        dataclasses.replace(base, clusters=changed), state_dir, clock, read_only=True, db=db
     )
     theirs = {name: adapter.observe() for name, adapter in adapters.items()}
     return observed.model_copy(

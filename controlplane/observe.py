@@ -29,6 +29,7 @@ from adapters.base import Accounting, Adapter, AdapterError, LocalStateError
 from controlplane import placeholders, unreachable
 from controlplane.activity import busy
 from controlplane.completions import recall_completions
+from controlplane.statedir import clusters_dir
 from solvers.order import job_id_order, last_completed
 from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
@@ -61,13 +62,23 @@ def adapters_for(
     clock: Callable[[], datetime],
     *,
     read_only: bool = False,
+    db: str | None = None,
 ) -> dict[str, Adapter]:
+    """The adapters of the specs' clusters. ``state_dir``: the spec repo's ``.cp/``; ``db``:
+    the store given by ``--db``, beside which the simulator keeps its clusters when it is
+    a SQLite file (:func:`~controlplane.statedir.clusters_dir`)."""
     namespaces = {
         p: doc.spec.namespace for p, doc in desired.projects.items() if doc.spec.namespace
     }
+    simulated = clusters_dir(state_dir, db)
     return {
         name: make_adapter(
-            c, state_dir=state_dir, clock=clock, read_only=read_only, namespaces=namespaces
+            c,
+            state_dir=state_dir,
+            clock=clock,
+            read_only=read_only,
+            namespaces=namespaces,
+            simulated=simulated,
         )
         for name, c in sorted(desired.clusters.items())
     }

@@ -54,7 +54,7 @@ def plan_change(
         when = resolve_now(now)
         store = open_store(spec_dir, db, noting=True)
         desired = _union_clusters(loaded, base.loaded)
-        adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True)
+        adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True, db=db)
         snap = observe(desired, adapters, when, store, record=False)
         # the versions running jobs have where the base's specs differ from them too (the
         # change reverts an edit): the base's plan reads them
@@ -62,7 +62,9 @@ def plan_change(
     use = adapters if forecast else None
     world = snap
     if observed is None:  # simulated hardware the change edits: the base on its own
-        world = base_world(snap, base.loaded.desired, loaded.desired, spec_dir / ".cp", clock(now))
+        world = base_world(
+            snap, base.loaded.desired, loaded.desired, spec_dir / ".cp", clock(now), db=db
+        )
     mine = {k: a for k, a in (adapters or {}).items() if k in loaded.desired.clusters}
     if store is not None and len(mine) < len(adapters or {}):  # the change removes a cluster
         # planned as merged: the cluster gone from the specs, its work held (the apply

@@ -177,14 +177,18 @@ def survey(
         return Survey(carried_over(loaded.desired, saved), plan, None, saved)
     when = resolve_now(now)
     store = open_store(spec_dir, db, reading=not (noting or record), noting=noting)
-    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=not record)
+    adapters = adapters_for(
+        loaded.desired, spec_dir / ".cp", clock(now), read_only=not record, db=db
+    )
     snap: Snapshot | None = None
     if record:
         try:  # while somebody applies, it observes as a plan does: the apply records
             with holding_lease(store, observing=True):
                 snap = observe(loaded.desired, adapters, when, store, record=True)
         except LeaseHeldError:
-            adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), read_only=True)
+            adapters = adapters_for(
+                loaded.desired, spec_dir / ".cp", clock(now), read_only=True, db=db
+            )
     if snap is None:
         snap = observe(loaded.desired, adapters, when, store, record=False)
     plan = plan_for(spec_dir, loaded, snap, when, adapters if forecast else None, policy)
@@ -331,7 +335,7 @@ def apply_specs(
     as the newest stored one, not applied, is that one (held back a cycle ago, say)."""
     applying.real_clock_only(loaded.desired, now)
     store = open_store(spec_dir, db, now=now)
-    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
+    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), db=db)
     when = resolve_now(now)
     with store, holding_lease(store) as lease:
         store.close_interrupted()
@@ -408,7 +412,7 @@ def apply_saved(
             f"plan {plan.id} differs from the plan of that id the store "
             "recorded when it was made; nothing was applied"
         )
-    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now))
+    adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock(now), db=db)
     with store, holding_lease(store) as lease:
         store.close_interrupted(except_plan=plan.id)
         if reviewed and (other := _followed(store, plan)) is not None:

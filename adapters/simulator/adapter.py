@@ -2,8 +2,10 @@
 
 :class:`SimulatorAdapter` persists a :class:`~adapters.simulator.engine.SimulatedCluster`
 in ``STATE_DIR/simulator/<cluster>.json`` so that ``cp apply`` followed by ``cp plan``
-shows the world moved on. The spec's node pools are its hardware. As a forecaster
-(fan-out) it says "now" for a request that fits at once and "unknown" otherwise.
+shows the world moved on (``STATE_DIR``: the spec repo's ``.cp/``, or the folder of a
+store kept elsewhere; a state kept in an ``earlier`` folder is carried on from there).
+The spec's node pools are its hardware. As a forecaster (fan-out) it says "now" for a
+request that fits at once and "unknown" otherwise.
 
 The file is the simulated cluster's only truth, so it is handled as a real one would be:
 every change is a read-modify-write under an exclusive lock (two applies cannot lose each
@@ -46,10 +48,15 @@ class SimulatorAdapter:
         state_dir: Path,
         clock: Callable[[], datetime],
         read_only: bool = False,
+        earlier: Path | None = None,
     ) -> None:
         self.spec = cluster
         self.cluster = cluster.metadata.name
         self.path = state_dir / "simulator" / f"{self.cluster}.json"
+        # the state an earlier version kept in another folder (the spec repo's .cp/, before
+        # the simulator moved beside a store kept elsewhere): read while there is none
+        # here, so its jobs carry on; the first change writes it here
+        self.earlier = earlier / "simulator" / f"{self.cluster}.json" if earlier else None
         self.clock = clock
         self.read_only = read_only
 
@@ -64,7 +71,8 @@ class SimulatorAdapter:
 
     def _load(self) -> SimulatedCluster:
         fresh = SimulatedCluster(ClusterState(name=self.cluster))
-        sim, clock = self._read() if self.path.exists() else (fresh, None)
+        found = next((p for p in (self.path, self.earlier) if p and p.exists()), None)
+        sim, clock = self._read(found) if found else (fresh, None)
         now = self.clock()
         if not self.read_only and clock is not None and now < clock:
             raise LocalStateError(
@@ -72,7 +80,7 @@ class SimulatorAdapter:
                 f"{now.isoformat()} would run its clock backwards (jobs that ended would be "
                 "running, and history out of order): give the command a later --now (cp "
                 "watch has none: it runs on the wall clock, and cannot act before then), or "
-                f"delete {self.path} to start the simulated cluster afresh (its jobs are lost)"
+                f"delete {found} to start the simulated cluster afresh (its jobs are lost)"
             )
         if clock is not None and clock < now:
             # on the hardware as it was saved: what the last change freed room for (the last
@@ -83,10 +91,10 @@ class SimulatorAdapter:
         self._sync_nodes(sim)  # what leaves or shrinks, as the work stands now
         return sim
 
-    def _read(self) -> tuple[SimulatedCluster, datetime | None]:
+    def _read(self, path: Path) -> tuple[SimulatedCluster, datetime | None]:
         """The state, and the clock it was written at (None: a file from before it was kept)."""
         try:
-            raw = json.loads(self.path.read_text())
+            raw = json.loads(path.read_text())
             state = ClusterState.model_validate(raw["state"])
             next_id = int(raw["nextId"])
             accounting = [JobRun.model_validate(r) for r in raw.get("accounting", [])]
@@ -95,7 +103,7 @@ class SimulatorAdapter:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LocalStateError(
-                f"{self.path} is not a simulator state ({detail}); delete it to start the "
+                f"{path} is not a simulator state ({detail}); delete it to start the "
                 "simulated cluster afresh (its jobs are lost), or restore it"
             ) from None
         return (

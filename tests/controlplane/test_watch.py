@@ -78,9 +78,11 @@ class Watch:
         return self.proc.wait(timeout=20)
 
 
-def jobs(specs: Path) -> dict[str, str]:
-    """Active job id by workload, from the simulator's state file."""
-    state = json.loads((specs / ".cp" / "simulator" / "sim.json").read_text())["state"]
+def jobs(specs: Path, beside: Path | None = None) -> dict[str, str]:
+    """Active job id by workload, from the simulator's state file (in the spec directory's
+    ``.cp/``, or ``beside`` a store given by --db)."""
+    folder = beside or specs / ".cp"
+    state = json.loads((folder / "simulator" / "sim.json").read_text())["state"]
     return {
         j["workload"]: j["id"]
         for j in state["jobs"]
@@ -554,12 +556,12 @@ def test_a_spec_directory_replaced_under_the_loop_is_still_watched(
     watch = Watch(root, "--db", db, "--interval", "300")
     try:
         watch.wait_for(applied)
-        running = jobs(root)
+        running = jobs(root, tmp_path)  # the simulator beside the store
         time.sleep(1.5)  # the cycles before the swap have told their lines
         while not watch.lines.empty():
             watch.seen.append(watch.lines.get())
         fresh = tmp_path / "fresh"
-        shutil.copytree(root, fresh, symlinks=True)  # the next checkout (the simulator too)
+        shutil.copytree(root, fresh, symlinks=True)  # the next checkout, as a copy
         if how == "symlink":
             (tmp_path / "next").symlink_to(fresh)
             os.replace(tmp_path / "next", root)
@@ -571,7 +573,40 @@ def test_a_spec_directory_replaced_under_the_loop_is_still_watched(
         extra = root / "workloads" / "extra.yaml"
         extra.write_text(yaml.safe_dump(workload("extra", "p", gpus=1), sort_keys=False))
         watch.wait_for(lambda line: "1 to submit, 0 waiting; applied: 1 done" in line, timeout=15)
-        assert jobs(root).keys() == {*running, "p/extra"}
+        assert jobs(root, tmp_path).keys() == {*running, "p/extra"}
+    finally:
+        assert watch.stop() == 0
+
+
+def test_a_checkout_swapped_in_under_the_loop_has_the_same_simulated_jobs(
+    specs: Path, tmp_path: Path
+) -> None:
+    """git-sync's next checkout has no ``.cp/``, where the simulator kept its cluster: after
+    the swap the simulated cluster was empty while the store (--db, outside) still held
+    placeholders for its jobs, which waited "in the cluster's own queue" for ever (soak
+    trial). The simulator keeps its clusters beside a store given elsewhere."""
+    state = tmp_path / "state"
+    state.mkdir()
+    root = tmp_path / "current"
+    root.symlink_to(specs)
+    watch = Watch(root, "--db", f"sqlite:///{state / 'controlplane.db'}", "--interval", "300")
+    try:
+        watch.wait_for(applied)
+        time.sleep(1.5)  # the cycles before the swap have told their lines
+        while not watch.lines.empty():
+            watch.seen.append(watch.lines.get())
+        fresh = tmp_path / "fresh"
+        shutil.copytree(specs, fresh, ignore=shutil.ignore_patterns(".cp"))  # a checkout
+        (tmp_path / "next").symlink_to(fresh)
+        os.replace(tmp_path / "next", root)
+        swapped = watch.wait_for(lambda line: "cycle" in line, timeout=15)
+        assert "no changes, 0 waiting" in swapped, swapped
+        running = jobs(root, state)
+        assert len(running) == 10
+        extra = root / "workloads" / "extra.yaml"
+        extra.write_text(yaml.safe_dump(workload("extra", "p", gpus=1), sort_keys=False))
+        watch.wait_for(lambda line: "1 to submit, 0 waiting; applied: 1 done" in line, timeout=15)
+        assert jobs(root, state) == {**running, "p/extra": jobs(root, state)["p/extra"]}
     finally:
         assert watch.stop() == 0
 

@@ -203,7 +203,8 @@ def merge(clone: Path) -> None:
 
 
 def sim_jobs(clone: Path) -> list[dict[str, Any]]:
-    state = json.loads((clone / "specs" / ".cp" / "simulator" / "sim.json").read_text())
+    """The simulated cluster's jobs: kept beside the store (CP_DB, outside the checkout)."""
+    state = json.loads((clone.parent / "simulator" / "sim.json").read_text())
     return list(state["state"]["jobs"])
 
 
@@ -296,7 +297,7 @@ def test_github_apply_refuses_when_the_clusters_moved_on(
     for _name, script, _ in github_steps("plan"):
         ok(run_script(work, script, env))
     # meanwhile one of chem's jobs ends (and the simulator forgets it)
-    state_file = work / "specs" / ".cp" / "simulator" / "sim.json"
+    state_file = work.parent / "simulator" / "sim.json"  # beside the store
     state = json.loads(state_file.read_text())
     state["state"]["jobs"] = [j for j in state["state"]["jobs"] if j["workload"] != "chem/c0"]
     state_file.write_text(json.dumps(state))

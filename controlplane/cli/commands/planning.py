@@ -80,7 +80,9 @@ def observe_cmd(
 
     def look(record: bool) -> Snapshot:
         clock = workflow.clock(now)
-        adapters = adapters_for(loaded.desired, spec_dir / ".cp", clock, read_only=not record)
+        adapters = adapters_for(
+            loaded.desired, spec_dir / ".cp", clock, read_only=not record, db=db
+        )
         return observe(loaded.desired, adapters, when, store, record=record)
 
     try:  # what it records is written under the apply lease, as apply and watch write it
@@ -323,7 +325,7 @@ def cost(
     else:
         when = workflow.resolve_now(now)
         adapters = adapters_for(
-            loaded.desired, spec_dir / ".cp", workflow.clock(now), read_only=True
+            loaded.desired, spec_dir / ".cp", workflow.clock(now), read_only=True, db=db
         )
         snap = observe(
             loaded.desired,
