@@ -183,7 +183,8 @@ def _no_negative_seconds(value: float) -> float:
     return value
 
 
-# the plan's bound, for every command that makes plans of its own (plan, watch): default
+# the plan's bound, for every command that makes plans of its own (plan, apply of a spec
+# directory, watch): default
 # Policy().time_limit
 TimeLimitOpt = Annotated[
     float,

@@ -105,3 +105,18 @@ def test_watch_takes_plan_s_time_limit_option(capsys: pytest.CaptureFixture[str]
 
     assert option("watch") == option("plan")
     assert option("watch").endswith("[default: 60.0]"), option("watch")
+
+
+def test_apply_of_a_spec_directory_plans_within_the_time_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp apply DIR` plans before it acts, but had no --time-limit: its plan always had the
+    default bound. It takes plan's option, and the applied plan says it was cut short."""
+    specs = tmp_path / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    res = cp(capsys, "apply", specs, "--auto-approve", "--time-limit", "0", "--json")
+    assert res.code == 0, res.out + res.err
+    applied = res.json()
+    shown = cp(capsys, "show", applied["plan"], specs, "--json")
+    assert shown.json()["solver"]["cutShort"], "the applied plan says what was cut short"
+    assert applied["actions"], "what the plan reached so far is applied"

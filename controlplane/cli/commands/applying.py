@@ -74,6 +74,7 @@ def apply(
     as_json: JsonOpt = False,
     now: ActingNowOpt = None,
     db: DbOpt = None,
+    time_limit: TimeLimitOpt = DEFAULT_POLICY.time_limit,
 ) -> None:
     """Carry out a plan through the adapters; safe to rerun after an interruption.
 
@@ -138,6 +139,7 @@ def apply(
                 loaded,
                 now=now,
                 db=db,
+                policy=Policy(time_limit=time_limit),  # the plan made now, as `cp plan` does
                 approve=approve,
                 progress=progress,
                 stop=stopper.asked,
