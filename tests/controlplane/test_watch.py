@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,57 +23,18 @@ from controlplane.store import Store, default_url
 from controlplane.watch import Watcher, WatchOptions
 from tests.builders import cluster, project, workload
 from tests.builders.cli import cp, write_specs
+from tests.builders.watching import Child
 
 ROOT = Path(__file__).resolve().parents[2]
 CP = str(Path(sys.executable).parent / "controlplane")
 
 
-class Watch:
+class Watch(Child):
     """A `cp watch --auto-approve` child process and the lines it prints."""
 
     def __init__(self, specs: Path, *extra: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                CP,
-                "watch",
-                str(specs),
-                "--auto-approve",
-                "--interval",
-                "1",
-                "--quiet",
-                "0.5",
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def wait_for(self, test: Callable[[str], bool], timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"watch exited: {self.seen[-5:]}"
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            self.seen.append(line)
-            if test(line):
-                return line
-        raise AssertionError(f"no such line in {timeout}s; last lines: {self.seen[-8:]}")
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=20)
+        argv = [CP, "watch", str(specs), "--auto-approve", "--interval", "1", "--quiet", "0.5"]
+        super().__init__([*argv, *extra])
 
 
 def jobs(specs: Path, beside: Path | None = None) -> dict[str, str]:

@@ -8,11 +8,9 @@ stderr when the step begins: the signals arrive in that step, not sooner."""
 
 from __future__ import annotations
 
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 
 from tests.builders import cluster, project, workload
 from tests.builders.cli import cp, write_specs
+from tests.builders.watching import Child
 from tests.controlplane.test_concurrency import active_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,61 +47,12 @@ main()
 """
 
 
-class Loop:
+class Loop(Child):
     """`cp watch --auto-approve` in a child process whose ``step`` takes ``seconds``."""
 
     def __init__(self, specs: Path, step: str, seconds: float) -> None:
         argv = ["watch", str(specs), "--auto-approve", "--interval", "1", "--quiet", "0"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", HOOK, step, str(seconds), *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-            cwd=ROOT,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def wait_for(self, text: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                assert self.proc.poll() is None, f"watch exited: {self.seen[-8:]}"
-                continue
-            self.seen.append(line)
-            if text in line:
-                return
-        raise AssertionError(f"no {text!r} in {timeout}s; last lines: {self.seen[-8:]}")
-
-    def ended(self, timeout: float) -> tuple[int, str]:
-        """The exit code and everything said, once the process has ended by itself within
-        ``timeout`` seconds (killed, and the test failed, otherwise)."""
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(
-                f"cp watch still ran {timeout:g}s after the signals; said: {self.seen[-8:]}"
-            ) from None
-        time.sleep(0.2)  # the reader thread takes the last lines
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-        return code, "\n".join(self.seen)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__([sys.executable, "-c", HOOK, step, str(seconds), *argv], cwd=ROOT)
 
 
 def twice(proc: subprocess.Popen[str]) -> None:
@@ -124,7 +74,7 @@ def test_a_second_signal_ends_a_watch_at_once_while_an_action_runs(
 ) -> None:
     loop = Loop(specs, "acting", SLOW)
     try:
-        loop.wait_for("[test] acting begins")
+        loop.wait_for(lambda line: "[test] acting begins" in line, timeout=60)
         twice(loop.proc)
         code, said = loop.ended(timeout=15)
     finally:
@@ -142,7 +92,7 @@ def test_a_second_signal_ends_a_watch_at_once_while_an_action_runs(
 def test_a_second_signal_ends_a_watch_at_once_while_it_plans(specs: Path) -> None:
     loop = Loop(specs, "planning", SLOW)
     try:
-        loop.wait_for("[test] planning begins")
+        loop.wait_for(lambda line: "[test] planning begins" in line, timeout=60)
         twice(loop.proc)
         code, said = loop.ended(timeout=15)
     finally:
@@ -158,7 +108,7 @@ def test_one_signal_still_ends_the_watch_after_the_action_in_flight(specs: Path)
     it, the plan is left resumable, exit 0 (a stopped service is no failure)."""
     loop = Loop(specs, "acting", 2.0)
     try:
-        loop.wait_for("[test] acting begins")
+        loop.wait_for(lambda line: "[test] acting begins" in line, timeout=60)
         loop.proc.send_signal(signal.SIGINT)
         code, said = loop.ended(timeout=30)
     finally:

@@ -87,16 +87,27 @@ def test_a_workload_runs_in_two_segments_and_completes(
 
 
 @pytest.mark.slurm
-def test_a_cancelled_segment_gets_its_checkpoint_signal_and_grace(
-    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
+@pytest.mark.parametrize(
+    ("op", "workload"), [(Op.CANCEL, "chem/seg"), (Op.PREEMPT, "chem/preempted")]
+)
+def test_a_segment_stopped_gets_its_checkpoint_signal_and_grace(
+    adapter: SlurmAdapter,
+    make_action: Helper,
+    wait_for: Helper,
+    tmp_path: Path,
+    op: Op,
+    workload: str,
 ) -> None:
     """A running segment whose workload was edited (replaced) or removed got a plain
     scancel: SIGTERM, never its checkpoint signal, while the plan said it saves first
-    (user trial). Its script's shell now passes the signal on to ``timeout``: the command
-    saves and exits, and the job ends seen as preempted, not as a completed segment."""
+    (user trial); one a plan preempted was requeued (``scontrol requeue``): SIGTERM too,
+    and the work since its last save lost. Its script's shell now passes the signal on to
+    ``timeout``: the command saves and exits, and the job ends seen as preempted (planned
+    again, to resume from its checkpoint), not as a completed segment, nor back in the
+    queue."""
     marker = tmp_path / "progress"
     action = make_action(
-        workload="chem/seg",
+        workload=workload,
         checkpoint_signal="USR1",
         walltime=300,
         command=["python3", "-c", SAVES, str(marker)],
@@ -107,8 +118,8 @@ def test_a_cancelled_segment_gets_its_checkpoint_signal_and_grace(
     job_id = submitted.job
     assert job_id is not None
     wait_for(lambda: marker.exists(), timeout=30)
-    cancel = make_action(Op.CANCEL, workload="chem/seg", job=job_id, details=False)
-    result = adapter.execute(cancel, plan_id="p2")
+    stop = make_action(op, workload=workload, job=job_id, details=False)
+    result = adapter.execute(stop, plan_id="p2")
     assert result.ok and "checkpoint signal" in result.message, result.message
     wait_for(lambda: "saved" in marker.read_text(), timeout=30)
     job = wait_for(
@@ -118,46 +129,9 @@ def test_a_cancelled_segment_gets_its_checkpoint_signal_and_grace(
             and j
         )
     )
-    assert job.state is JobState.PREEMPTED and job.workload == "chem/seg"
+    assert job.state is JobState.PREEMPTED and job.workload == workload
     assert marker.read_text() == "start\nsaved\n"
-
-
-@pytest.mark.slurm
-def test_a_preempted_segment_gets_its_checkpoint_signal_and_grace(
-    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, tmp_path: Path
-) -> None:
-    """A running segment that a plan preempted was requeued (``scontrol requeue``): its
-    command got SIGTERM, never its checkpoint signal, and lost the work since its last
-    save. It is now stopped as a cancelled segment is: its shell passes the signal on to
-    ``timeout``, the command saves and exits, and the job ends seen as preempted (planned
-    again, to resume from its checkpoint), not back in the queue."""
-    marker = tmp_path / "progress"
-    action = make_action(
-        workload="chem/preempted",
-        checkpoint_signal="USR1",
-        walltime=300,
-        command=["python3", "-c", SAVES, str(marker)],
-    )
-    assert action.submit is not None
-    details = action.submit.model_copy(update={"checkpoint_grace": 5, "segment": 1})
-    submitted = adapter.execute(action.model_copy(update={"submit": details}), plan_id="p3")
-    job_id = submitted.job
-    assert job_id is not None
-    wait_for(lambda: marker.exists(), timeout=30)
-    preempt = make_action(Op.PREEMPT, workload="chem/preempted", job=job_id, details=False)
-    result = adapter.execute(preempt, plan_id="p4")
-    assert result.ok and "checkpoint signal" in result.message, result.message
-    wait_for(lambda: "saved" in marker.read_text(), timeout=30)
-    job = wait_for(
-        lambda: (
-            (j := next((j for j in adapter.observe().jobs if j.id == job_id), None))
-            and not j.state.active
-            and j
-        )
-    )
-    assert job.state is JobState.PREEMPTED and job.workload == "chem/preempted"
-    assert marker.read_text() == "start\nsaved\n"
-    again = adapter.execute(preempt, plan_id="p4")  # a rerun of the apply: nothing more
+    again = adapter.execute(stop, plan_id="p2")  # a rerun of the apply: nothing more
     assert again.ok and "ended" in again.message, again.message
 
 
@@ -179,9 +153,10 @@ def test_a_segment_preempted_by_a_plan_saves_and_runs_again(
         **cluster_doc,
         "spec": {**cluster_doc["spec"], "nodePools": cluster_doc["spec"]["nodePools"][1:]},
     }  # the two 4-GPU v100 nodes only
+    # its own name: Slurm still shows the jobs of the first test's p/long, completed
     long = doc(
         "Workload",
-        "long",
+        "resumes",
         project="p",
         gpus=4,
         walltime="10m",
@@ -209,7 +184,7 @@ def test_a_segment_preempted_by_a_plan_saves_and_runs_again(
     write_specs(tmp_path / "specs", [cluster, project, long, urgent])
     made = ok(cp(capsys, "apply", specs, "--auto-approve", "--json")).json()
     assert sorted((a["op"], a["workload"]) for a in made["actions"]) == [
-        ("preempt", "p/long"),
+        ("preempt", "p/resumes"),
         ("submit", "p/urgent"),
     ]
     wait_for(lambda: "saved" in state.read_text(), timeout=30)
@@ -218,7 +193,7 @@ def test_a_segment_preempted_by_a_plan_saves_and_runs_again(
 
     def resubmitted() -> list[dict[str, Any]]:
         again = ok(cp(capsys, "plan", specs, "--json")).json()
-        return [a for a in again["actions"] if a["workload"] == "p/long"]
+        return [a for a in again["actions"] if a["workload"] == "p/resumes"]
 
     [submit] = wait_for(resubmitted, timeout=60)  # once the urgent gang is done
     assert submit["op"] == "submit" and submit["submit"]["segment"] == 1
