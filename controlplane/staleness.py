@@ -20,6 +20,10 @@ specs/observation.py) an apply looks at what changed:
   every job held and every node offered: for it, every change matters (a job that ended
   may have freed the room an eviction was to make).
 
+A plan is also made as of a time (``cp plan --now`` may look ahead): applied before that
+time, what it decided by the clock (a minRuntime over, a walltime ended, a month's budget)
+would act early, so it is refused until then (:func:`not_ahead`).
+
 Foreign jobs are not in the observation at all (specs/observation.py says why). Pure:
 the findings are sentences in a fixed order (cluster, then nodes, then jobs, by name).
 """
@@ -27,6 +31,7 @@ the findings are sentences in a fixed order (cluster, then nodes, then jobs, by 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from controlplane.errors import StalePlanError
 from controlplane.plan import Plan, shrinks
@@ -55,6 +60,22 @@ class Changes:
         """The changes that matter, as one clause (the first few, the rest counted)."""
         more = len(self.matter) - SHOWN
         return "; ".join(self.matter[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
+
+
+# how far ahead of the apply's clock a plan's own may be (two machines' clocks: the one
+# that planned, the one that applies)
+SKEW = timedelta(minutes=1)
+
+
+def not_ahead(plan: Plan, now: datetime, replan: str) -> None:
+    """Refuse ``plan`` (StalePlanError) if it was made as of a time later than ``now``."""
+    if plan.created_at > now + SKEW:
+        made, at = (f"{t:%Y-%m-%d %H:%M:%S} UTC" for t in (plan.created_at, now))
+        raise StalePlanError(
+            f"plan {plan.id} was made as of {made}, later than now ({at}): what it decided "
+            "by the clock (minRuntime, walltime ends, budgets) would act early; nothing was "
+            f"applied: apply it at that time or later, or {replan}"
+        )
 
 
 def check(plan: Plan, then: Observation | None, now: Observation, replan: str) -> list[str]:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from controlplane import apply as applying
-from controlplane import collector
+from controlplane import collector, staleness
 from controlplane.activity import busy, note
 from controlplane.apply import REPLAN, ApplyReport, OnOutcome, actor, holding_lease, run_plan
 from controlplane.errors import (
@@ -405,6 +405,7 @@ def apply_saved(
     meanwhile (a watch that pulled the merge first) is not run: the clusters follow those
     specs already."""
     applying.real_clock_only(loaded.desired, now)
+    staleness.not_ahead(plan, resolve_now(now), replan)
     store = open_store(spec_dir, db, now=now)
     stored = store.get_plan(plan.id)
     if stored is not None and stored.digest is not None and not stored.same_plan(plan):
