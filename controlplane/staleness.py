@@ -30,6 +30,7 @@ the findings are sentences in a fixed order (cluster, then nodes, then jobs, by 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -226,6 +227,9 @@ def _job(
 def _where(job: JobSeen) -> str:
     if not job.holds_gpus:
         return "queued"
+    on = Counter(job.replicas)  # replicas alike on one node, once with their number
     return "running on " + ", ".join(
-        f"{node or 'a node the cluster chose'} ({gpus} GPUs)" for node, gpus in job.replicas
+        f"{node or 'a node the cluster chose'} ({f'{n} x ' if n > 1 else ''}"
+        f"{gpus} GPU{'' if gpus == 1 else 's'})"
+        for (node, gpus), n in on.items()
     )

@@ -176,3 +176,14 @@ def test_a_long_list_of_changes_is_cut_short() -> None:
     found = staleness.changes(plan(SUBMIT), THEN, seen(SHORT, LONG, QUEUED, *many))
     assert len(found.matter) == 8
     assert found.told().endswith("; and 3 more") and found.told().count("appeared") == 5
+
+
+def test_where_a_job_runs_counts_its_replicas_per_node() -> None:
+    """A job of three 1-GPU replicas on one node read "v100-01 (1 GPUs), v100-01 (1 GPUs),
+    v100-01 (1 GPUs)" (user trial)."""
+    replicas = [Replica(node="v-1", gpus=1)] * 3 + [Replica(node="v-2", gpus=2)]
+    other = Job(id="10", workload="chem/other", replicas=replicas)
+    found = staleness.changes(plan(SUBMIT), THEN, seen(SHORT, LONG, QUEUED, other))
+    assert found.matter == [
+        "job 10 (chem/other) appeared, running on v-1 (3 x 1 GPU), v-2 (2 GPUs)"
+    ]

@@ -21,7 +21,7 @@ def print_history(console: Console, rows: list[HistoryRow]) -> None:
     underneath), wrapped to the terminal with the workload's name whole."""
     entries = []
     for a, p, actor in rows:
-        when = (a.started_at or p.created_at).strftime("%Y-%m-%d %H:%M:%S")
+        when = (a.started_at or p.created_at).strftime("%Y-%m-%d %H:%M:%S UTC")
         color = {"done": "green", "failed": "red"}.get(a.status, "yellow")
         entries.append(
             (

@@ -28,3 +28,12 @@ def test_a_workload_not_of_the_form_project_name_is_a_usage_error(
 def test_a_workload_without_a_past_is_no_error(quickstart: Path, capsys: Capsys) -> None:
     res = cp(capsys, "history", quickstart, "--workload", "nlp/never-ran", "--json")
     assert res.code == 0 and res.json() == []
+
+
+def test_history_says_its_times_are_utc(quickstart: Path, capsys: Capsys) -> None:
+    """The text showed "2026-03-02 09:01:00" with no zone (user trial); JSON has its offset."""
+    assert (
+        cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2026-03-02T09:01:00Z").code == 0
+    )
+    text = cp(capsys, "history", quickstart).out
+    assert "2026-03-02 09:01:00 UTC" in text, text
