@@ -649,3 +649,23 @@ def test_a_plan_file_applied_without_dir_from_another_folder_names_dir(
     # with --dir given, the specs are the ones meant: no hint
     given = cp(capsys, "apply", quickstart / "p.json", "--dir", here)
     assert given.code == 1 and "--dir" not in given.err, given.err
+
+
+def test_a_plan_file_of_other_specs_says_where_to_see_what_changed(
+    quickstart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal named no file, document or field (user trial). In a git checkout the
+    plan knows the commit its specs were read at: the refusal names it, and the command
+    that shows what changed since."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(quickstart)]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "specs"]):
+        subprocess.run([*git, *argv], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
+    assert cp(capsys, "plan", quickstart, "--out", tmp_path / "p.json").code == 0
+    org = quickstart / "org.yaml"
+    org.write_text(org.read_text().replace("gpuHoursPerMonth: 5000", "gpuHoursPerMonth: 6000"))
+    res = cp(capsys, "apply", tmp_path / "p.json", "--dir", quickstart)
+    assert res.code == 1
+    short = head.stdout.strip()[:12]
+    said = " ".join(res.err.split())
+    assert f"made at commit {short}" in said and f"git diff {short} --" in said, said

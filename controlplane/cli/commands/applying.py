@@ -191,8 +191,8 @@ def apply(
             if loaded.desired.digest != plan.spec_digest:  # its actions were meant for others
                 raise StalePlanError(
                     f"the specs in {spec_dir} changed since plan {plan.id} was made (or it was "
-                    "made from another spec directory); nothing was applied: run `cp plan` again"
-                    + hint
+                    f"made from another spec directory){_since(plan, spec_dir)}; nothing was "
+                    "applied: run `cp plan` again" + hint
                 )
             report = workflow.apply_saved(
                 plan, spec_dir, loaded, now=now, db=db, progress=progress, stop=stopper.asked
@@ -346,3 +346,13 @@ def _confirm(question: str, *, err: bool) -> bool:
     if not answer:  # no answer at all (stdin closed), as click says it
         raise typer.Abort()
     return answer.strip().lower() in ("y", "yes")
+
+
+def _since(plan: Plan, spec_dir: Path) -> str:
+    """Where to see what changed in the specs since ``plan`` was made: the commit they
+    were read at (the plan's ``gitCommit``), where it names one."""
+    if not plan.git_commit:
+        return ""
+    sha, _, dirty = plan.git_commit.partition("-")
+    edits = ", with edits not committed then" if dirty else ""
+    return f"; it was made at commit {sha[:12]}{edits}: `git diff {sha[:12]} -- {spec_dir}` shows what changed"
