@@ -30,7 +30,7 @@ from controlplane.cli.views.markdown import plan_markdown
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.cli.views.words import counted
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StoreError
-from specs.diagnostics import SpecError
+from specs.diagnostics import SpecError, workload_hint
 from specs.renames import names_of
 
 
@@ -106,8 +106,12 @@ def history(
     if as_json:
         write_json(history_json(rows))
     elif not rows:
-        # a workload may have left the specs and still have a past: no spec check here
-        out.print(f"No applied actions for {workload}." if workload else "No actions applied yet.")
+        # a workload may have left the specs and still have a past: no spec check here,
+        # only a name close to one with a past pointed out (a typo)
+        also = workload_hint(workload, store.workloads_in_history()) if workload else ""
+        out.print(
+            f"No applied actions for {workload}{also}." if workload else "No actions applied yet."
+        )
     else:
         print_history(out, rows)
 

@@ -37,3 +37,16 @@ def test_history_says_its_times_are_utc(quickstart: Path, capsys: Capsys) -> Non
     )
     text = cp(capsys, "history", quickstart).out
     assert "2026-03-02 09:01:00 UTC" in text, text
+
+
+def test_a_name_with_no_past_close_to_one_with_a_past_is_pointed_out(
+    quickstart: Path, capsys: Capsys
+) -> None:
+    """`cp history --workload vision/vit-trian` said "No applied actions" with no hint that
+    vision/vit-train has a past (user trial). Still no error: a name may have no past."""
+    assert cp(capsys, "apply", quickstart, "--auto-approve").code == 0
+    res = cp(capsys, "history", quickstart, "--workload", "vision/vit-trian")
+    assert res.code == 0
+    assert "No applied actions for vision/vit-trian" in res.out
+    assert "did you mean 'vision/vit-train'?" in " ".join(res.out.split()), res.out
+    assert "did you mean" not in cp(capsys, "history", quickstart, "--workload", "x/y").out
