@@ -649,7 +649,9 @@ def test_the_summary_counts_the_fair_shares_that_moved(tmp_path: Path, capsys: C
     the five stayed as they were (20 -> 20): only their allocations moved (trialC)."""
     quickstart = ROOT / "examples" / "quickstart"
     root = spec_repo(
-        tmp_path / "repo", lambda specs: shutil.copytree(quickstart, specs), "quickstart"
+        tmp_path / "repo",
+        lambda specs: shutil.copytree(quickstart, specs, ignore=shutil.ignore_patterns(".cp")),
+        "quickstart",
     )
     specs = root / "specs"
     ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW))

@@ -224,7 +224,9 @@ def test_what_could_evict_it_counts_what_runs_and_who_could_take_now(
 
     quickstart = tmp_path / "q"
     root = Path(__file__).resolve().parents[3]
-    shutil.copytree(root / "examples" / "quickstart", quickstart)
+    shutil.copytree(
+        root / "examples" / "quickstart", quickstart, ignore=shutil.ignore_patterns(".cp")
+    )
     at = ["--now", "2026-12-01T00:10:00+00:00"]
     assert cp(capsys, "apply", quickstart, "--auto-approve", *at).code == 0
     elastic = cp(capsys, "explain", "vision/augment-workers", quickstart, "--json", *at).json()
@@ -257,7 +259,9 @@ def test_a_workload_the_plan_evicts_is_not_called_safe(tmp_path: Path, capsys: C
 
     quickstart = tmp_path / "q"
     root = Path(__file__).resolve().parents[3]
-    shutil.copytree(root / "examples" / "quickstart", quickstart)
+    shutil.copytree(
+        root / "examples" / "quickstart", quickstart, ignore=shutil.ignore_patterns(".cp")
+    )
     assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01").code == 0
     with (quickstart / "workloads" / "product.yaml").open("a") as f:
         f.write(
@@ -330,7 +334,9 @@ def test_preemption_names_only_work_that_may_use_its_pool(tmp_path: Path, capsys
 
     quickstart = tmp_path / "q"
     root = Path(__file__).resolve().parents[3]
-    shutil.copytree(root / "examples" / "quickstart", quickstart)
+    shutil.copytree(
+        root / "examples" / "quickstart", quickstart, ignore=shutil.ignore_patterns(".cp")
+    )
     assert cp(capsys, "apply", quickstart, "--auto-approve", "--now", "2027-01-01").code == 0
     at = ["--now", "2027-01-01T00:10:00Z"]
     doc = cp(capsys, "explain", "vision/vit-train", quickstart, "--json", *at).json()
