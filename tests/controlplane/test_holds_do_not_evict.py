@@ -71,6 +71,21 @@ def waits(made: Plan) -> dict[str, ReasonCode]:
     return {p.workload: p.reason.code for p in made.pending}
 
 
+def waits_for_the_stand_in(docs: list[Doc], run: tuple[str, str, int], waiting: str) -> None:
+    """With ``run`` running on near and on-far held for far, nothing happens and
+    ``waiting`` waits over a limit; without the stand-in, ``waiting`` starts beside it."""
+    specs = desired(docs)
+    made = plan(specs, running(specs, run), now=NOW)
+    assert evictions(made) == [] and made.actions == []
+    assert waits(made) == {
+        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
+        waiting: ReasonCode.OVER_LIMIT,
+    }
+    alone = desired([d for d in docs if d["metadata"]["name"] != "on-far"])
+    started = plan(alone, running(alone, run), now=NOW)
+    assert [(a.op, a.workload) for a in started.actions] == [(Op.SUBMIT, waiting)]
+
+
 def test_a_limit_is_not_enforced_against_stand_ins() -> None:
     """p runs 8 GPUs on near, at its limit; two workloads that may use far were never
     submitted anywhere, but nothing says so: held, they put p at 16 of its limit 8. The
@@ -155,17 +170,7 @@ def test_a_limit_stand_ins_fill_is_no_reason_to_preempt() -> None:
         workload("on-far", "p", gpus=4, clusters=["far"]),
         workload("high", "p", gpus=4, clusters=["near"], priority=125),
     ]
-    specs = desired(docs)
-    made = plan(specs, running(specs, ("p/low", "a100-01", 4)), now=NOW)
-    assert made.actions == []
-    assert waits(made) == {
-        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
-        "p/high": ReasonCode.OVER_LIMIT,
-    }
-    # without the stand-in there is room: high starts beside low
-    alone = desired([d for d in docs if d["metadata"]["name"] != "on-far"])
-    started = plan(alone, running(alone, ("p/low", "a100-01", 4)), now=NOW)
-    assert [(a.op, a.workload) for a in started.actions] == [(Op.SUBMIT, "p/high")]
+    waits_for_the_stand_in(docs, ("p/low", "a100-01", 4), "p/high")
 
 
 def test_stand_ins_do_not_make_their_project_a_reclaim_victim() -> None:

@@ -16,9 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from controlplane.reconcile import plan
-from specs.actions import Op, ReasonCode
+from specs.actions import ReasonCode
 from tests.builders import NOW, cluster, desired, document, pool, project, workload
-from tests.controlplane.test_holds_do_not_evict import evictions, running, waits
+from tests.controlplane.test_holds_do_not_evict import (
+    evictions,
+    running,
+    waits,
+    waits_for_the_stand_in,
+)
 
 Doc = dict[str, Any]
 
@@ -95,17 +100,7 @@ def test_a_type_limit_stand_ins_fill_is_no_reason_to_preempt() -> None:
         workload("on-far", "p", gpus=4, clusters=["far"]),
         workload("high", "p", gpus=4, clusters=["near"], priority=125),
     ]
-    specs = desired(docs)
-    made = plan(specs, running(specs, ("p/low", "a100-01", 4)), now=NOW)
-    assert evictions(made) == []
-    assert made.actions == []
-    assert waits(made) == {
-        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
-        "p/high": ReasonCode.OVER_LIMIT,
-    }
-    alone = desired([d for d in docs if d["metadata"]["name"] != "on-far"])
-    started = plan(alone, running(alone, ("p/low", "a100-01", 4)), now=NOW)
-    assert [(a.op, a.workload) for a in started.actions] == [(Op.SUBMIT, "p/high")]
+    waits_for_the_stand_in(docs, ("p/low", "a100-01", 4), "p/high")
 
 
 def test_a_department_type_limit_stand_ins_fill_is_no_reason_to_reclaim() -> None:
@@ -123,17 +118,7 @@ def test_a_department_type_limit_stand_ins_fill_is_no_reason_to_reclaim() -> Non
         workload("q-run", "q", gpus=4, clusters=["near"]),
         workload("r-new", "r", gpus=4, clusters=["near"]),
     ]
-    specs = desired(docs)
-    made = plan(specs, running(specs, ("q/q-run", "a100-01", 4)), now=NOW)
-    assert evictions(made) == []
-    assert made.actions == []
-    assert waits(made) == {
-        "p/on-far": ReasonCode.CLUSTER_UNREACHABLE,
-        "r/r-new": ReasonCode.OVER_LIMIT,
-    }
-    alone = desired([d for d in docs if d["metadata"]["name"] != "on-far"])
-    started = plan(alone, running(alone, ("q/q-run", "a100-01", 4)), now=NOW)
-    assert [(a.op, a.workload) for a in started.actions] == [(Op.SUBMIT, "r/r-new")]
+    waits_for_the_stand_in(docs, ("q/q-run", "a100-01", 4), "r/r-new")
 
 
 def test_a_stand_in_whose_type_is_not_known_is_charged_to_none() -> None:

@@ -9,7 +9,6 @@ stderr when the step begins: the signals arrive in that step, not sooner."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,11 +54,21 @@ class Loop(Child):
         super().__init__([sys.executable, "-c", HOOK, step, str(seconds), *argv], cwd=ROOT)
 
 
-def twice(proc: subprocess.Popen[str]) -> None:
-    """Ctrl-C, and a second later Ctrl-C again."""
-    proc.send_signal(signal.SIGINT)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
+def signalled(
+    specs: Path, step: str, seconds: float, signals: int, timeout: float
+) -> tuple[int, str]:
+    """A loop whose ``step`` takes ``seconds``, given ``signals`` Ctrl-C a second apart once
+    that step has begun: its exit code and what it said once it ended by itself."""
+    loop = Loop(specs, step, seconds)
+    try:
+        loop.wait_for(lambda line: f"[test] {step} begins" in line, timeout=60)
+        for n in range(signals):
+            if n:
+                time.sleep(1.0)
+            loop.proc.send_signal(signal.SIGINT)
+        return loop.ended(timeout=timeout)
+    finally:
+        loop.kill()
 
 
 @pytest.fixture
@@ -72,13 +81,7 @@ def specs(tmp_path: Path) -> Path:
 def test_a_second_signal_ends_a_watch_at_once_while_an_action_runs(
     specs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    loop = Loop(specs, "acting", SLOW)
-    try:
-        loop.wait_for(lambda line: "[test] acting begins" in line, timeout=60)
-        twice(loop.proc)
-        code, said = loop.ended(timeout=15)
-    finally:
-        loop.kill()
+    code, said = signalled(specs, "acting", SLOW, 2, timeout=15)
     assert code == 130, said  # as `cp apply` ends on a second signal
     assert "stopping after the action in flight (again to stop at once)" in said, said
     assert "Interrupted while an action ran" in said and "nothing is done twice" in said, said
@@ -90,13 +93,7 @@ def test_a_second_signal_ends_a_watch_at_once_while_an_action_runs(
 
 
 def test_a_second_signal_ends_a_watch_at_once_while_it_plans(specs: Path) -> None:
-    loop = Loop(specs, "planning", SLOW)
-    try:
-        loop.wait_for(lambda line: "[test] planning begins" in line, timeout=60)
-        twice(loop.proc)
-        code, said = loop.ended(timeout=15)
-    finally:
-        loop.kill()
+    code, said = signalled(specs, "planning", SLOW, 2, timeout=15)
     assert code == 130, said
     assert "(again to stop at once)" in said, said
     assert "Interrupted: no action was under way" in said, said
@@ -106,12 +103,6 @@ def test_a_second_signal_ends_a_watch_at_once_while_it_plans(specs: Path) -> Non
 def test_one_signal_still_ends_the_watch_after_the_action_in_flight(specs: Path) -> None:
     """The first signal keeps its meaning: the action in flight ends, the loop stops after
     it, the plan is left resumable, exit 0 (a stopped service is no failure)."""
-    loop = Loop(specs, "acting", 2.0)
-    try:
-        loop.wait_for(lambda line: "[test] acting begins" in line, timeout=60)
-        loop.proc.send_signal(signal.SIGINT)
-        code, said = loop.ended(timeout=30)
-    finally:
-        loop.kill()
+    code, said = signalled(specs, "acting", 2.0, 1, timeout=30)
     assert code == 0, said
     assert "stopped on request: 1 done" in said, said
