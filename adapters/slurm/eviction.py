@@ -36,11 +36,14 @@ from adapters.base import ActionResult
 from adapters.slurm.errors import classify, is_gone
 from adapters.slurm.parse import QueueRow
 from adapters.slurm.script import forwards_signal, segment_of
+from adapters.slurm.shrink import stores_jobs
 from adapters.slurm.tags import Tag, format_tag
 from adapters.slurm.transport import Completed
 from specs.snapshot import JobState
 
 Run = Callable[[list[str]], Completed]
+# an update of a job whose database index is not set yet: for ever where nothing sets it
+_FROZEN = re.compile(r"DB index is being set", re.IGNORECASE)
 # scontrol requeue of a job that is back in the queue already (a race with our read)
 _ALREADY_QUEUED = re.compile(r"Job is pending execution", re.IGNORECASE)
 
@@ -78,7 +81,7 @@ def shortened_limit(
 
 def evict(
     run: Run, row: QueueRow, tag: Tag, grace: int, now: datetime, *, segment: bool = False
-) -> ActionResult:
+) -> ActionResult | None:
     """Bring the job's time limit in, so Slurm sends its checkpoint signal now and ends it
     once its ``grace`` has passed, and tag it ``evicted`` (``tag`` says by which plan).
     One ``scontrol update``: a rerun finds the tag and does nothing more.
@@ -86,7 +89,11 @@ def evict(
     A ``segment`` has no ``--signal`` for Slurm to send: its batch shell is signalled
     (``scancel --batch``) and passes the signal on to ``timeout``, which ends the command
     once the grace has passed; the limit is then only a backstop. The tag comes first, so
-    that a segment which saves and exits at once is not seen as one completed."""
+    that a segment which saves and exits at once is not seen as one completed.
+
+    None: Slurm will never take an update of this job (resized in place on a cluster
+    without accounting storage, by an earlier version: adapters/slurm/shrink.py), and the
+    caller ends it otherwise."""
     # Requeue=0: a workload that requeues its own job on the signal (PyTorch Lightning)
     # would bring it back pending, with the shortened limit, beside its evictor
     update = [
@@ -105,6 +112,8 @@ def evict(
             return ActionResult(
                 ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
             )
+        if _FROZEN.search(done.stderr + done.stdout) and not stores_jobs(run):
+            return None
         raise classify(done)
     limit = f"its time limit brought in to {minutes} min" if minutes else "its own limit is near"
     if segment:
@@ -129,9 +138,10 @@ def wind_down(
     more for one on its way out already (cancelled, finished, or evicted by an earlier
     attempt: Slurm 22.05 accepts a requeue of a job completing after a cancel and runs it
     again, which would undo the eviction). A checkpoint segment (``script``, its batch
-    script, says) is signalled through its batch shell. None: no grace in its tag, or a
+    script, says) is signalled through its batch shell. None: no grace in its tag, a
     segment whose script predates the shell passing the signal on (that shell would die
-    of it): the caller requeues or cancels it."""
+    of it), or a job Slurm will never update (:func:`evict`): the caller requeues or
+    cancels it."""
     if state is JobState.COMPLETING or tag.evicted is not None:
         return ActionResult(ok=True, job=row.job_id, message=f"job {row.job_id} is already ending")
     grace = grace_of(tag.checkpoint) if tag.checkpoint else None

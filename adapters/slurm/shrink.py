@@ -11,9 +11,13 @@ without it; so an elastic gang is launched with ``srun --no-kill --kill-on-bad-e
 and tagged ``elastic=1`` (script.py, tags.py), and only a job so tagged is shrunk in
 place: running, one replica per node, the nodes it keeps among those it holds, with the
 GPUs it has on each, and its batch host among them (the node its batch script runs on,
-which Slurm cannot take from it: "Invalid node name specified"). Anything else (a job
-submitted before the tag existed, replicas that share a node, a replica placed on another
-node, the batch host's replica taken) is replaced as before.
+which Slurm cannot take from it: "Invalid node name specified"), on a cluster that stores
+jobs in its accounting database (a job resized in place waits for its database index
+before slurmctld takes another update of it; without accounting storage that index never
+comes, and every later update, a checkpoint's eviction or the next shrink, is refused for
+ever: "the DB index is being set"). Anything else (a job submitted before the tag
+existed, replicas that share a node, a replica placed on another node, the batch host's
+replica taken, a cluster without accounting storage) is replaced as before.
 
 The job keeps its id, and a retried apply finds it already shrunk. Its tasks on the nodes
 it keeps run on; what the job's environment says of its size (``SLURM_JOB_NODELIST``,
@@ -69,7 +73,7 @@ def shrink(check: Run, row: QueueRow, tag: Tag, action: Action) -> ActionResult 
         )
     detail = check(["scontrol", "-o", "show", "job", row.unique_id]).stdout
     host = re.search(r"\sBatchHost=(\S+)", detail)
-    if host is None or host.group(1) not in nodes:
+    if host is None or host.group(1) not in nodes or not stores_jobs(check):
         return None
     check(["scontrol", "update", f"JobId={row.job_id}", f"NodeList={','.join(nodes)}"])
     left = sorted(set(row.nodes) - set(nodes))
@@ -78,3 +82,12 @@ def shrink(check: Run, row: QueueRow, tag: Tag, action: Action) -> ActionResult 
         job=row.job_id,
         message=f"resize: job {row.job_id} gave back {', '.join(left)}; it runs on in place",
     )
+
+
+def stores_jobs(run: Run) -> bool:
+    """Whether slurmctld stores jobs in an accounting database (``AccountingStorageType``
+    other than ``accounting_storage/none``): only then does a job resized in place take
+    updates again."""
+    config = run(["scontrol", "show", "config"]).stdout
+    storage = re.search(r"^AccountingStorageType\s*=\s*(\S+)", config, re.MULTILINE)
+    return storage is not None and storage.group(1) != "accounting_storage/none"

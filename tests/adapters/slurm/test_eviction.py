@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from adapters.base import TemporaryError
 from adapters.slurm.accounting import SacctRow, runs_of
 from adapters.slurm.eviction import grace_of, observed_state, shortened_limit, wind_down
 from adapters.slurm.observation import build_job
@@ -109,3 +110,37 @@ def test_an_older_segment_script_is_left_to_the_caller() -> None:
     plain = "#!/bin/bash\nexec train\n"
     [update] = commands_of(plain) or [[]]
     assert update[:2] == ["scontrol", "update"]  # its limit in: Slurm's own --signal fires
+
+
+FROZEN = "Job update not available right now, the DB index is being set, try again in a bit"
+
+
+@pytest.mark.parametrize(
+    ("storage", "gives_up"),
+    [("accounting_storage/none", True), ("accounting_storage/slurmdbd", False)],
+)
+def test_a_job_slurm_will_never_update_is_left_to_the_caller(storage: str, gives_up: bool) -> None:
+    """A job an earlier version resized in place on a cluster without accounting storage
+    refuses every update for ever (trialN, real Slurm): its eviction failed as temporary on
+    every rerun, and held up the apply's other actions. It is left to the caller then (a
+    cancel, a requeue); with accounting storage the refusal passes, and is retried."""
+    ran: list[list[str]] = []
+
+    def run(argv: list[str]) -> Completed:
+        ran.append(argv)
+        if argv[:2] == ["scontrol", "update"]:
+            return Completed(tuple(argv), 1, "", f"scontrol: error: {FROZEN} for job 7")
+        return Completed(tuple(argv), 0, f"AccountingStorageType = {storage}\n", "")
+
+    tag = parse_tag(EVICTED.removesuffix(";evicted=p2"))
+    assert tag is not None
+    running = row("RUNNING", format_tag(tag))
+
+    def wound() -> object:
+        return wind_down(run, running, tag, JobState.RUNNING, "p2", lambda: "#!/bin/bash\n")
+
+    if gives_up:
+        assert wound() is None
+    else:
+        with pytest.raises(TemporaryError):
+            wound()

@@ -5,13 +5,16 @@ real controller's side is in tests/integration/slurm/test_adapter.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from adapters.slurm.parse import QueueRow
 from adapters.slurm.request import build_request
 from adapters.slurm.script import ELASTIC_PREFIX, command_of, render_script
-from adapters.slurm.shrink import kept_nodes
+from adapters.slurm.shrink import kept_nodes, shrink
 from adapters.slurm.tags import Tag, format_tag, parse_tag
+from adapters.slurm.transport import Completed
 from specs.actions import Action, Op, Reason, ReasonCode, SubmitDetails
 from specs.models import WorkloadSpec
 from specs.snapshot import Replica
@@ -93,3 +96,37 @@ def test_which_resizes_are_done_in_place(
     tag = parse_tag(row.comment)
     assert tag is not None
     assert kept_nodes(row, tag, action) == kept
+
+
+def _slurm(storage: str, ran: list[list[str]]) -> Callable[[list[str]], Completed]:
+    """Answers of a controller whose accounting storage is ``storage`` (a stand-in for
+    slurmctld: the real one's side is in tests/integration/slurm/test_adapter.py)."""
+
+    def run(argv: list[str]) -> Completed:
+        ran.append(argv)
+        if argv[:3] == ["scontrol", "show", "config"]:
+            return Completed(tuple(argv), 0, f"AccountingStorageType   = {storage}\n", "")
+        if argv[:3] == ["scontrol", "-o", "show"]:
+            return Completed(tuple(argv), 0, "JobId=7 BatchHost=n1 NodeList=n[1-2]\n", "")
+        return Completed(tuple(argv), 0, "", "")
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("storage", "in_place"),
+    [("accounting_storage/slurmdbd", True), ("accounting_storage/none", False)],
+)
+def test_a_shrink_is_done_in_place_only_where_slurm_stores_jobs(
+    storage: str, in_place: bool
+) -> None:
+    """A job resized in place waits for its database index before slurmctld takes another
+    update of it; without accounting storage that index never comes, and every later
+    update (a checkpoint's eviction, the next shrink) was refused for ever ("the DB index
+    is being set"; trialN, real Slurm): such a cluster's jobs are replaced instead."""
+    ran: list[list[str]] = []
+    tag = Tag("ml/elastic", plan_id="p1", elastic=True)
+    done = shrink(_slurm(storage, ran), _row(["n1", "n2"]), tag, _action(Op.RESIZE, ["n1"]))
+    updates = [a for a in ran if a[:2] == ["scontrol", "update"]]
+    assert (done is not None) is in_place
+    assert updates == ([["scontrol", "update", "JobId=7", "NodeList=n1"]] if in_place else [])

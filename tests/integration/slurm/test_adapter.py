@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -445,13 +445,38 @@ def test_move_resubmits_on_the_new_node_and_cancels_the_old_job(
     )
 
 
+@pytest.fixture
+def stored(
+    accounting_slurm: LocalSlurm,
+    cluster_spec: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    slurm: Helper,
+) -> Iterator[SlurmAdapter]:
+    """The adapter of the cluster whose slurmctld stores jobs (slurmdbd), its queue empty
+    before and after; this test's own Slurm commands (``slurm``, ``show_job``) go to it."""
+    monkeypatch.setenv("SLURM_CONF", str(accounting_slurm.slurm_conf))
+
+    def cancel_all() -> None:
+        if ids := slurm("squeue", "-h", "-o", "%i").stdout.split():
+            slurm("scancel", *ids)
+
+    cancel_all()
+    spec = cluster_spec.model_dump(by_alias=True)
+    spec["spec"]["slurm"] = {"account": "cp-test"}  # its associations are enforced
+    yield SlurmAdapter(Cluster.model_validate(spec), work_dir=tmp_path / "work", timeout=30)
+    cancel_all()
+
+
 def test_an_elastic_gang_gives_a_node_back_in_place(
-    adapter: SlurmAdapter, make_action: Helper, slurm: Helper, wait_for: Helper
+    stored: SlurmAdapter, make_action: Helper, slurm: Helper, wait_for: Helper
 ) -> None:
     """A resize that takes a replica from a running elastic gang (reclaim, preemption)
     keeps its job: Slurm releases the node, and the task on the node it keeps runs on. It
     used to be a new job, which restarted every replica. The node its batch script runs on
-    cannot be released: a resize that takes that one replaces the job as before."""
+    cannot be released: a resize that takes that one replaces the job as before. (On a
+    cluster that stores jobs: see the next test for one that does not.)"""
+    adapter = stored
     gang = make_action(
         workload="ml/elastic", nodes=["a100-1", "a100-2"], gpus=2, command=["sleep", "303"],
         elastic=True,
@@ -518,6 +543,37 @@ def test_an_elastic_gang_gives_a_node_back_in_place(
         plan_id="f2",
     )  # fmt: skip
     assert replaced.job != fixed.job
+
+
+def test_without_accounting_storage_an_elastic_gang_is_replaced(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper
+) -> None:
+    """On a slurmctld without accounting storage a job resized in place refused every
+    later update for ever ("the DB index is being set"; trialN): its checkpoint eviction,
+    its next shrink, its cancel with grace all failed on every rerun, and held up the
+    apply's other actions. Such a cluster's elastic gang is replaced instead, and the job
+    that replaces it takes updates."""
+    gang = make_action(
+        workload="ml/elastic", nodes=["a100-1", "a100-2"], gpus=2, command=["sleep", "306"],
+        elastic=True,
+    )  # fmt: skip
+    started = adapter.execute(gang, plan_id="n1")
+    wait_for(lambda: running(adapter, started.job))
+    host = re.search(r"BatchHost=(\S+)", show_job(started.job))
+    assert host is not None
+    shrink = make_action(
+        Op.RESIZE, workload="ml/elastic", job=started.job, nodes=[host.group(1)], gpus=2,
+        command=["sleep", "306"], elastic=True,
+    )  # fmt: skip
+    replaced = adapter.execute(shrink, plan_id="n2")
+    assert replaced.ok and replaced.job != started.job, replaced
+    job = wait_for(lambda: running(adapter, replaced.job))
+    assert [(r.node, r.gpus) for r in job.replicas] == [(host.group(1), 2)]
+    update = subprocess.run(
+        ["scontrol", "update", f"JobId={replaced.job}", "TimeLimit=30"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert update.returncode == 0, update.stderr
 
 
 # ------------------------------------------------------------------ errors, forecast
