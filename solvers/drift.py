@@ -337,7 +337,8 @@ def _replace(
                 continue
         cluster = req.cluster or ""
         leaves = [(node_key(cluster, r.node), r.gpus) for r in job.replicas if r.node]
-        before, after = sum(g for _, g in leaves), req.replicas * req.gpus
+        # the new version starts as any new job of it does: an elastic one with its minimum
+        before, after = sum(g for _, g in leaves), req.min_replicas * req.gpus
         why = _over_quota(problem, req, held, held_np, after - before)
         if why is not None:
             _keep_old(drift, req, job, old, reasons.change_does_not_fit(cause, why))

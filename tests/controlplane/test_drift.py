@@ -142,6 +142,36 @@ def test_a_shrink_says_what_the_spec_asks_and_how_many_replicas_stop(
     assert message.endswith("(replicas: now 1): 1 of the 2 running replicas stops"), message
 
 
+def test_an_elastic_workload_held_below_its_replicas_by_a_limit_can_be_edited(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """An elastic workload running 1 of its 2 replicas under its project's limit had its
+    walltime edited; every plan said the new version "would take project p to 8 GPUs,
+    above its limit of 4", so the old version ran on for ever (trialN, real Slurm). The new
+    version starts with its minReplicas, as any elastic job does: it replaces the old one."""
+
+    def specs(walltime: str) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS),
+                project("p", gpus=4, limit=4),
+                workload(
+                    "w", "p", gpus=4, replicas=2, minReplicas=1, gpuTypes=["a100_80"],
+                    walltime=walltime, command=["train"],
+                ),
+            ],
+        )  # fmt: skip
+
+    root = specs("3h")
+    settle(capsys, root, T0)
+    specs("2h")
+    data = plan(capsys, root)
+    assert sorted(ops(data)) == [("cancel", "spec-changed"), ("submit", "spec-changed")], data
+    [submit] = [a for a in data["actions"] if a["op"] == "submit"]
+    assert len(submit["replicas"]) == 1
+
+
 def test_a_fixed_gang_given_fewer_replicas_is_replaced_not_cut(
     tmp_path: Path, capsys: Capsys
 ) -> None:
