@@ -3,7 +3,8 @@
 Both the error for a workload no pool can ever hold (specs/validate.py) and the warning
 for a gang bigger than every pool it may use (specs/gangs.py) need the pools a workload
 may run in: one reading of its clusters, gpuTypes, nodePools, memory, GPUs per replica
-and walltime against each pool, so the two never disagree.
+and walltime (checkpoint segments of a fan-out workload: ``in_segments``) against each
+pool, so the two never disagree.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Usable:
             spec.min_gpu_memory_gib,
             spec.gpus,
             spec.walltime,
+            spec.strategy is not None and spec.strategy.fan_out,
+            spec.checkpoint,
         )
         found = self._known.get(ask)
         if found is None:
@@ -86,6 +89,7 @@ def shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[Sho
         spec.walltime is not None
         and pool.max_walltime is not None
         and spec.walltime > pool.max_walltime
+        and not in_segments(workload, pool.max_walltime)
     ):
         out.append(
             Shortfall(
@@ -95,6 +99,23 @@ def shortfalls(workload: Workload, cluster: Cluster, pool: NodePool) -> list[Sho
             )
         )
     return out
+
+
+def in_segments(workload: Workload, limit: int) -> bool:
+    """Whether ``workload`` runs in a pool whose maxWalltime ``limit`` is shorter than its
+    walltime all the same: a fan-out workload that runs in checkpoint segments takes such a
+    pool in segments of that length, each longer than its grace (docs/strategies.md,
+    checkpoint mode)."""
+    spec, ck = workload.spec, workload.spec.checkpoint
+    return (
+        spec.strategy is not None
+        and spec.strategy.fan_out
+        and ck is not None
+        and ck.total is not None
+        and spec.walltime is not None
+        and spec.walltime > ck.grace
+        and limit > ck.grace
+    )
 
 
 def gpu_memory(cluster: Cluster, pool: NodePool) -> float:
