@@ -112,7 +112,7 @@ def evict(
             return ActionResult(
                 ok=True, job=row.job_id, message=f"job {row.job_id} had already ended"
             )
-        if _FROZEN.search(done.stderr + done.stdout) and not stores_jobs(run):
+        if _FROZEN.search(done.stderr + done.stdout) and stores_jobs(run) is False:
             return None
         raise classify(done)
     limit = f"its time limit brought in to {minutes} min" if minutes else "its own limit is near"

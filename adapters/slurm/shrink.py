@@ -73,7 +73,7 @@ def shrink(check: Run, row: QueueRow, tag: Tag, action: Action) -> ActionResult 
         )
     detail = check(["scontrol", "-o", "show", "job", row.unique_id]).stdout
     host = re.search(r"\sBatchHost=(\S+)", detail)
-    if host is None or host.group(1) not in nodes or not stores_jobs(check):
+    if host is None or host.group(1) not in nodes or stores_jobs(check) is not True:
         return None
     check(["scontrol", "update", f"JobId={row.job_id}", f"NodeList={','.join(nodes)}"])
     left = sorted(set(row.nodes) - set(nodes))
@@ -84,10 +84,13 @@ def shrink(check: Run, row: QueueRow, tag: Tag, action: Action) -> ActionResult 
     )
 
 
-def stores_jobs(run: Run) -> bool:
+def stores_jobs(run: Run) -> bool | None:
     """Whether slurmctld stores jobs in an accounting database (``AccountingStorageType``
     other than ``accounting_storage/none``): only then does a job resized in place take
-    updates again."""
-    config = run(["scontrol", "show", "config"]).stdout
-    storage = re.search(r"^AccountingStorageType\s*=\s*(\S+)", config, re.MULTILINE)
-    return storage is not None and storage.group(1) != "accounting_storage/none"
+    updates again. None: its configuration could not be read (each caller takes the safe
+    side: no shrink in place, no giving up on an update)."""
+    done = run(["scontrol", "show", "config"])
+    storage = re.search(r"^AccountingStorageType\s*=\s*(\S+)", done.stdout, re.MULTILINE)
+    if not done.ok or storage is None:
+        return None
+    return storage.group(1) != "accounting_storage/none"

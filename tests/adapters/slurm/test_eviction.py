@@ -117,7 +117,7 @@ FROZEN = "Job update not available right now, the DB index is being set, try aga
 
 @pytest.mark.parametrize(
     ("storage", "gives_up"),
-    [("accounting_storage/none", True), ("accounting_storage/slurmdbd", False)],
+    [("accounting_storage/none", True), ("accounting_storage/slurmdbd", False), ("", False)],
 )
 def test_a_job_slurm_will_never_update_is_left_to_the_caller(storage: str, gives_up: bool) -> None:
     """A job an earlier version resized in place on a cluster without accounting storage
@@ -130,6 +130,8 @@ def test_a_job_slurm_will_never_update_is_left_to_the_caller(storage: str, gives
         ran.append(argv)
         if argv[:2] == ["scontrol", "update"]:
             return Completed(tuple(argv), 1, "", f"scontrol: error: {FROZEN} for job 7")
+        if not storage:  # its configuration could not be read: no giving up
+            return Completed(tuple(argv), 1, "", "slurm_load_ctl_conf error")
         return Completed(tuple(argv), 0, f"AccountingStorageType = {storage}\n", "")
 
     tag = parse_tag(EVICTED.removesuffix(";evicted=p2"))

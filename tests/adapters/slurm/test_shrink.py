@@ -105,6 +105,8 @@ def _slurm(storage: str, ran: list[list[str]]) -> Callable[[list[str]], Complete
     def run(argv: list[str]) -> Completed:
         ran.append(argv)
         if argv[:3] == ["scontrol", "show", "config"]:
+            if not storage:  # the controller did not answer
+                return Completed(tuple(argv), 1, "", "slurm_load_ctl_conf error")
             return Completed(tuple(argv), 0, f"AccountingStorageType   = {storage}\n", "")
         if argv[:3] == ["scontrol", "-o", "show"]:
             return Completed(tuple(argv), 0, "JobId=7 BatchHost=n1 NodeList=n[1-2]\n", "")
@@ -115,7 +117,7 @@ def _slurm(storage: str, ran: list[list[str]]) -> Callable[[list[str]], Complete
 
 @pytest.mark.parametrize(
     ("storage", "in_place"),
-    [("accounting_storage/slurmdbd", True), ("accounting_storage/none", False)],
+    [("accounting_storage/slurmdbd", True), ("accounting_storage/none", False), ("", False)],
 )
 def test_a_shrink_is_done_in_place_only_where_slurm_stores_jobs(
     storage: str, in_place: bool
