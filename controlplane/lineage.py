@@ -48,7 +48,7 @@ def behind(
     told)."""
     if last is None or last.spec_digest == spec_digest:
         return None
-    ours, theirs = _commit(commit), _commit(last.git_commit)
+    ours, theirs = commit_of(commit), commit_of(last.git_commit)
     if ours is None or theirs is None or ours == theirs:
         return None
     following = f"the clusters follow the specs of git {theirs[:12]} (plan {last.id})"
@@ -65,6 +65,6 @@ def behind(
     )
 
 
-def _commit(stamp: str | None) -> str | None:
+def commit_of(stamp: str | None) -> str | None:
     """A plan's commit without the ``-dirty`` mark of local edits."""
     return stamp.removesuffix("-dirty") if stamp else None

@@ -29,6 +29,7 @@ from controlplane.cli.interrupts import StopBetweenActions
 from controlplane.cli.views import plan as plan_view
 from controlplane.cli.views.apply import apply_json, outcome_line, verdict
 from controlplane.errors import ApplyError, PlanNotFoundError, StalePlanError
+from controlplane.lineage import commit_of
 from controlplane.plan import Plan
 from controlplane.unreachable import none_answered
 from solvers.policy import DEFAULT_POLICY, Policy
@@ -351,8 +352,8 @@ def _confirm(question: str, *, err: bool) -> bool:
 def _since(plan: Plan, spec_dir: Path) -> str:
     """Where to see what changed in the specs since ``plan`` was made: the commit they
     were read at (the plan's ``gitCommit``), where it names one."""
-    if not plan.git_commit:
+    sha = commit_of(plan.git_commit)
+    if not sha:
         return ""
-    sha, _, dirty = plan.git_commit.partition("-")
-    edits = ", with edits not committed then" if dirty else ""
+    edits = ", with edits not committed then" if sha != plan.git_commit else ""
     return f"; it was made at commit {sha[:12]}{edits}: `git diff {sha[:12]} -- {spec_dir}` shows what changed"
