@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,8 +24,7 @@ def holding(path: Path, mode: str) -> Iterator[int]:
     try:
         # it has the file open once /proc shows it (or, for a reader, once it could have)
         for _ in range(200):
-            opened = [Path(f"/proc/{child.pid}/fd/{fd}") for fd in range(3, 8)]
-            if any(p.exists() and p.resolve() == path.resolve() for p in opened):
+            if str(path.resolve()) in _opened(child.pid):
                 break
             subprocess.run(["sleep", "0.02"], check=True)
         yield child.pid
@@ -32,6 +32,18 @@ def holding(path: Path, mode: str) -> Iterator[int]:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(timeout=20)
+
+
+def _opened(pid: int) -> set[str]:
+    """The paths a process has open now; its descriptors come and go while it starts
+    (an fd listed may be closed before it is read), so one that vanishes is skipped."""
+    targets = set()
+    for fd in range(3, 8):
+        try:
+            targets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return targets
 
 
 def test_a_writer_is_named_and_a_reader_is_not(tmp_path: Path) -> None:
