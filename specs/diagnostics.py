@@ -22,7 +22,7 @@ from typing import Annotated, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from specs.models import DNS_LABEL
+from specs.reach import DNS_LABEL
 
 Severity = Literal["error", "warning"]
 Loc = tuple[str | int, ...]

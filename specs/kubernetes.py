@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from specs.desired import DesiredState
 from specs.diagnostics import Diagnostic
-from specs.models import DNS_LABEL, QUALIFIED_NAME, Cluster, KubernetesSettings
+from specs.models import Cluster
+from specs.reach import DNS_LABEL, QUALIFIED_NAME, KubernetesSettings
 
 # (kind, document name, field, message) -> a diagnostic at that document's field
 At = Callable[[str, str, str, str], Diagnostic]

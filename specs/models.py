@@ -14,15 +14,13 @@ from functools import cached_property
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     ValidationInfo,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
+from specs.base import SpecModel
 from specs.durations import format_duration
 from specs.fields import (
     Amount,
@@ -43,26 +41,13 @@ from specs.fields import (
     failed_fields,
     raise_all,
 )
+from specs.reach import KubernetesSettings, Namespace, SlurmSettings
 
 API_GROUP = "controlplane"
 API_VERSION = "controlplane/v1"
 
 # KAI-Scheduler's priority classes: train 50, build/interactive 100, inference 125.
 DEFAULT_PRIORITY = {"training": 50, "interactive": 100, "inference": 125}
-
-
-class SpecModel(BaseModel):
-    """Base of every spec object: camelCase keys, unknown keys rejected, immutable, and no
-    value converted to another type (``gpus: "2"``, ``priority: true`` and
-    ``preemptible: "yes"`` are errors, not 2, 1 and true)."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-    )
 
 
 class Metadata(SpecModel):
@@ -89,63 +74,6 @@ class NodePool(SpecModel):
     partition: Text | None = None
     max_walltime: PositiveDuration | None = None
     labels: dict[Text, Text] = Field(default_factory=dict, max_length=256)
-
-
-class SlurmSettings(SpecModel):
-    account: Text | None = None
-    ssh_host: Text | None = Field(
-        default=None, description="run Slurm commands over ssh on this host"
-    )
-    slurm_conf: Text | None = Field(default=None, description="SLURM_CONF for the commands")
-    work_dir: Text | None = Field(default=None, description="where job scripts and outputs go")
-    accounting: bool = Field(
-        default=False,
-        description="the site runs slurmdbd: usage is read from sacct (exact even for jobs "
-        "that started and ended between two observations)",
-    )
-
-
-# Kubernetes names: a DNS-1123 label (namespaces), a label key or extended resource name
-# (``prefix/name``, the prefix a DNS subdomain), and a namespace prefix (a label's start).
-DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
-QUALIFIED_NAME = (
-    r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
-)
-Namespace = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
-
-
-class KubernetesSettings(SpecModel):
-    """How to reach a Kubernetes cluster and read its GPU nodes (adapters/kubernetes/)."""
-
-    kubeconfig: Text | None = Field(
-        default=None,
-        description="kubeconfig file; default $KUBECONFIG, then ~/.kube/config, then the "
-        "in-cluster service account",
-    )
-    context: Text | None = Field(default=None, description="kubeconfig context; default current")
-    namespace: Namespace | None = Field(
-        default=None,
-        description="one namespace for every project; default: a namespace per project "
-        "(the Project's spec.namespace, else namespacePrefix + project name)",
-    )
-    namespace_prefix: Annotated[str, StringConstraints(pattern=r"^([a-z0-9][a-z0-9-]*)?$")] = Field(
-        default="cp-", max_length=40, description="derived namespaces: prefix + project"
-    )
-    gpu_resource: Annotated[str, StringConstraints(pattern=QUALIFIED_NAME)] = Field(
-        default="nvidia.com/gpu", description="the extended resource that counts GPUs"
-    )
-    gpu_type_label: Annotated[str, StringConstraints(pattern=QUALIFIED_NAME)] = Field(
-        default="nvidia.com/gpu.product",
-        description="node label naming the GPU model (reported for nodes no pool selects)",
-    )
-    image: Text | None = Field(
-        default=None, min_length=1, description="container image for workloads without one"
-    )
-
-    def namespace_for(self, project: str, own: str | None = None) -> str:
-        """Where a project's objects live: its own namespace, the cluster's shared one, or
-        the prefix plus its name."""
-        return own or self.namespace or f"{self.namespace_prefix}{project}"
 
 
 class ClusterSpec(SpecModel):

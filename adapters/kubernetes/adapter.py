@@ -55,7 +55,8 @@ from adapters.kubernetes.observation import BOUND_ACTIVE, build_nodes, foreign_j
 from adapters.kubernetes.request import PodRequest, build_request
 from adapters.kubernetes.room import Room
 from specs.actions import Action, Op
-from specs.models import Cluster, KubernetesSettings
+from specs.models import Cluster
+from specs.reach import KubernetesSettings
 from specs.snapshot import ClusterState
 
 

@@ -28,7 +28,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from adapters.base import TemporaryError
 from adapters.kubernetes.errors import already_exists, classify, not_found
-from specs.models import KubernetesSettings
+from specs.reach import KubernetesSettings
 
 Obj = dict[str, Any]
 PAGE = 500

@@ -17,7 +17,8 @@ from typing import Any
 from adapters.base import PermanentError
 from adapters.kubernetes.identity import Identity, digest_of, idempotency_key, submission_name
 from specs.actions import Action, SubmitDetails
-from specs.models import KubernetesSettings, NodePool
+from specs.models import NodePool
+from specs.reach import KubernetesSettings
 
 # a signal name as kill -s takes it: USR1, SIGUSR1, TERM, 10 ...
 _SIGNAL = re.compile(r"^(SIG)?[A-Z][A-Z0-9+-]*$|^[0-9]{1,2}$")

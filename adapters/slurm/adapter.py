@@ -106,7 +106,8 @@ class SlurmAdapter:
         self.settings = settings
         if transport is None:
             ssh_host = settings.ssh_host if settings else None
-            transport = SSHTransport(ssh_host) if ssh_host else LocalTransport()
+            passed = settings.export_env if settings else []
+            transport = SSHTransport(ssh_host) if ssh_host else LocalTransport(passed=passed)
         self.transport = transport
         self.work_dir = str(settings.work_dir) if settings and settings.work_dir else str(work_dir)
         self.timeout = timeout

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,12 @@ _SLURM_DEFAULTS_PREFIXES = (
     "SALLOC_",
 )
 _KEPT = frozenset({"SLURM_CONF"})
+# sbatch exports the environment it runs in into every job (Slurm's --export=ALL), and
+# cp's holds what no job should see: CP_DB with the store's password, cloud and cluster
+# credentials, its own virtualenv first on PATH. The local tools get a login's basics
+# only, and what the cluster spec's slurm.exportEnv names.
+_LOGIN = frozenset({"HOME", "USER", "LOGNAME", "SHELL", "PATH", "LANG", "LANGUAGE", "TMPDIR"})
+_LOGIN_PREFIXES = ("LC_",)
 
 
 @dataclass(frozen=True)
@@ -104,15 +111,24 @@ def _run(
 
 @dataclass
 class LocalTransport:
-    """Slurm's client tools on this machine, with this process's environment."""
+    """Slurm's client tools on this machine, with part of this process's environment:
+    ``SLURM_CONF``, a login's basics (``PATH`` without this process's virtualenv) and the
+    variables named in ``passed``. Every job sbatch submits starts with it."""
+
+    passed: Sequence[str] = ()
 
     def environment(self, env: Mapping[str, str] | None) -> dict[str, str]:
         base = {
             k: v
             for k, v in os.environ.items()
-            if k in _KEPT or not k.startswith(_SLURM_DEFAULTS_PREFIXES)
+            if k in _KEPT or (self._passes(k) and not k.startswith(_SLURM_DEFAULTS_PREFIXES))
         }
+        if "PATH" in base:
+            base["PATH"] = _without_own_virtualenv(base["PATH"])
         return base | dict(env or {})
+
+    def _passes(self, name: str) -> bool:
+        return name in _LOGIN or name.startswith(_LOGIN_PREFIXES) or name in self.passed
 
     def run(
         self,
@@ -131,6 +147,15 @@ class LocalTransport:
         tmp.write_text(text)
         tmp.chmod(0o755)
         os.replace(tmp, target)
+
+
+def _without_own_virtualenv(path: str) -> str:
+    """``path`` less the bin directory of the virtualenv this process runs in, if any (a
+    job's ``python3`` must not be the control plane's)."""
+    if sys.prefix == sys.base_prefix:
+        return path
+    own = os.path.realpath(os.path.join(sys.prefix, "bin"))
+    return os.pathsep.join(d for d in path.split(os.pathsep) if os.path.realpath(d) != own)
 
 
 @dataclass

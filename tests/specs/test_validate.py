@@ -892,3 +892,22 @@ def test_a_cost_budget_nothing_is_priced_against_is_a_warning(repo: Path, priced
     (warning,) = found
     assert where(warning) == at(repo / "org.yaml", "costPerMonth: 10", offset=len("costPerMonth: "))
     assert "no GPU type of the clusters has a price" in warning.message
+
+
+@pytest.mark.parametrize(
+    ("slurm", "message"),
+    [
+        ({"sshHost": "login1", "exportEnv": ["SCRATCH"]}, "over sshHost, jobs get the login"),
+        ({"exportEnv": ["SCRATCH", "SBATCH_PARTITION"]}, "SBATCH_PARTITION would change what"),
+    ],
+)
+def test_export_env_names_only_what_cp_can_pass_on(
+    repo: Path, slurm: dict[str, object], message: str
+) -> None:
+    """A Slurm cluster's exportEnv names variables of cp's own environment that its jobs get
+    (the adapter passes nothing else on). Over ssh they are the login node's; and Slurm's own
+    would change the options the adapter sets."""
+    path = write(repo, "org.yaml", cluster("hpc", adapter="slurm", slurm=slurm), project())
+    found = single(repo)
+    assert message in found.message
+    assert (found.path, found.line) == at(path, "slurm:")[:2]

@@ -163,7 +163,7 @@ def test_a_kubeconfig_that_does_not_exist_is_named(tmp_path: Path) -> None:
     from kubernetes.config.config_exception import ConfigException
 
     from adapters.kubernetes.api import connect
-    from specs.models import KubernetesSettings
+    from specs.reach import KubernetesSettings
 
     missing = tmp_path / "does-not-exist"
     with pytest.raises(ConfigException, match=f"{missing} does not exist"):

@@ -23,7 +23,8 @@ from adapters.kubernetes.identity import (
 )
 from adapters.kubernetes.request import PodRequest, build_request
 from specs.actions import Action, Op, Reason, ReasonCode, SubmitDetails
-from specs.models import KubernetesSettings, NodePool
+from specs.models import NodePool
+from specs.reach import KubernetesSettings
 from specs.snapshot import Replica
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")

@@ -5,6 +5,8 @@ the SSH code path against the local Slurm.)"""
 from __future__ import annotations
 
 import shlex
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +78,35 @@ def test_local_transport_failures() -> None:
         LocalTransport().run(["no-such-slurm-command"])
     with pytest.raises(TemporaryError, match="timed out"):
         LocalTransport().run(["sleep", "5"], timeout=0.2)
+
+
+def _seen(transport: LocalTransport) -> dict[str, str]:
+    lines = transport.run(["env"]).stdout.splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def test_local_transport_passes_a_small_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch exports the environment it runs in into every job: `CP_DB` with its password,
+    cloud credentials and the control plane's own virtualenv first on PATH reached every
+    job (user trial on a real cluster). Only a login's basics go through, PATH without
+    this process's virtualenv."""
+    own = str(Path(sys.prefix) / "bin")
+    monkeypatch.setattr(sys, "prefix", sys.prefix)  # a virtualenv: prefix != base_prefix
+    monkeypatch.setattr(sys, "base_prefix", "/not/" + sys.prefix)
+    secrets = {
+        "CP_DB": "postgresql://cp:s3cret@db/cp",
+        "AWS_SECRET_ACCESS_KEY": "s3cret",
+        "VIRTUAL_ENV": sys.prefix,
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PATH", f"{own}:/usr/local/bin:/usr/bin:/bin")
+    monkeypatch.setenv("HOME", "/home/ops")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("MODULEPATH", "/etc/modules")
+    seen = _seen(LocalTransport())
+    assert not set(secrets) & set(seen) and "MODULEPATH" not in seen
+    assert seen["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+    assert (seen["HOME"], seen["LC_ALL"]) == ("/home/ops", "C.UTF-8")
+    # a site names what its jobs need beside these (the cluster's slurm.exportEnv)
+    assert _seen(LocalTransport(passed=("MODULEPATH",)))["MODULEPATH"] == "/etc/modules"

@@ -7,8 +7,10 @@ in this module and brings it back.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from adapters.slurm import SlurmAdapter, StartForecast
 from adapters.slurm.localcluster import LocalSlurm
 from specs.actions import NEVER, Action, Op
 from specs.models import Cluster
+from specs.reach import SlurmSettings
 from specs.snapshot import Job, JobState
 from tests.builders.programs import REQUEUES_ITSELF, SAVES
 
@@ -117,6 +120,41 @@ def test_submit_runs_on_the_planned_node_with_the_planned_gres(
     assert json.loads(output.read_text()) == args
     script = tmp_path / "work" / "cp.chem.md-run.plan-1.sh"
     assert script.read_text().startswith("#!/bin/bash\n")
+
+
+def test_a_job_does_not_get_the_control_planes_environment(
+    cluster_spec: Cluster,
+    clean_slurm: LocalSlurm,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_action: Helper,
+    wait_for: Helper,
+) -> None:
+    """sbatch exported the environment `cp` ran in: the store's password in `CP_DB`, cloud
+    credentials, and `cp`'s virtualenv first on PATH (a job's `python3` was `cp`'s) reached
+    every job (user trial on a real cluster). A job gets a login's basics, and what the
+    cluster's `slurm.exportEnv` names."""
+    own = str(Path(sys.prefix) / "bin")
+    monkeypatch.setenv("CP_DB", "postgresql://cp:s3cret@db/cp")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret")
+    monkeypatch.setenv("PATH", f"{own}:{os.environ['PATH']}")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("SITE_SCRATCH", "/scratch")
+    settings = SlurmSettings(export_env=["SITE_SCRATCH"])
+    spec = cluster_spec.model_copy(
+        update={"spec": cluster_spec.spec.model_copy(update={"slurm": settings})}
+    )
+    adapter = SlurmAdapter(spec, work_dir=tmp_path / "work", timeout=30)
+    result = adapter.execute(make_action(command=["env"]), plan_id="env-1")
+    output = tmp_path / "work" / f"cp.chem.md-run-{result.job}.out"
+    text = wait_for(
+        lambda: output.exists() and "SLURM_JOB_ID=" in output.read_text() and output.read_text()
+    )
+    seen = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert "s3cret" not in text and "CP_DB" not in seen
+    assert own not in seen["PATH"].split(":") and "/usr/bin" in seen["PATH"].split(":")
+    assert (seen["LANG"], seen["SITE_SCRATCH"]) == ("C.UTF-8", "/scratch")
+    assert seen["HOME"] == os.environ["HOME"]
 
 
 def test_times_are_utc_whatever_the_local_zone(
