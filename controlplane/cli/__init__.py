@@ -7,7 +7,8 @@ the plan has changes.
 
 Layout: :mod:`~controlplane.cli.passthrough` (hand plain ``cp a b`` to coreutils, decided
 before anything heavy is imported: keep this module's imports to the standard library's
-``sys``, ``os``, ``atexit``, ``contextlib`` and ``signal``, and that one), :mod:`~controlplane.cli.app` (the typer app,
+``sys``, ``os``, ``atexit``, ``contextlib`` and ``signal``, that one and
+:mod:`~controlplane.cli.outlet`), :mod:`~controlplane.cli.app` (the typer app,
 shared options, error handling), :mod:`~controlplane.cli.commands` (thin command bodies
 over controlplane/workflow.py), :mod:`~controlplane.cli.views` (human and JSON output).
 """
@@ -21,6 +22,7 @@ import signal
 import sys
 from types import FrameType
 
+from controlplane.cli import outlet
 from controlplane.cli.passthrough import hand_off, is_ours, typo
 
 _finished: list[int] = []  # the exit code of a command that returned
@@ -32,6 +34,7 @@ def main() -> None:
     # SIGTERM (a CI job cancelled as it starts) ends the start as Ctrl-C does: Python's
     # default would end the process at once, with no word and no --json document
     before = signal.signal(signal.SIGTERM, _terminated)
+    outlet.install()  # a reader that leaves early (`cp apply | head -1`) stops nothing
     try:
         code = run(sys.argv[1:], sys.argv[0])
     except KeyboardInterrupt:  # a signal before the command's own handling is in place

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from controlplane import review, statefiles, workflow
 from controlplane.apply import ActionOutcome
-from controlplane.cli import interrupts
+from controlplane.cli import interrupts, outlet
 from controlplane.cli.app import (
     ActingNowOpt,
     DbOpt,
@@ -36,6 +36,9 @@ from solvers.policy import DEFAULT_POLICY, Policy
 from specs.diagnostics import SpecError
 from specs.observation import observed_digest
 from specs.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from controlplane.watch import Watcher
 
 
 @app.command(
@@ -322,13 +325,22 @@ def watch(
         )
     )
     # Ctrl-C, SIGTERM: stop after the step in flight; again: at once, as an apply stops
-    with interrupts.StopLoop(_say_plainly, watcher).installed():
+    with (
+        interrupts.StopLoop(_say_plainly, watcher).installed(),
+        outlet.on_gone(lambda: _stop_unread(watcher)),
+    ):
         try:
             watcher.run(changes, once=once)
         except KeyboardInterrupt:  # what watchfiles makes of a signal handler's exception
             raise interrupts.LoopInterrupted from None
     if once and (watcher.failed or watcher.held_back):
         raise typer.Exit(1)  # cron and CI see a failed cycle, or one that needs a person
+
+
+def _stop_unread(watcher: Watcher) -> None:
+    """Nobody reads the loop's lines any more (``cp watch | head``): stop as on Ctrl-C."""
+    watcher.stop()
+    _say_plainly("output closed: stopping after the step in flight")
 
 
 def _say_plainly(said: str) -> None:
