@@ -32,7 +32,8 @@ from adapters.base import Adapter
 from controlplane import apply as applying
 from controlplane import collector, staleness
 from controlplane.activity import busy, note
-from controlplane.apply import REPLAN, ApplyReport, OnOutcome, actor, holding_lease, run_plan
+from controlplane.actor import actor
+from controlplane.apply import REPLAN, ApplyReport, OnOutcome, run_plan
 from controlplane.errors import (
     CheckoutBehindError,
     ControlPlaneError,
@@ -42,6 +43,7 @@ from controlplane.errors import (
 from controlplane.forecast import gather
 from controlplane.gitcommit import git_commit
 from controlplane.impact import applied_diff
+from controlplane.lease import holding_lease
 from controlplane.lineage import behind
 from controlplane.observe import adapters_for, observe
 from controlplane.plan import Plan, PolicyDiff

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from controlplane.apply import apply_plan, here
+from controlplane.apply import apply_plan
 from controlplane.errors import LeaseHeldError
+from controlplane.lease import here
 from controlplane.plan import Plan, SolverReport
 from controlplane.store import Store
 from tests.builders import NOW
@@ -43,7 +44,7 @@ def test_the_lease_of_a_killed_apply_on_this_host_is_taken_over(tmp_path: Path, 
 
 def test_a_held_lease_names_who_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The refusal named only "vm:672" (user trial): who holds the lease is told too."""
-    from controlplane.apply import holding_lease
+    from controlplane.lease import holding_lease
 
     store = Store(f"sqlite:///{tmp_path}/db")
     monkeypatch.setenv("CP_ACTOR", "nightly-ci")
@@ -98,7 +99,7 @@ def test_a_holder_numbered_in_another_pid_namespace_is_not_judged_here(
     number their processes apart: a live holder's PID in one names nothing in the other,
     which took its lease over as if it had crashed (found by reading the code in a user
     trial). A holder is this host's only in this PID namespace."""
-    import controlplane.apply as applying
+    import controlplane.lease as applying
 
     monkeypatch.setattr(applying, "_pid_namespace", lambda: 42)  # a container of its own
     host = socket.gethostname()

@@ -12,8 +12,9 @@ import pytest
 
 from adapters.base import Adapter
 from controlplane import workflow
-from controlplane.apply import holding_lease, run_plan
+from controlplane.apply import run_plan
 from controlplane.errors import StalePlanError
+from controlplane.lease import holding_lease
 from controlplane.observe import adapters_for
 from controlplane.plan import Plan
 from controlplane.store import Store

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controlplane.apply import here
+from controlplane.lease import here
 from controlplane.store import Store, default_url
 from controlplane.watch import Watcher, WatchOptions
 from tests.builders import cluster, project, workload

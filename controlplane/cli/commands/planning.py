@@ -16,7 +16,6 @@ from rich.markup import escape
 from rich.text import Text
 
 from controlplane import review, statefiles, workflow
-from controlplane.apply import holding_lease
 from controlplane.basespecs import base_specs, unloadable_base
 from controlplane.cli.app import (
     ActingNowOpt,
@@ -54,6 +53,7 @@ from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.costs import candidate_table
 from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
+from controlplane.lease import holding_lease
 from controlplane.observe import adapters_for, observe
 from controlplane.unreachable import none_answered
 from solvers.policy import DEFAULT_POLICY, Policy
