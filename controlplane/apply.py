@@ -15,8 +15,9 @@ Safe to interrupt at any point and run again:
    already gone is done.
 4. One reconciler acts at a time, end to end: a lease (controlplane/lease.py) is taken
    before observing and planning and held until the last action is recorded.
-5. The first failure stops the run: later actions may depend on it. Nothing is marked
-   done that wasn't; the next apply finishes the job.
+5. A failure stops what may depend on it (:class:`HeldBack`): the rest of its cluster,
+   and the workloads with an action there; the other clusters' actions go on. Nothing
+   is marked done that wasn't; the next apply finishes the job.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
 class ActionOutcome:
     seq: int
     action: Action
-    status: str  # done | failed | skipped
+    status: str  # done | failed | skipped (done earlier) | held (after a failure: not run)
     job: str | None = None
     message: str = ""
 
@@ -190,9 +191,16 @@ def _run(
     if _refused(plan, adapters, store, done, report, progress):
         store.set_plan_status(plan.id, "failed")
         return report
-    for seq, action in enumerate(plan.execution_order()):
+    order = plan.execution_order()
+    held = HeldBack(order)
+    for seq, action in enumerate(order):
         if seq in done:
             report.outcomes.append(ActionOutcome(seq, action, "skipped", message="done earlier"))
+            continue
+        if (why := held.why(action)) is not None:
+            report.outcomes.append(outcome := ActionOutcome(seq, action, "held", message=why))
+            if progress:
+                progress(outcome)
             continue
         if stop is not None and stop():  # asked to stop (SIGTERM): after the action before
             report.stopped = True
@@ -218,7 +226,8 @@ def _run(
             _failed(
                 store, plan, seq, action, f"{type(exc).__name__}: {exc}{retry}", report, progress
             )
-            break
+            held.fail(seq, action)
+            continue
         store.mark(
             plan.id, seq, "done" if result.ok else "failed", job=result.job, message=result.message
         )
@@ -234,9 +243,36 @@ def _run(
         if progress:
             progress(outcome)
         if not result.ok:
-            break
+            held.fail(seq, action)
     store.set_plan_status(plan.id, "applied" if report.ok else "failed")
     return report
+
+
+class HeldBack:
+    """What a failed action holds back in the rest of an apply: every action on its
+    cluster (an eviction that failed leaves no room for what was to start there), and
+    every action of a workload with one there (a workload that moves to another cluster
+    must not start there while its old job may still run). Actions of other workloads
+    on other clusters go on: a job stuck on one cluster no longer holds up the rest."""
+
+    def __init__(self, actions: list[Action]) -> None:
+        self._workloads: dict[str, set[str]] = {}  # cluster -> workloads with an action there
+        for action in actions:
+            self._workloads.setdefault(action.cluster, set()).add(action.workload)
+        self._clusters: dict[str, int] = {}  # cluster -> its failed action
+        self._held: dict[str, int] = {}  # workload -> the failed action that holds it
+
+    def fail(self, seq: int, action: Action) -> None:
+        self._clusters.setdefault(action.cluster, seq)
+        for workload in self._workloads.get(action.cluster, ()):
+            self._held.setdefault(workload, seq)
+
+    def why(self, action: Action) -> str | None:
+        """Why ``action`` is not run now (None: it runs)."""
+        seq = self._clusters.get(action.cluster, self._held.get(action.workload))
+        if seq is None:
+            return None
+        return f"not run: it may depend on action {seq}, which failed; rerun `cp apply` to go on"
 
 
 def _refused(

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
 
 
 def outcome_line(console: Console, o: ActionOutcome) -> None:
-    color = {"done": "green", "failed": "red"}.get(o.status, "dim")
+    color = {"done": "green", "failed": "red", "held": "yellow"}.get(o.status, "dim")
     console.print(
         f"  [{color}]{o.status:>6}[/] {o.action.op.value:<8} {o.action.workload}"
         + (f"  job {o.job}" if o.job else "")
@@ -63,8 +63,14 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
         )
         return
     head = "[green]Apply complete[/]" if report.ok else "[red]Apply failed[/]"
+    held = sum(o.status == "held" for o in report.outcomes)
     console.print(
         f"{head}: {done} done, {len(report.failed)} failed"
+        + (
+            f", {held} held back by the failure (the same `cp apply` again runs them)"
+            if held
+            else ""
+        )
         + (" (resumed an apply that stopped before its end)" if report.resumed else "")
         + "."
     )
