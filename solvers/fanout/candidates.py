@@ -17,7 +17,9 @@ the control plane cancels the others (``fan-out-loser``). Choosing the candidate
    ``"never"``, or unknown): drop what can never start; drop a backfill candidate unless
    its estimate is earlier than the same shape's full-limit one; drop a candidate that
    another one dominates (no later and no dearer, one of them strictly; a known start
-   counts as earlier than an unknown one, two unknown starts are not compared).
+   counts as earlier than an unknown one, two unknown starts are not compared); and of
+   candidates forecast to start together at the same cost, all but the first in rank:
+   chosen both, both would run.
    An estimate of "now" is the cluster's view before this plan: a candidate for which the
    plan's own placements leave no room counts as unknown instead.
 3. Rank by (estimated start, cost, name) and choose up to ``maxParallel``. Without
@@ -235,6 +237,20 @@ def dominates(a: Candidate, ea: Estimate, b: Candidate, eb: Estimate) -> bool:
     return no_later and a.cost <= b.cost and (earlier or a.cost < b.cost)
 
 
+def _tie(a: Candidate, ea: Estimate, b: Candidate, eb: Estimate) -> bool:
+    """``a`` and ``b`` are forecast to start together (a known start), at the same cost:
+    neither dominates, and chosen both, both would start, the workload running twice
+    (above its project's limit; two writers of one checkpoint). One of them is enough."""
+    sa, sb = _start(ea), _start(eb)
+    return (
+        sa is not None
+        and sb is not None
+        and not _before(sa, sb)
+        and not _before(sb, sa)
+        and a.cost == b.cost
+    )
+
+
 def rank_key(c: Candidate, estimate: Estimate) -> tuple[datetime, float, str]:
     """Earliest start first (to the minute), then the cheapest, then by name."""
     start = _start(estimate)
@@ -265,15 +281,20 @@ def choose(
             verdicts[c.key] = Verdict(c, e, Status.NO_EARLIER, note)
         else:
             viable.append(c)
-    chosen = 0
+    chosen: list[Candidate] = []
     for c in viable:
         e = est[c.key]
         winner = next((a for a in viable if a is not c and dominates(a, est[a.key], c, e)), None)
+        twin = next((a for a in chosen if _tie(a, est[a.key], c, e)), None)
         if winner is not None:
             verdicts[c.key] = Verdict(c, e, Status.DOMINATED, f"dominated by {winner.name}")
-        elif chosen < max_parallel:
-            chosen += 1
-            verdicts[c.key] = Verdict(c, e, Status.CHOSEN, f"{chosen} of up to {max_parallel}")
+        elif twin is not None:
+            note = f"starts with {twin.name} at its cost (both would run)"
+            verdicts[c.key] = Verdict(c, e, Status.DOMINATED, note)
+        elif len(chosen) < max_parallel:
+            chosen.append(c)
+            note = f"{len(chosen)} of up to {max_parallel}"
+            verdicts[c.key] = Verdict(c, e, Status.CHOSEN, note)
         else:
             verdicts[c.key] = Verdict(c, e, Status.SPARE, f"beyond maxParallel {max_parallel}")
     return [verdicts[c.key] for c in ordered]

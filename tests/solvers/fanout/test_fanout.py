@@ -276,7 +276,17 @@ def test_choice_is_deterministic() -> None:
     f: dict[str, Estimate] = {c.key: at(0) for c in cands}
     first = choose(cands, f, 2)
     assert choose(list(reversed(cands)), f, 2) == first
-    assert [v.candidate.pool for v in first if v.status is Status.CHOSEN] == ["a", "b"]
+    # one of those that start together at one cost: chosen both, both would run
+    assert [(v.candidate.pool, v.status, v.note) for v in first] == [
+        ("a", Status.CHOSEN, "1 of up to 2"),
+        ("b", Status.DOMINATED, "starts with c.a.1x1.direct at its cost (both would run)"),
+        ("d", Status.DOMINATED, "starts with c.a.1x1.direct at its cost (both would run)"),
+        ("c", Status.DOMINATED, "dominated by c.a.1x1.direct"),
+    ]
+    # now and dear beside later and cheap: no twins, the race fan-out is for
+    dear, cheap = cands[2], cands[1]
+    race = choose([dear, cheap], {dear.key: at(0), cheap.key: at(30)}, 2)
+    assert [v.status for v in race] == [Status.CHOSEN, Status.CHOSEN]
 
 
 # ------------------------------------------------------------------ reconcile: submit, gate
