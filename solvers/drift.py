@@ -43,16 +43,12 @@ from solvers.leaving import must_leave
 from solvers.order import last_completed
 from solvers.placement import FreeIndex
 from solvers.problem import JobRequest, Problem, node_key
+from solvers.problem.edits import PLACEMENT, REPLACE, edited_while_running, fields_of
 from specs.actions import Reason
 from specs.diff import Change, Scalar, changes, describe, show
 from specs.kubernetes import Runs
 from specs.models import WorkloadSpec
 from specs.snapshot import Job, Snapshot
-
-# fields a running job cannot follow: a new job is needed
-REPLACE = frozenset({"gpus", "command", "image", "walltime", "checkpoint", "namespace"})
-# fields that constrain where it runs: a new job only if its pool no longer qualifies
-PLACEMENT = frozenset({"gpuTypes", "minGpuMemoryGiB", "clusters", "nodePools"})
 
 
 @dataclass(frozen=True)
@@ -140,7 +136,7 @@ def reconcile_drift(
         else:
             found = _running_image(found, runs.image if runs is not None else None)
         found += _observed(job, new, runs)
-        fields = {f.split(".")[0].split("[")[0] for f, _, _ in found}
+        fields = fields_of(found)
         leaving = leave.get(req.cluster or "", {}).get(job.id, [])
         if req.fan_out:  # never replaced: the new version runs once this job has ended
             if _needs_new_job(req, fields) or leaving:
@@ -220,13 +216,16 @@ def finished_edits(
     problem: Problem, observed: Snapshot, specs: Mapping[str, WorkloadSpec]
 ) -> dict[str, Reason]:
     """Completed workloads whose spec changed after their last job completed (known where
-    the job carries its spec's digest): they do not run again, and the plan says so."""
+    the job carries its spec's digest): they do not run again, and the plan says so. (An
+    edit made while the job ran, and the workload completed: the job followed it.)"""
     last = last_completed(j for c in observed.clusters for j in c.jobs)
     found: dict[str, Reason] = {}
     for key, job in sorted(last.items()):
         new = specs.get(key)
         if key not in problem.completed or new is None or job.spec_digest in (None, new.digest):
             continue
+        if edited_while_running(job, new.digest, observed.spec_since.get(key)):
+            continue  # and it completed all the same: the job followed the edit in place
         old = observed.versions.get(job.spec_digest or "")
         found[key] = reasons.edited_after_completion(
             _described(changes(old, new) if old is not None else [], old, new)

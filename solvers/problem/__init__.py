@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from solvers.order import job_id_order, last_completed, round_winner
+from solvers.problem.edits import edited_while_running, followed
 from solvers.problem.partitions import drop_missing, missing_partitions
 from solvers.problem.records import (
     JobRequest,
@@ -43,6 +44,7 @@ from solvers.problem.standins import stand_in_types
 from solvers.problem.stranded import stranded_on, stuck_on
 from solvers.segments import Segments, progress_from_jobs, segments_of
 from specs.desired import DesiredState
+from specs.models import WorkloadSpec
 from specs.snapshot import Job, JobState, Snapshot
 
 __all__ = [
@@ -187,11 +189,7 @@ def build_problem(
                 pool = _pool_of(job, cluster, nodes)
                 queued[key] = Queued(cluster, job, req, pool if pool in pools else None)
                 duplicates += [(c, j) for c, j in active[1:] if not _ending(j)]
-        elif (
-            seg.complete
-            if seg is not None
-            else _done(wl.spec.digest, seen, observed.spec_since.get(key))
-        ):
+        elif seg.complete if seg is not None else _done(req, wl.spec, seen, observed, nodes):
             completed.add(key)
         else:  # never ran, failed, or a segmented workload between segments
             jobs[key] = req
@@ -399,22 +397,25 @@ def _outdated(queued: list[tuple[str, Job]], digest: str) -> bool:
     return all(j.spec_digest is not None and j.spec_digest != digest for _, j in queued)
 
 
-def _done(digest: str, seen: list[tuple[str, Job]], since: datetime | None) -> bool:
+def _done(
+    req: JobRequest,
+    spec: WorkloadSpec,
+    seen: list[tuple[str, Job]],
+    observed: Snapshot,
+    nodes: dict[str, NodeInfo],
+) -> bool:
     """A job of the workload completed, and its spec was not edited while the last one ran
-    (``since``: when the store first saw the spec of ``digest``, if it was edited): an
-    edit made while it ran asked for the new version, which runs once the old one ends."""
+    in a way it could not follow (solvers/problem/edits.py): such an edit asked for the new
+    version, which runs once the old one ends."""
     last = next(iter(last_completed(j for _, j in seen).values()), None)
     if last is None:
         return False
-    edited_while_running = (
-        since is not None
-        and last.spec_digest not in (None, digest)
-        and last.ended_at is not None
-        and _utc(since) < _utc(last.ended_at)
-        # a spec seen before the job started (a revert to it) was not an edit of it
-        and (last.started_at is None or _utc(since) >= _utc(last.started_at))
-    )
-    return not edited_while_running
+    if not edited_while_running(last, spec.digest, observed.spec_since.get(req.key)):
+        return True
+    old = observed.versions.get(last.spec_digest or "")
+    cluster = next(c for c, j in seen if j is last)
+    qualifies = _pool_of(last, cluster, nodes) in req.pools
+    return old is not None and followed(old, spec, pool_qualifies=qualifies, job=last)
 
 
 def held_now(problem: Problem, observed: Snapshot) -> tuple[dict[str, float], dict[str, float]]:

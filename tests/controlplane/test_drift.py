@@ -323,6 +323,30 @@ def test_an_edit_waiting_on_a_job_that_then_completes_runs_its_new_version(
     assert later["actions"] == [] and [f["workload"] for f in later["finished"]] == ["p/w"]
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"priority": 50}, {"priority": 60}),
+        ({"replicas": 2, "minReplicas": 1}, {"replicas": 1, "minReplicas": 1}),
+        ({"gpuTypes": ["a100_80"]}, {"gpuTypes": ["a100_80", "v100"]}),
+    ],
+    ids=["priority", "elastic-replicas", "wider-gpu-types"],
+)
+def test_an_edit_the_running_job_followed_completes_with_it(
+    tmp_path: Path, capsys: Capsys, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """An edit made while the job ran that the job followed in place (a priority, fewer
+    elastic replicas given back, a wider list of GPU types) ran the workload again once
+    its job completed, as if the edit asked for a new version (trialO: a 20-hour elastic
+    job ran twice). The job that followed it was that version: the workload is done."""
+    root = org(tmp_path / "s", walltime="90m", **before)
+    settle(capsys, root, T0)
+    org(root, walltime="90m", **after)
+    settle(capsys, root, T1)  # in place: nothing, or a resize
+    done = plan(capsys, root, "2026-11-22T11:45:00+00:00")  # the job completed at 11:30
+    assert done["actions"] == [] and "finished" not in done
+
+
 def test_an_edit_to_work_queued_in_the_cluster_replaces_its_queued_job(
     tmp_path: Path, capsys: Capsys
 ) -> None:
