@@ -127,11 +127,12 @@ def observe(
         for j in c.jobs
         if j.workload and j.state.active
     }
+    waiting = {k for k in workloads if earlier.get(k, k) not in active}
     since = store.queue_times(
-        {k for k in workloads if earlier.get(k, k) not in active},
+        waiting,
         now,
         record=record,
-        entered=_lost_to_node_failure(snap),
+        entered=store.places_lost(waiting) | _lost_places(snap),
     )
     snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
     if record:
@@ -150,10 +151,11 @@ def observe(
     return snap
 
 
-def _lost_to_node_failure(snap: Snapshot) -> dict[str, datetime]:
-    """Workloads whose latest job ended NODE_FAIL, and when that job entered the queue: a
-    node failure is not the workload's fault, and it keeps its place (work that had waited
-    less took the room first when it re-entered at the failure)."""
+def _lost_places(snap: Snapshot) -> dict[str, datetime]:
+    """Workloads whose latest job lost its GPUs without their doing (a node failure, a
+    preemption), and when that job entered the queue: each keeps its place (work that had
+    waited less took the room first when it re-entered at the loss; KAI's evicted pod
+    keeps its pod group, and its age)."""
     ended = sorted(
         ((j.workload, j) for c in snap.clusters for j in c.jobs if j.workload and j.ended_at),
         key=lambda kj: (kj[1].ended_at, job_id_order(kj[1].id)),
@@ -162,9 +164,12 @@ def _lost_to_node_failure(snap: Snapshot) -> dict[str, datetime]:
     return {
         k: when
         for k, j in latest.items()
-        if j.state is JobState.NODE_FAIL
+        if j.state in _NOT_ITS_DOING
         and (when := j.submitted_at or j.started_at or j.ended_at) is not None
     }
+
+
+_NOT_ITS_DOING = frozenset({JobState.NODE_FAIL, JobState.PREEMPTED})
 
 
 def _spec_since(snap: Snapshot, desired: DesiredState, store: Store) -> dict[str, datetime]:

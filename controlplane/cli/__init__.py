@@ -7,8 +7,7 @@ the plan has changes.
 
 Layout: :mod:`~controlplane.cli.passthrough` (hand plain ``cp a b`` to coreutils, decided
 before anything heavy is imported: keep this module's imports to the standard library's
-``sys``, ``os``, ``atexit``, ``contextlib`` and ``signal``, that one and
-:mod:`~controlplane.cli.outlet`), :mod:`~controlplane.cli.app` (the typer app,
+``sys``, ``os``, ``atexit``, ``contextlib`` and ``signal``, and that one), :mod:`~controlplane.cli.app` (the typer app,
 shared options, error handling), :mod:`~controlplane.cli.commands` (thin command bodies
 over controlplane/workflow.py), :mod:`~controlplane.cli.views` (human and JSON output).
 """
@@ -22,7 +21,6 @@ import signal
 import sys
 from types import FrameType
 
-from controlplane.cli import outlet
 from controlplane.cli.passthrough import hand_off, is_ours, typo
 
 _finished: list[int] = []  # the exit code of a command that returned
@@ -34,9 +32,8 @@ def main() -> None:
     # SIGTERM (a CI job cancelled as it starts) ends the start as Ctrl-C does: Python's
     # default would end the process at once, with no word and no --json document
     before = signal.signal(signal.SIGTERM, _terminated)
-    outlet.install()  # a reader that leaves early (`cp apply | head -1`) stops nothing
     try:
-        code = run(sys.argv[1:], sys.argv[0])
+        code = run(sys.argv[1:], sys.argv[0], process=True)
     except KeyboardInterrupt:  # a signal before the command's own handling is in place
         code = _interrupted_early(sys.argv[1:])
     finally:
@@ -88,8 +85,9 @@ def _end_without_teardown() -> None:
     os._exit(_finished[0])
 
 
-def run(args: list[str], argv0: str = "cp") -> int:
-    """Run the command line with ``args``; return the exit code (tests call this in-process)."""
+def run(args: list[str], argv0: str = "cp", *, process: bool = False) -> int:
+    """Run the command line with ``args``; return the exit code (tests call this in-process;
+    ``process``: it is the whole process, whose standard output it may guard)."""
     meant = typo(args)  # a near miss of a command that is no file: say which was meant
     if meant is not None:
         prog = "cp" if argv0.rsplit("/", 1)[-1] == "cp" else "controlplane"
@@ -99,6 +97,10 @@ def run(args: list[str], argv0: str = "cp") -> int:
         return 2
     if not is_ours(args, argv0):
         hand_off(args)  # not ours: behave exactly like coreutils cp
+    if process:  # a reader that leaves early (`cp apply | head -1`) stops nothing
+        from controlplane.cli import outlet
+
+        outlet.install()
     from controlplane.cli.app import invoke
 
     return invoke(args, argv0)

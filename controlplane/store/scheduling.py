@@ -11,13 +11,14 @@ only reads (a plan is a what-if, at any ``--now``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from controlplane.store.database import Database
 from controlplane.store.tables import (
+    ActionRow,
     CompletionRow,
     FailureRow,
     PlaceholderRow,
@@ -61,6 +62,40 @@ class SchedulingState:
                     db.rollback()
                     rows = {r.workload: _aware(r.since) for r in db.exec(select(QueueRow))}
         return {k: rows.get(k, (entered or {}).get(k, now)) for k in waiting}
+
+    def places_lost(self, workloads: set[str]) -> dict[str, datetime]:
+        """Of ``workloads``, those whose latest action done was a preemption, and when the
+        job it stopped entered the cluster's queue (its submit's time, else its first
+        run's start): losing its GPUs was not its doing, and it keeps its place (KAI's
+        evicted pod keeps its pod group, and its age)."""
+        with self.db.session() as db:
+            stops = db.exec(
+                select(ActionRow).where(ActionRow.op == "preempt", ActionRow.status == "done")
+            )
+            latest: dict[str, ActionRow] = {}
+            for row in stops:
+                if row.workload in workloads and _after(row, latest.get(row.workload)):
+                    latest[row.workload] = row
+            if not latest:
+                return {}
+            done = db.exec(
+                select(ActionRow).where(
+                    col(ActionRow.workload).in_(latest), ActionRow.status == "done"
+                )
+            ).all()
+            runs = db.exec(
+                select(RunRow).where(col(RunRow.job).in_({r.job for r in latest.values()}))
+            ).all()
+        places = {}
+        for key, stop in latest.items():
+            if any(_after(r, stop) for r in done if r.workload == key):
+                continue  # acted on since: a new job, or a cancel
+            made = [r.finished_at for r in done if r.job == stop.job and r.op != "preempt"]
+            ran = [r.started_at for r in runs if (r.cluster, r.job) == (stop.cluster, stop.job)]
+            times = [t for t in (made or ran) if t is not None]
+            if times:
+                places[key] = _aware(min(times))
+        return places
 
     def add_placeholder(self, workload: str, cluster: str, job: str, plan_id: str) -> None:
         with self.db.session() as db:
@@ -265,3 +300,15 @@ def _state(value: str | None) -> JobState | None:
         return JobState(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _after(row: ActionRow, other: ActionRow | None) -> bool:
+    """``row`` was done after ``other`` (None: after nothing)."""
+    return other is None or _done_at(row) > _done_at(other)
+
+
+def _done_at(row: ActionRow) -> tuple[datetime, int]:
+    return (_aware(row.finished_at) if row.finished_at else _NEVER, row.id or 0)
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)

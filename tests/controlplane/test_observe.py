@@ -249,3 +249,28 @@ def test_work_that_lost_its_node_keeps_its_place_in_the_queue(
     assert lost  # (the pool it ran in)
     res = cp(capsys, "plan", specs, "--json", "--now", "2026-11-30T02:00:01Z")
     assert [(a["op"], a["workload"]) for a in res.json()["actions"]] == [("submit", "p/old")]
+
+
+def test_work_preempted_keeps_its_place_in_the_queue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A workload preempted (here reclaimed by a project under its deserved share) went
+    back to the end of the queue: its age read 0 at the next observation, and work that
+    had waited less went ahead of it (trialO). As for a node failure, losing its GPUs was
+    not its doing: it keeps the place its job had, when that job was submitted (KAI's
+    evicted pod keeps its pod group, and its age)."""
+    docs = [
+        cluster(pools=[{"name": "x", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]),
+        project("a", gpus=4),
+        project("b", gpus=4),
+        workload("big", "a", gpus=8, walltime="10h"),
+    ]
+    specs = write_specs(tmp_path / "s", docs)
+    t0, t1 = "2026-11-30T00:00:00Z", "2026-11-30T01:00:00Z"
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", t0).code == 0
+    write_specs(specs, [*docs, workload("claim", "b", gpus=4, walltime="10h")])
+    applied = cp(capsys, "apply", specs, "--auto-approve", "--json", "--now", t1).json()
+    assert ("preempt", "a/big") in {(a["op"], a["workload"]) for a in applied["actions"]}
+    items = cp(capsys, "get", "workloads", specs, "-o", "json", "--now", t1).json()["items"]
+    [big] = [w for w in items if w["name"] == "a/big"]
+    assert big["state"] != "running" and big["since"].startswith("2026-11-30T00:00:00")
