@@ -31,6 +31,8 @@ _SUBDIR = "specs"
 # The modules whose code decides what a file validates to (and where its names sit).
 _SALTED_MODULES = (
     "models.py",
+    "base.py",
+    "reach.py",
     "fields.py",
     "durations.py",
     "loader.py",

@@ -19,7 +19,7 @@ from specs.checking import CheckContext
 from specs.desired import DesiredState, Document, SourceRef
 from specs.diagnostics import Diagnostic, name_hint, sort_diagnostics
 from specs.durations import format_duration
-from specs.fit import Usable, gpu_memory, shortfalls
+from specs.fit import Pools, Usable, gpu_memory, shortfalls
 from specs.gangs import check_gangs
 from specs.hierarchy import department_cycles
 from specs.kubernetes import check_kubernetes
@@ -317,7 +317,44 @@ def _check_workloads(ctx: CheckContext) -> Iterator[Diagnostic]:
         # The fit check reads the references above: only meaningful once they are sound.
         if not found and complete and not usable(workload):
             found.extend(_check_fit(ctx, key, workload))
+        elif not found and complete and spec.type == "inference" and spec.walltime is None:
+            found.extend(_service_stopped(ctx, key, usable(workload), limit))
         yield from found
+
+
+def _service_stopped(
+    ctx: CheckContext, key: str, pools: Pools, project_limit: int | None
+) -> list[Diagnostic]:
+    """A service (``type: inference``) without walltime is given the time limit of where
+    it runs (a project's or pool's ``maxWalltime``), and stopped then: said where that may
+    happen, so that it is not found out from an outage."""
+    limits = sorted(
+        (
+            min(t for t in (p.max_walltime, project_limit) if t is not None),
+            f"{c.metadata.name}/{p.name}",
+        )
+        for c, p in pools
+        if p.max_walltime is not None or project_limit is not None
+    )
+    if not limits:
+        return []
+    shown = ", ".join(f"{format_duration(t)} in {where}" for t, where in limits[:3])
+    more = f" (and {len(limits) - 3} more pools)" if len(limits) > 3 else ""
+    free = len(limits) < len(pools)
+    remedy = (
+        "list the pools without a limit in spec.nodePools"
+        if free
+        else "run it where no maxWalltime is set"
+    )
+    return [
+        ctx.at(
+            "Workload",
+            key,
+            "spec.type",
+            f"a service without walltime is stopped after {shown}{more} (maxWalltime); {remedy}",
+            severity="warning",
+        )
+    ]
 
 
 # the fields by which a workload chooses pools, rather than asks of them

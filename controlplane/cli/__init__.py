@@ -32,8 +32,12 @@ def main() -> None:
     # SIGTERM (a CI job cancelled as it starts) ends the start as Ctrl-C does: Python's
     # default would end the process at once, with no word and no --json document
     before = signal.signal(signal.SIGTERM, _terminated)
+    if is_ours(sys.argv[1:], sys.argv[0]):  # (a plain copy imports nothing more of ours)
+        from controlplane.cli import outlet
+
+        outlet.install()  # a reader that leaves early (`cp apply | head -1`) stops nothing
     try:
-        code = run(sys.argv[1:], sys.argv[0], process=True)
+        code = run(sys.argv[1:], sys.argv[0])
     except KeyboardInterrupt:  # a signal before the command's own handling is in place
         code = _interrupted_early(sys.argv[1:])
     finally:
@@ -85,9 +89,8 @@ def _end_without_teardown() -> None:
     os._exit(_finished[0])
 
 
-def run(args: list[str], argv0: str = "cp", *, process: bool = False) -> int:
-    """Run the command line with ``args``; return the exit code (tests call this in-process;
-    ``process``: it is the whole process, whose standard output it may guard)."""
+def run(args: list[str], argv0: str = "cp") -> int:
+    """Run the command line with ``args``; return the exit code (tests call this in-process)."""
     meant = typo(args)  # a near miss of a command that is no file: say which was meant
     if meant is not None:
         prog = "cp" if argv0.rsplit("/", 1)[-1] == "cp" else "controlplane"
@@ -97,10 +100,6 @@ def run(args: list[str], argv0: str = "cp", *, process: bool = False) -> int:
         return 2
     if not is_ours(args, argv0):
         hand_off(args)  # not ours: behave exactly like coreutils cp
-    if process:  # a reader that leaves early (`cp apply | head -1`) stops nothing
-        from controlplane.cli import outlet
-
-        outlet.install()
     from controlplane.cli.app import invoke
 
     return invoke(args, argv0)

@@ -911,3 +911,23 @@ def test_export_env_names_only_what_cp_can_pass_on(
     found = single(repo)
     assert message in found.message
     assert (found.path, found.line) == at(path, "slurm:")[:2]
+
+
+def test_a_service_without_walltime_where_pools_stop_it_is_a_warning(repo: Path) -> None:
+    """An inference service without walltime was placed in a pool with a 4-hour
+    maxWalltime although others had none, submitted with 4 hours, stopped then and counted
+    as done, and neither `cp validate` nor `cp plan` had said so (trialO)."""
+    pools = [pool("short", maxWalltime="4h"), pool("long", nodes=2)]
+    write(repo, "org.yaml", cluster("rivanna", pools=pools), department(), project())
+    write(repo, "w.yaml", workload("serve", type="inference", gpus=2))
+    (warning,) = load_specs(repo).warnings
+    assert (warning.severity, warning.field) == ("warning", "spec.type")
+    assert where(warning) == at(repo / "w.yaml", "inference")
+    assert "without walltime is stopped after 4h in rivanna/short" in warning.message
+    assert "spec.nodePools" in warning.message
+    # where it may run, nothing stops it: nothing to say
+    write(repo, "w.yaml", workload("serve", type="inference", gpus=2, nodePools=["long"]))
+    assert load_specs(repo).warnings == []
+    # training work without walltime takes the limit as its walltime, as documented
+    write(repo, "w.yaml", workload("train", gpus=2))
+    assert load_specs(repo).warnings == []

@@ -75,4 +75,9 @@ def print_candidates(console: Console, table: CandidateTable) -> None:
                 Text(f"{v.status.value}: {v.note}"),
             ]
         )
+    if not table.forecasted:  # the title says so: "no start estimate" on every row took room
+        at = [c.header for c in columns].index("estimated\nstart")
+        columns.pop(at)
+        for row in rows:
+            row.pop(at)
     print_table(console, columns, rows)

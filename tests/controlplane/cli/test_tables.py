@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from controlplane.cli.views.tables import Column, fitted
-from tests.builders import cluster, department, project, workload
+from tests.builders import cluster, department, pool, project, workload
 from tests.builders.cli import Result, cp, write_specs
 
 Capsys = pytest.CaptureFixture[str]
@@ -73,6 +73,30 @@ def test_cost_respects_the_width(org: Path, capsys: Capsys) -> None:
     names = [c["name"] for c in every["candidates"]]
     _fits(res, *names)
     assert "left out at 80 columns" in res.out
+
+
+@pytest.mark.usefixtures("at80")
+def test_cost_without_forecasts_keeps_long_candidate_names_whole(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Every row said "no start estimate (ranked by cost)", which the title says once; the
+    column took the room the candidates' names needed, and they were folded (trialO)."""
+    pools = [pool("h100-short-queue", maxWalltime="4h"), pool("h100-long-queue")]
+    fan = {"fanOut": True, "maxParallel": 3}
+    specs = write_specs(
+        tmp_path,
+        [
+            cluster("alpha-cluster", pools=pools),
+            project("p", gpus=8),
+            workload("w", "p", gpus=4, walltime="1h", strategy=fan),
+        ],
+    )
+    res = cp(capsys, "cost", "p/w", "--dir", specs, "--now", NOW, "--no-forecast")
+    every = cp(capsys, "cost", "p/w", "--dir", specs, "--now", NOW, "--json").json()
+    names = [c["name"] for c in every["candidates"]]
+    assert max(map(len, names)) >= 35
+    _fits(res, *names)
+    assert "no estimates: by cost" in res.out and "no start estimate" not in res.out
 
 
 def test_narrow_terminals_leave_columns_out_and_say_which() -> None:
