@@ -51,7 +51,7 @@ def pending_reasons(
         need = job.min_replicas * job.gpus
         shape = (tuple(job.pools), job.gpus, job.min_replicas)
         if shape not in capacity:
-            capacity[shape] = _no_capacity(job, blocks)
+            capacity[shape] = _no_capacity(job, blocks, problem.out_of_service(job.pools))
         forever = (
             None
             if job.preemptible
@@ -103,7 +103,9 @@ def _np_over_deserved(
     return None
 
 
-def _no_capacity(job: JobRequest, blocks: dict[PoolKey, list[int]]) -> Reason:
+def _no_capacity(
+    job: JobRequest, blocks: dict[PoolKey, list[int]], down: tuple[int, int]
+) -> Reason:
     total = largest = 0
     fits = False
     for pool in job.pools:
@@ -120,6 +122,7 @@ def _no_capacity(job: JobRequest, blocks: dict[PoolKey, list[int]]) -> Reason:
         total,
         largest,
         gang_would_fit_in_total=total >= job.min_replicas * job.gpus,
+        down=down,
     )
 
 

@@ -291,6 +291,7 @@ class Allocator:
             total,
             largest,
             gang_would_fit_in_total=total >= count * job.gpus,
+            down=self.s.problem.out_of_service(pools),
         )
         reserved = self.s.index.reserved(pools, job.gpus, job.walltime)
         if reserved:  # nodes with the room whose maintenance it would run into

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -213,6 +214,19 @@ class Problem:
     def typed(self) -> bool:
         """Whether any queue's quota is per GPU type."""
         return any(q.typed is not None for q in self.queues.values())
+
+    def out_of_service(self, pools: Iterable[PoolKey]) -> tuple[int, int]:
+        """The nodes of ``pools`` that take no work now (down, drained, or in a reservation
+        under way), and their GPUs."""
+        down: dict[PoolKey, tuple[int, int]] | None = self.derived.get("out_of_service")
+        if down is None:
+            down = self.derived["out_of_service"] = {}
+            for n in self.nodes.values():
+                if n.pool is not None and not n.schedulable:
+                    nodes, gpus = down.get(n.pool, (0, 0))
+                    down[n.pool] = (nodes + 1, gpus + n.capacity)
+        found = [down[p] for p in pools if p in down]
+        return sum(n for n, _ in found), sum(g for _, g in found)
 
     @property
     def total_gpus(self) -> int:

@@ -91,10 +91,14 @@ def no_room(
     largest: int,
     *,
     gang_would_fit_in_total: bool,
+    down: tuple[int, int] = (0, 0),
 ) -> Reason:
-    """Why a gang of ``count`` x ``per_replica`` GPUs found no place in ``pool_keys``.
-    (Reasons are frozen: thousands of waiting jobs of one shape share one.)"""
-    return _no_room(count, per_replica, tuple(pool_keys), total, largest, gang_would_fit_in_total)
+    """Why a gang of ``count`` x ``per_replica`` GPUs found no place in ``pool_keys``;
+    ``down``: the nodes there that take no work now, and their GPUs. (Reasons are frozen:
+    thousands of waiting jobs of one shape share one.)"""
+    return _no_room(
+        count, per_replica, tuple(pool_keys), total, largest, gang_would_fit_in_total, down
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -105,21 +109,30 @@ def _no_room(
     total: int,
     largest: int,
     gang_would_fit_in_total: bool,
+    down: tuple[int, int],
 ) -> Reason:
     names = pools(pool_keys)
+    nodes, gpus = down
+    idle = (
+        f"; {nodes} node{'s' if nodes != 1 else ''} ({gpus} GPUs) there "
+        f"{'takes' if nodes == 1 else 'take'} no work now (down, drained or reserved)"
+        if nodes
+        else ""
+    )
     if count > 1 and gang_would_fit_in_total:
         return Reason(
             code=ReasonCode.GANG_UNPLACEABLE,
             message=(
                 f"gang of {shape(count, per_replica)} must start at once in one pool; {total} GPUs "
                 f"are free in {names} but not room for {count} replicas of {per_replica} GPUs"
+                + idle
             ),
         )
     return Reason(
         code=ReasonCode.NO_CAPACITY,
         message=(
             f"needs {shape(count, per_replica)}; eligible pools {names} have {total} free "
-            f"(largest block {largest} on one node)"
+            f"(largest block {largest} on one node)" + idle
         ),
     )
 

@@ -289,3 +289,26 @@ def test_a_workload_may_name_its_node_pools() -> None:
     assert sorted(a.pool for a in p2.actions) == ["batch", "batch"]
     [waits] = p2.pending
     assert waits.workload == "p/t2" and waits.reason.code.value == "no-capacity"
+
+
+def test_no_capacity_counts_the_nodes_that_take_no_work() -> None:
+    """A pool with half its nodes drained said "eligible pools a100 have 0 free (largest
+    block 0 on one node)", and nothing of the drained nodes, which were the reason (user
+    trial on Slurm). The reason counts them, with both allocators."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+    d = desired([cluster(pools=pools), project("p", gpus=16), workload("w", "p", gpus=8)])
+    snap = empty(d)
+    first, second = snap.clusters[0].nodes
+    drained = first.model_copy(update={"state": "drain"})
+    busy = Job(id="9", workload=None, replicas=[Replica(node=second.name, gpus=8)], started_at=NOW)
+    snap = Snapshot(
+        now=NOW, clusters=[ClusterState(name="sim", nodes=[drained, second], jobs=[busy])]
+    )
+    for engine in ("kai", "best"):
+        made = plan(d, snap, now=NOW, policy=Policy(engine=engine))
+        [waits] = made.pending
+        assert waits.reason.code.value == "no-capacity", engine
+        assert (
+            "1 node (8 GPUs) there takes no work now (down, drained or reserved)"
+            in waits.reason.message
+        )
