@@ -422,10 +422,11 @@ def _fair_shares(
         )
         for q in s.chain(job.queue):
             request[q.id] += gpus
-    # work waiting in the clusters' queues is charged (``before``): it asks for as much
+    # work waiting in the clusters' queues is charged (``before``): it asks for as much; so
+    # does fan-out work, its candidates queued or not submitted yet (unless it may not start)
     waiting = [(q.request, sum(r.gpus for r in q.job.replicas)) for q in problem.queued.values()]
-    waiting += [(j, j.replicas * j.gpus) for j in (problem.fan_out[k] for k in problem.candidates)]
-    for job, gpus in waiting:
+    fan = [j for k, j in problem.fan_out.items() if k in problem.candidates or j.blocked is None]
+    for job, gpus in [*waiting, *((j, j.replicas * j.gpus) for j in fan)]:
         for q in s.chain(job.queue):
             request[q.id] += gpus
 
