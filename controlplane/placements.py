@@ -188,7 +188,7 @@ def placements(
             op, reason = Op.PREEMPT, ledger.disrupted[key]
         elif after <= before:  # fewer replicas wanted, or an elastic victim
             op = Op.RESIZE
-            reason = ledger.disrupted[key] if key in ledger.disrupted or not shrunk else shrunk[1]
+            reason = _shrunk_why(shrunk, ledger.disrupted.get(key), len(nodes), job.replicas)
         elif before <= after:  # grown: elastic, or a gang completed
             op, reason = Op.RESIZE, grants[key].reason
         else:
@@ -206,6 +206,20 @@ def placements(
             )
         )
     return out
+
+
+def _shrunk_why(
+    edit: tuple[list[str], Reason] | None, taken: Reason | None, left: int, wanted: int
+) -> Reason:
+    """Why a running job keeps ``left`` replicas of those it runs: an edit to fewer
+    (``wanted``), replicas taken back (reclaim, priority, a limit), or both, told in the
+    order they came (the second's figures count the first)."""
+    if edit is not None and (taken is None or left >= wanted):
+        return edit[1]
+    assert taken is not None, "a running job shrinks by an edit, or disrupted"
+    if edit is None:
+        return taken
+    return Reason(code=taken.code, message=f"{edit[1].message}; then {taken.message}")
 
 
 def _replicas(problem: Problem, job: JobRequest, nodes: list[str]) -> list[Replica]:

@@ -172,6 +172,33 @@ def test_an_elastic_workload_held_below_its_replicas_by_a_limit_can_be_edited(
     assert len(submit["replicas"]) == 1
 
 
+def test_a_shrink_by_an_edit_and_a_lowered_limit_says_both(tmp_path: Path, capsys: Capsys) -> None:
+    """Fewer replicas and a lower limit in one edit: the resize said only "reclaim: project
+    g holds 10 GPUs, above its limit of 8" while g held 14 (the 10 came after the edit's
+    own shrink), and nothing of the edit (trialO)."""
+
+    def specs(replicas: int, limit: int) -> Path:
+        return write_specs(
+            tmp_path / "s",
+            [
+                cluster(pools=POOLS[:1]),
+                project("g", gpus=6, limit=limit),
+                workload("w", "g", gpus=2, replicas=replicas, minReplicas=1, command=["x"]),
+                workload("x", "g", gpus=6, command=["x"]),
+            ],
+        )
+
+    root = specs(4, 20)
+    settle(capsys, root, T0)
+    specs(2, 8)
+    [resize] = plan(capsys, root)["actions"]
+    assert (resize["op"], resize["workload"], len(resize["replicas"])) == ("resize", "g/w", 1)
+    message = resize["reason"]["message"]
+    assert resize["reason"]["code"] == "reclaim"
+    assert message.startswith("the spec changed (replicas: now 2): 2 of the 4 running")
+    assert "; then project g holds 10 GPUs, above its limit of 8" in message
+
+
 def test_a_fixed_gang_given_fewer_replicas_is_replaced_not_cut(
     tmp_path: Path, capsys: Capsys
 ) -> None:
