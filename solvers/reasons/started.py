@@ -28,9 +28,13 @@ def room_made(
     if shifted:
         verb = "moves" if len(shifted) == 1 else "move"
         parts.append(f"{', '.join(shifted)} {verb} to make room ({step})")
-    if ahead:
-        parts.append(f"it goes ahead of {', '.join(sorted(ahead))} ({step})")
+    if ahead:  # nothing of theirs was taken: the step's name alone read as if it was
+        parts.append(f"it goes ahead of {', '.join(sorted(ahead))} ({_AHEAD.get(step, step)})")
     return "; ".join(parts)
+
+
+# why a step puts a workload ahead of waiting work it did not disturb
+_AHEAD = {"reclaim": "by fair share", "preemption": "by priority", "consolidation": "packed"}
 
 
 def granted(

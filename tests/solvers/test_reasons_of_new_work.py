@@ -49,7 +49,7 @@ def test_a_fresh_plan_names_no_reclaim() -> None:
     why = {a.workload: a.reason.message for a in p.actions}
     assert not [t for t in why.values() if "reclaim of" in t or "reclaimed for" in t], why
     assert "starts with 3 of 4 replicas: the rest go to ops/serve" in why["nlp/elastic"]
-    assert "it goes ahead of nlp/elastic (reclaim)" in why["ops/serve"]
+    assert "it goes ahead of nlp/elastic (by fair share)" in why["ops/serve"]
 
 
 def test_a_later_round_names_no_reclaim_of_what_the_plan_started() -> None:
@@ -289,7 +289,7 @@ def test_work_the_plan_places_then_reclaims_whole_waits_with_the_numbers_it_woul
     p = plan(d, Snapshot(now=NOW, clusters=[ClusterState(name="sim", nodes=nodes)]), now=NOW)
     why = {a.workload: a.reason.message for a in p.actions}
     assert sorted(why) == ["delta/seg", "gamma/elastic"]
-    assert "it goes ahead of alpha/hog (reclaim)" in why["delta/seg"], why
+    assert "it goes ahead of alpha/hog (by fair share)" in why["delta/seg"], why
     [hog] = p.pending
     assert hog.workload == "alpha/hog" and hog.reason.code.value == "reclaim"
     assert "project alpha would hold 12 with it, 2 over its fair share 10" in hog.reason.message
@@ -337,3 +337,14 @@ def test_a_victim_moved_for_the_work_is_not_called_reclaimed() -> None:
     why = {a.workload: a.reason.message for a in p.actions}
     assert "reclaim of" not in why["a/want"], why
     assert "b/small moves to make room (reclaim)" in why["a/want"], why
+
+
+def test_going_ahead_of_waiting_work_does_not_read_as_a_disruption() -> None:
+    """ "it goes ahead of astro/sky-survey (preemption)" read as if that workload was
+    preempted, though it never ran (trialO): the words say by what right instead."""
+    from solvers.reasons import room_made
+
+    assert room_made("preemption", [], ["astro/sky"]) == "it goes ahead of astro/sky (by priority)"
+    assert room_made("reclaim", ["a/run"], ["b/wait"]) == (
+        "reclaim of a/run makes room; it goes ahead of b/wait (by fair share)"
+    )
