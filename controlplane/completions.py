@@ -42,18 +42,23 @@ def recall_completions(
     if done and record:
         store.record_completions(done, snap.now)
     shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
+    ids = {(c.name, j.id) for c in snap.clusters for j in c.jobs}
     remembered = store.completions(workloads, prune=record)
     rounds = _rivals(snap, [r for r in remembered if r.workload in shown], store)
     extra: dict[str, list[Job]] = {}
     for row in remembered:
         if row.workload not in shown or (row.cluster, row.job) in rounds:
             plan_id, started = rounds.get((row.cluster, row.job), (None, None))
+            # an id the cluster gave again (numbered afresh after it lost its state, or
+            # wrapped at its largest): the live job keeps it, the memory takes another
+            again = (row.cluster, row.job) in ids
             extra.setdefault(row.cluster, []).append(
                 Job(
-                    id=row.job,
+                    id=f"{row.job} (earlier)" if again else row.job,
                     workload=row.workload,
                     state=JobState.COMPLETED,
-                    reason="completed; remembered by the store",
+                    reason="completed; remembered by the store"
+                    + (f" (its id {row.job} now names another job)" if again else ""),
                     spec_digest=row.spec_digest,
                     plan_id=plan_id,
                     started_at=started,

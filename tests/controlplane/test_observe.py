@@ -112,6 +112,38 @@ def test_a_remembered_completion_keeps_the_time_its_job_ended(tmp_path: Path) ->
     assert [j.ended_at for _, j in snap.jobs_of("p/w")] == [ended_at]
 
 
+def test_a_job_id_the_cluster_gives_again_is_not_the_remembered_job(tmp_path: Path) -> None:
+    """Slurm numbers jobs afresh after it loses its state (and wraps at MaxJobId): job 41
+    of another workload ran while the store remembered p/w's completed job 41. Both came
+    with id 41, the live one read as p/w's: an "old version" edited into the other's spec,
+    its GPUs counted as p/w's, and a plan cut short ("job 41 belongs to workload p/w";
+    trialP, a real Slurm cluster started afresh). The live job keeps its id; the memory
+    stays, under another."""
+    two = desired(
+        [cluster(), project("p", gpus=8), workload("w", "p", gpus=1), workload("v", "p", gpus=2)]
+    )
+    store, adapter = Store(f"sqlite:///{tmp_path}/db"), Scripted()
+    ended = job(JobState.COMPLETED, started=True).model_copy(update={"ended_at": NOW})
+    adapter.jobs = [ended]
+    observe(two, {"sim": adapter}, NOW, store)
+    live = Job(
+        id="41",
+        workload="p/v",
+        state=JobState.RUNNING,
+        started_at=NOW + timedelta(minutes=9),
+        replicas=[Replica(node="n1", gpus=2)],
+        spec_digest=two.workloads["p/v"].spec.digest,
+    )
+    adapter.jobs = [live]  # the controller started afresh: its first job is 41 again
+    snap = observe(two, {"sim": adapter}, NOW + timedelta(minutes=10), store)
+    jobs = snap.clusters[0].jobs
+    assert len({j.id for j in jobs}) == len(jobs) == 2, [j.id for j in jobs]
+    assert [j.workload for j in jobs if j.id == "41"] == ["p/v"]
+    made = plan(two, snap, now=snap.now)
+    assert made.actions == [] and made.pending == [] and not made.solver.cut_short
+    assert made.projects["p"].held == 2, "p/v's GPUs, as it runs"
+
+
 def test_an_edit_after_completion_is_told_after_the_cluster_forgets_the_job(
     tmp_path: Path,
 ) -> None:
