@@ -42,7 +42,8 @@ def make_adapter(
 
         settings = cluster.spec.slurm
         kind_of = AccountedSlurmAdapter if settings and settings.accounting else SlurmAdapter
-        return kind_of(cluster, work_dir=state_dir / "slurm" / cluster.metadata.name)
+        # absolute: its jobs start there (--chdir), wherever cp itself runs
+        return kind_of(cluster, work_dir=(state_dir / "slurm" / cluster.metadata.name).absolute())
     if kind == "kubernetes":
         from adapters.kubernetes import KubernetesAdapter
 

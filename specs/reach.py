@@ -31,7 +31,11 @@ class SlurmSettings(SpecModel):
         default=None, description="run Slurm commands over ssh on this host"
     )
     slurm_conf: Text | None = Field(default=None, description="SLURM_CONF for the commands")
-    work_dir: Text | None = Field(default=None, description="where job scripts and outputs go")
+    work_dir: Text | None = Field(
+        default=None,
+        description="where jobs start (--chdir) and their scripts and outputs go, on a file "
+        "system the nodes share; default DIR/.cp/slurm/CLUSTER",
+    )
     accounting: bool = Field(
         default=False,
         description="the site runs slurmdbd: usage is read from sacct (exact even for jobs "

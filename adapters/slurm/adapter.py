@@ -259,9 +259,9 @@ class SlurmAdapter:
             )
         path = self._script_path(req)
         self.transport.write_file(path, render_script(req), timeout=self.timeout)
-        output = posixpath.join(self.work_dir, "%x-%j.out")
         try:
-            done = self._check(["sbatch", "--parsable", *sbatch_options(req, output=output), path])
+            opts = sbatch_options(req, work_dir=self.work_dir)
+            done = self._check(["sbatch", "--parsable", *opts, path])
         except AdapterError:
             # a timeout or a controller restart may still have queued the job
             self._submitted.forget(req.plan_id)
@@ -392,7 +392,7 @@ class SlurmAdapter:
         """
         req = self.request(action, plan_id)
         done = self._run(
-            ["sbatch", "--test-only", *sbatch_options(req, output="/dev/null")],
+            ["sbatch", "--test-only", *sbatch_options(req, work_dir=None)],
             stdin=render_script(req),
         )
         forecast = parse_test_only(done.stderr + "\n" + done.stdout)

@@ -43,6 +43,7 @@ shell lines; the argv is a bash array of :func:`shlex.quote`-d words, expanded w
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Sequence
@@ -221,14 +222,19 @@ def _segment_body(req: BatchRequest, argv: Sequence[str]) -> str:
     )
 
 
-def sbatch_options(req: BatchRequest, *, output: str) -> list[str]:
-    """Every sbatch option of the request, as separate arguments (no script path)."""
+def sbatch_options(req: BatchRequest, *, work_dir: str | None) -> list[str]:
+    """Every sbatch option of the request, as separate arguments (no script path). The job
+    starts in ``work_dir`` and writes its output there (None: a ``--test-only`` question,
+    which runs nothing): sbatch's default, the directory ``cp`` ran in, is wherever a CI
+    runner or a service happened to be."""
+    where = [f"--chdir={work_dir}"] if work_dir is not None else []
     opts = [
         f"--job-name={job_name(req.workload)}",
         f"--comment={format_tag(req.tag)}",
         f"--nodes={len(req.nodes)}",
         f"--ntasks-per-node={req.tasks_per_node}",
-        f"--output={output}",
+        *where,
+        f"--output={posixpath.join(work_dir, '%x-%j.out') if work_dir else '/dev/null'}",
         # preemptible work may be requeued by Slurm itself (node failure, its own
         # preemption); the rest must never restart behind the control plane's back
         "--requeue" if req.preemptible else "--no-requeue",

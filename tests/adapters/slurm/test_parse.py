@@ -420,11 +420,12 @@ def test_sbatch_options() -> None:
         account="chem",
         preemptible=True,
     )
-    assert sbatch_options(req, output="/w/%x-%j.out") == [
+    assert sbatch_options(req, work_dir="/w") == [
         "--job-name=cp.chem.md-run",
         "--comment=cp:v1;workload=chem/md-run;plan=p1;ckpt=USR1@600",
         "--nodes=2",
         "--ntasks-per-node=1",
+        "--chdir=/w",  # not the directory cp ran in (trialP)
         "--output=/w/%x-%j.out",
         "--requeue",
         "--partition=gpu-a100",
@@ -442,9 +443,10 @@ def test_sbatch_options() -> None:
             partition=None,
             preemptible=False,
         ),
-        output="o",
+        work_dir=None,  # a --test-only question: it runs nothing
     )
-    assert "--gres=gpu:1" in loose and "--no-requeue" in loose
+    assert "--gres=gpu:1" in loose and "--no-requeue" in loose and "--output=/dev/null" in loose
+    assert not any(o.startswith("--chdir") for o in loose)
     assert not any(o.startswith(("--nodelist", "--partition", "--time", "--signal")) for o in loose)
 
 

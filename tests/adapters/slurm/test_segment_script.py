@@ -134,7 +134,7 @@ def test_the_argv_reaches_the_command_verbatim(tmp_path: Path) -> None:
 
 def test_segment_options() -> None:
     req = segment(["true"], walltime=3600, grace=300)
-    opts = sbatch_options(req, output="o")
+    opts = sbatch_options(req, work_dir="/w")
     assert "--time=0-01:00:00" in opts
     assert not any(o.startswith("--signal") for o in opts)  # the script signals itself
     assert "ckpt=USR1@300" in next(o for o in opts if o.startswith("--comment="))

@@ -122,7 +122,7 @@ def test_submit_runs_on_the_planned_node_with_the_planned_gres(
     assert script.read_text().startswith("#!/bin/bash\n")
 
 
-def test_a_job_does_not_get_the_control_planes_environment(
+def test_a_job_gets_its_environment_and_directory_not_the_control_planes(
     cluster_spec: Cluster,
     clean_slurm: LocalSlurm,
     tmp_path: Path,
@@ -140,6 +140,9 @@ def test_a_job_does_not_get_the_control_planes_environment(
     monkeypatch.setenv("PATH", f"{own}:{os.environ['PATH']}")
     monkeypatch.setenv("LANG", "C.UTF-8")
     monkeypatch.setenv("SITE_SCRATCH", "/scratch")
+    # the job starts in the work dir, not where cp runs (a CI runner, a service: trialP)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     settings = SlurmSettings(export_env=["SITE_SCRATCH"])
     spec = cluster_spec.model_copy(
         update={"spec": cluster_spec.spec.model_copy(update={"slurm": settings})}
@@ -155,6 +158,9 @@ def test_a_job_does_not_get_the_control_planes_environment(
     assert own not in seen["PATH"].split(":") and "/usr/bin" in seen["PATH"].split(":")
     assert (seen["LANG"], seen["SITE_SCRATCH"]) == ("C.UTF-8", "/scratch")
     assert seen["HOME"] == os.environ["HOME"]
+    assert seen["PWD"] == str(tmp_path / "work") and f"WorkDir={tmp_path / 'work'}" in show_job(
+        result.job
+    )
 
 
 def test_times_are_utc_whatever_the_local_zone(
