@@ -226,7 +226,7 @@ def _run(
             _failed(
                 store, plan, seq, action, f"{type(exc).__name__}: {exc}{retry}", report, progress
             )
-            held.fail(seq, action)
+            held.fail(action)
             continue
         store.mark(
             plan.id, seq, "done" if result.ok else "failed", job=result.job, message=result.message
@@ -243,7 +243,7 @@ def _run(
         if progress:
             progress(outcome)
         if not result.ok:
-            held.fail(seq, action)
+            held.fail(action)
     store.set_plan_status(plan.id, "applied" if report.ok else "failed")
     return report
 
@@ -259,20 +259,23 @@ class HeldBack:
         self._workloads: dict[str, set[str]] = {}  # cluster -> workloads with an action there
         for action in actions:
             self._workloads.setdefault(action.cluster, set()).add(action.workload)
-        self._clusters: dict[str, int] = {}  # cluster -> its failed action
-        self._held: dict[str, int] = {}  # workload -> the failed action that holds it
+        self._clusters: dict[str, Action] = {}  # cluster -> its failed action
+        self._held: dict[str, Action] = {}  # workload -> the failed action that holds it
 
-    def fail(self, seq: int, action: Action) -> None:
-        self._clusters.setdefault(action.cluster, seq)
+    def fail(self, action: Action) -> None:
+        self._clusters.setdefault(action.cluster, action)
         for workload in self._workloads.get(action.cluster, ()):
-            self._held.setdefault(workload, seq)
+            self._held.setdefault(workload, action)
 
     def why(self, action: Action) -> str | None:
         """Why ``action`` is not run now (None: it runs)."""
-        seq = self._clusters.get(action.cluster, self._held.get(action.workload))
-        if seq is None:
+        failed = self._clusters.get(action.cluster, self._held.get(action.workload))
+        if failed is None:
             return None
-        return f"not run: it may depend on action {seq}, which failed; rerun `cp apply` to go on"
+        return (
+            f"not run: it may depend on the {failed.op.value} of {failed.workload} on "
+            f"{failed.cluster}, which failed; `cp apply` again runs it once that passes"
+        )
 
 
 def _refused(

@@ -22,7 +22,7 @@ from typing import Annotated, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from specs.reach import DNS_LABEL
+from specs.reach import DNS_LABEL, ENV_NAME
 
 Severity = Literal["error", "warning"]
 Loc = tuple[str | int, ...]
@@ -143,6 +143,7 @@ _NAME_RULE = (
     "use 1-63 lowercase letters, digits, '-', '_' or '.', "
     "starting and ending with a letter or digit"
 )
+_ENV_RULE = "letters, digits and '_', not starting with a digit (as a shell writes one)"
 _NAMESPACE_RULE = (
     "use 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
 )
@@ -240,6 +241,8 @@ def _issue(err: ErrorDetails, loc: Loc, at_key: bool, raw: object, model: type[B
         pattern = str(ctx.get("pattern", ""))
         if pattern == DNS_LABEL:  # a Kubernetes namespace: no '_' or '.'
             what, rule = "namespace", _NAMESPACE_RULE
+        elif pattern == ENV_NAME:
+            what, rule = "environment variable name", _ENV_RULE
         elif "a-z0-9" in pattern:
             what, rule = "name", _NAME_RULE
         else:

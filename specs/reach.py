@@ -22,7 +22,8 @@ _SLURM_PREFIXES = (
     "SCONTROL_",
 )
 # an environment variable's name, as a shell writes it
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME)]
 
 
 class SlurmSettings(SpecModel):
@@ -51,17 +52,20 @@ class SlurmSettings(SpecModel):
 
     @model_validator(mode="after")
     def _export_is_local(self) -> Self:
+        found = []  # both at once: a second run of `cp validate` should not find another
         if self.export_env and self.ssh_host:
-            raise ValueError(
+            found.append(
                 "exportEnv names variables of cp's own environment; over sshHost, jobs get "
                 "the login node's environment (set them there)"
             )
         slurms = [n for n in self.export_env if n.startswith(_SLURM_PREFIXES)]
         if slurms:
-            raise ValueError(
+            found.append(
                 f"exportEnv: {', '.join(slurms)} would change what Slurm's commands do; "
                 "the control plane sets their options itself"
             )
+        if found:
+            raise ValueError("; and ".join(found))
         return self
 
 

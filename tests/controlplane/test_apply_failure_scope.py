@@ -78,7 +78,7 @@ def test_a_failure_on_one_cluster_does_not_hold_up_the_other(tmp_path: Path) -> 
         ("submit", "p/y", "far"): "done",
     }
     held = next(o for o in report.outcomes if o.status == "held")
-    assert "which failed; rerun `cp apply` to go on" in held.message
+    assert f"it may depend on the submit of {first} on near, which failed" in held.message
     assert world.jobs("far") == ["p/y"]
     said = io.StringIO()
     verdict(Console(file=said, width=200), report)

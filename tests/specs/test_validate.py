@@ -899,6 +899,10 @@ def test_a_cost_budget_nothing_is_priced_against_is_a_warning(repo: Path, priced
     [
         ({"sshHost": "login1", "exportEnv": ["SCRATCH"]}, "over sshHost, jobs get the login"),
         ({"exportEnv": ["SCRATCH", "SBATCH_PARTITION"]}, "SBATCH_PARTITION would change what"),
+        # both at once (trialP: one more run of `cp validate` for each)
+        ({"sshHost": "h", "exportEnv": ["SLURM_X"]}, "(set them there); and exportEnv: SLURM_X"),
+        # an environment variable's rule, not a name's lowercase one (trialP)
+        ({"exportEnv": ["BAD NAME"]}, "'BAD NAME' is not a valid environment variable name"),
     ],
 )
 def test_export_env_names_only_what_cp_can_pass_on(
@@ -910,7 +914,8 @@ def test_export_env_names_only_what_cp_can_pass_on(
     path = write(repo, "org.yaml", cluster("hpc", adapter="slurm", slurm=slurm), project())
     found = single(repo)
     assert message in found.message
-    assert (found.path, found.line) == at(path, "slurm:")[:2]
+    where = "BAD NAME" if "BAD NAME" in str(slurm) else "slurm:"  # the entry, or the block
+    assert (found.path, found.line) == at(path, where)[:2]
 
 
 def test_a_service_without_walltime_where_pools_stop_it_is_a_warning(repo: Path) -> None:

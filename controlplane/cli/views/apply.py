@@ -67,7 +67,7 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
     console.print(
         f"{head}: {done} done, {len(report.failed)} failed"
         + (
-            f", {held} held back by the failure (the same `cp apply` again runs them)"
+            f", {held} held back by the failure (`cp apply` again runs them once it passes)"
             if held
             else ""
         )

@@ -93,13 +93,20 @@ def print_explain(
         _bullets(console, " ", [f"queued on {q}" for q in queued])
     if ended:
         _bullets(console, " ", list(ended))
+    # a reason quotes spec text (a command's "v3[/]"): plain text, never markup
     for a in actions:
         console.print(
-            f"[bold]{a.op.value}[/] planned on {a.cluster} — {a.reason.code.value}: "
-            f"{a.reason.message}"
+            Text.assemble(
+                (a.op.value, "bold"),
+                f" planned on {a.cluster} — {a.reason.code.value}: {a.reason.message}",
+            ),
+            highlight=False,
         )
     for p in pending:
-        console.print(f"[bold]waits[/] — {p.reason.code.value}: {p.reason.message}")
+        console.print(
+            Text.assemble(("waits", "bold"), f" — {p.reason.code.value}: {p.reason.message}"),
+            highlight=False,
+        )
     for name, error in sorted((unreachable or {}).items()):
         console.print(Text(f"  cluster {name} did not answer: {error}", style="yellow"))
     if edited is not None:

@@ -344,3 +344,29 @@ def test_preemption_names_only_work_that_may_use_its_pool(tmp_path: Path, capsys
     [threat] = [t for t in doc["running"]["couldEvict"] if t["kind"] == "priority"]
     assert "vision/debug-shell" not in threat["by"], threat
     assert threat["message"].startswith("no workload of project vision"), threat
+
+
+def test_spec_text_in_a_reason_is_printed_as_it_is(tmp_path: Path, capsys: Capsys) -> None:
+    """A command edited to `[python3, job.py, "v3[/]"]` read "(command:  -> [python3,
+    job.py, v3])" in `cp explain`: the reason went through rich markup, which took "[/]"
+    and the old list for tags (trialP). `cp plan` printed it right."""
+    now = "2026-11-22T10:00:00+00:00"
+
+    def specs(version: str) -> Path:
+        return write_specs(
+            tmp_path,
+            [
+                cluster(),
+                project("p", gpus=8, minRuntime="2h"),
+                workload("w", "p", gpus=1, command=["python3", "job.py", version]),
+            ],
+        )
+
+    specs("v1")
+    assert cp(capsys, "apply", tmp_path, "--auto-approve", "--now", now).code == 0
+    specs("v3[/]")
+    later = "2026-11-22T10:30:00+00:00"
+    text = cp(capsys, "explain", "p/w", "--dir", tmp_path, "--now", later).out
+    said = " ".join(text.split())
+    assert "waits — spec-changed" in said
+    assert "command: [python3, job.py, v1] -> [python3, job.py, v3[/]]" in said, said
