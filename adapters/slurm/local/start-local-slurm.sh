@@ -29,7 +29,8 @@
 #                           partition gpu-a100-urgent (PriorityTier=10) on the a100 nodes
 #   LOCAL_SLURM_ACCOUNTING=1  MariaDB + slurmdbd (installs mariadb-server and slurmdbd
 #                           if missing; about 20 s the first time)
-#   LOCAL_SLURM_ACCOUNTS    accounts to create when accounting is on (default cp-test)
+#   LOCAL_SLURM_ACCOUNTS    accounts to create when accounting is on, apart by spaces or
+#                           commas (default cp-test)
 #   LOCAL_SLURM_FRESH=1     stop the cluster and wipe its state first (the accounting
 #                           database too)
 #   LOCAL_SLURM_MIN_JOB_AGE seconds slurmctld remembers an ended job (default 300; 2 at
@@ -347,11 +348,13 @@ if [ "$ACCOUNTING" = 1 ]; then
   if ! grep -q '^cplocal|' <<<"$assocs"; then
     sacctmgr -i add cluster cplocal >/dev/null
   fi
-  for a in $ACCOUNTS; do
+  for a in ${ACCOUNTS//,/ }; do  # names apart by spaces or commas
     grep -qx "cplocal|$a|" <<<"$assocs" ||
-      sacctmgr -i add account "$a" Cluster=cplocal Description=local-test Organization=local >/dev/null
+      sacctmgr -i add account "$a" Cluster=cplocal Description=local-test Organization=local >/dev/null ||
+      { say "sacctmgr could not add account $a"; exit 1; }
     grep -qx "cplocal|$a|root" <<<"$assocs" ||
-      sacctmgr -i add user root Account="$a" Cluster=cplocal >/dev/null
+      sacctmgr -i add user root Account="$a" Cluster=cplocal >/dev/null ||
+      { say "sacctmgr could not add user root to account $a"; exit 1; }
   done
 fi
 

@@ -57,7 +57,8 @@ def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None)
     if report.stopped:
         console.print(
             f"[yellow]Apply stopped on request[/]: {done} done, the rest not run; the same "
-            "`cp apply` again goes on from here.",
+            "`cp apply` again goes on from what was done (a plan file resumes; a directory "
+            "is planned again from the clusters as they are).",
             highlight=False,
             soft_wrap=True,
         )
