@@ -127,12 +127,11 @@ def observe(
         for j in c.jobs
         if j.workload and j.state.active
     }
-    waiting = {k for k in workloads if earlier.get(k, k) not in active}
     since = store.queue_times(
-        waiting,
+        {k for k in workloads if earlier.get(k, k) not in active},
         now,
         record=record,
-        entered=store.places_lost(waiting) | _lost_places(snap),
+        entered=_lost_places(snap),
     )
     snap.queue = [QueueEntry(workload=k, since=v) for k, v in sorted(since.items())]
     if record:

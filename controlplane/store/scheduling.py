@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from controlplane.store.database import Database
 from controlplane.store.tables import (
@@ -45,12 +45,14 @@ class SchedulingState:
         entered: Mapping[str, datetime] | None = None,
     ) -> dict[str, datetime]:
         """First-seen times of the waiting workloads; one not seen before entered at ``now``
-        (or, in ``entered``, when its lost job did: it keeps its place).
+        (or, in ``entered``, when its lost job did; or when the job a preemption stopped
+        did, :func:`_places_lost`: it keeps its place).
         With ``record``, new ones are remembered and workloads no longer waiting leave the
         queue; without, nothing is written (a plan of a branch must not queue its
         unmerged workloads)."""
         with self.db.session() as db:
             rows = {r.workload: _aware(r.since) for r in db.exec(select(QueueRow))}
+            entered = {**_places_lost(db, waiting - rows.keys()), **(entered or {})}
             if record:
                 for key in rows.keys() - waiting:
                     db.delete(db.get(QueueRow, key))
@@ -62,40 +64,6 @@ class SchedulingState:
                     db.rollback()
                     rows = {r.workload: _aware(r.since) for r in db.exec(select(QueueRow))}
         return {k: rows.get(k, (entered or {}).get(k, now)) for k in waiting}
-
-    def places_lost(self, workloads: set[str]) -> dict[str, datetime]:
-        """Of ``workloads``, those whose latest action done was a preemption, and when the
-        job it stopped entered the cluster's queue (its submit's time, else its first
-        run's start): losing its GPUs was not its doing, and it keeps its place (KAI's
-        evicted pod keeps its pod group, and its age)."""
-        with self.db.session() as db:
-            stops = db.exec(
-                select(ActionRow).where(ActionRow.op == "preempt", ActionRow.status == "done")
-            )
-            latest: dict[str, ActionRow] = {}
-            for row in stops:
-                if row.workload in workloads and _after(row, latest.get(row.workload)):
-                    latest[row.workload] = row
-            if not latest:
-                return {}
-            done = db.exec(
-                select(ActionRow).where(
-                    col(ActionRow.workload).in_(latest), ActionRow.status == "done"
-                )
-            ).all()
-            runs = db.exec(
-                select(RunRow).where(col(RunRow.job).in_({r.job for r in latest.values()}))
-            ).all()
-        places = {}
-        for key, stop in latest.items():
-            if any(_after(r, stop) for r in done if r.workload == key):
-                continue  # acted on since: a new job, or a cancel
-            made = [r.finished_at for r in done if r.job == stop.job and r.op != "preempt"]
-            ran = [r.started_at for r in runs if (r.cluster, r.job) == (stop.cluster, stop.job)]
-            times = [t for t in (made or ran) if t is not None]
-            if times:
-                places[key] = _aware(min(times))
-        return places
 
     def add_placeholder(self, workload: str, cluster: str, job: str, plan_id: str) -> None:
         with self.db.session() as db:
@@ -300,6 +268,47 @@ def _state(value: str | None) -> JobState | None:
         return JobState(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _places_lost(db: Session, workloads: set[str]) -> dict[str, datetime]:
+    """Of ``workloads`` (those entering the queue), those whose latest action done was a
+    preemption, and when the job it stopped entered the cluster's queue (its submit's
+    time, else its first run's start): losing its GPUs was not its doing, and it keeps its
+    place (KAI's evicted pod keeps its pod group, and its age)."""
+    latest: dict[str, ActionRow] = {}
+    done: list[ActionRow] = []
+    names = sorted(workloads)
+    for i in range(0, len(names), _CHUNK):  # a database's limit on a statement's parameters
+        rows = db.exec(
+            select(ActionRow).where(
+                col(ActionRow.workload).in_(names[i : i + _CHUNK]), ActionRow.status == "done"
+            )
+        ).all()
+        done += rows
+        for row in rows:
+            if row.op == "preempt" and _after(row, latest.get(row.workload)):
+                latest[row.workload] = row
+    if not latest:
+        return {}
+    jobs = sorted({r.job for r in latest.values() if r.job})
+    runs = [
+        r
+        for i in range(0, len(jobs), _CHUNK)
+        for r in db.exec(select(RunRow).where(col(RunRow.job).in_(jobs[i : i + _CHUNK])))
+    ]
+    places = {}
+    for key, stop in latest.items():
+        if any(_after(r, stop) for r in done if r.workload == key):
+            continue  # acted on since: a new job, or a cancel
+        made = [r.finished_at for r in done if r.job == stop.job and r.op != "preempt"]
+        ran = [r.started_at for r in runs if (r.cluster, r.job) == (stop.cluster, stop.job)]
+        times = [t for t in (made or ran) if t is not None]
+        if times:
+            places[key] = _aware(min(times))
+    return places
+
+
+_CHUNK = 500
 
 
 def _after(row: ActionRow, other: ActionRow | None) -> bool:
