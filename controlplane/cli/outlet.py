@@ -45,7 +45,8 @@ def _gone(stream: TextIO) -> None:
     except (OSError, ValueError):
         return
     while _listeners:
-        _listeners.pop(0)()
+        with contextlib.suppress(OSError):  # (standard error may be the same closed pipe)
+            _listeners.pop(0)()
 
 
 class _Buffer:

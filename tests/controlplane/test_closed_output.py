@@ -24,16 +24,19 @@ def quickstart(tmp_path: Path) -> Path:
     return dst
 
 
-def first_line_only(*args: str | Path) -> tuple[int, str, str]:
+def first_line_only(*args: str | Path, merged: bool = False) -> tuple[int, str, str]:
     """Run ``cp args``, read its first line of output and close the pipe, as ``| head -1``
-    does; (exit code, that line, what it said on stderr)."""
+    does (``merged``: ``2>&1 | head -1``); (exit code, that line, what it said on stderr)."""
     child = subprocess.Popen(
-        [CP, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [CP, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True,
     )
-    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout is not None
     line = child.stdout.readline()
     child.stdout.close()
-    err = child.stderr.read()
+    err = child.stderr.read() if child.stderr is not None else ""
     return child.wait(timeout=120), line, err
 
 
@@ -56,3 +59,11 @@ def test_a_watch_whose_reader_left_stops_as_on_ctrl_c(quickstart: Path) -> None:
     code, line, err = first_line_only("watch", quickstart, "--interval", "0.5", "--quiet", "0")
     assert line.strip() and code == 0, err
     assert "output closed: stopping after the step in flight" in err
+
+
+def test_a_watch_whose_only_pipe_closed_stops_too(quickstart: Path) -> None:
+    """`cp watch 2>&1 | head`: the word that it stops had nowhere to go either."""
+    code, line, _ = first_line_only(
+        "watch", quickstart, "--interval", "0.5", "--quiet", "0", merged=True
+    )
+    assert "cycle 1" in line and code == 0
