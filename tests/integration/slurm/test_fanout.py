@@ -149,7 +149,8 @@ def test_cp_cost_prints_candidates_with_test_only_estimates(
     assert starts["local.v100.2x4.direct"] > now + timedelta(minutes=25)  # after the blocker
     assert {n: (c["cost"], c["status"]) for n, c in rows.items()} == {
         "local.a100.1x8.direct": (12, "chosen"),  # 8 GPUs x 0.5 h x 3
-        "local.a100.2x4.direct": (12, "chosen"),  # same start and cost: not dominated
+        # same start and cost: sent both, both would start (the workload twice; trialO)
+        "local.a100.2x4.direct": (12, "dominated"),
         "local.v100.2x4.direct": (4, "chosen"),
     }
     text = ok(cp(capsys, "cost", "p/w", "--dir", specs)).out
