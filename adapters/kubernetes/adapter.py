@@ -99,7 +99,7 @@ class KubernetesAdapter:
         self.namespaces = dict(namespaces or {})
         self.room = Room(self.api, self.settings.gpu_resource, timeout=room_timeout)
         self._made: set[str] = set()  # namespaces known to exist
-        self._rights: dict[tuple[str, str, str], bool] = {}  # the API server's answers
+        self._rights: dict[tuple[str, str, str | None], bool] = {}  # the API server's answers
 
     # ------------------------------------------------------------------- observe
 
@@ -151,13 +151,20 @@ class KubernetesAdapter:
         missing = [
             f"{v} {r} in namespace {ns}" for v, r, ns in sorted(needs) if not self._may(v, r, ns)
         ]
+        # a create in a namespace not there yet makes it first (a new project's)
+        for ns in sorted({ns for v, _, ns in needs if v == "create"}):
+            if not self._may("get", "namespaces", None):
+                missing.append("get namespaces")
+                break
+            if not self.api.has_namespace(ns) and not self._may("create", "namespaces", None):
+                missing.append(f"create namespaces ({ns} does not exist yet)")
         if missing:
             raise PermanentError(
                 f"these credentials may not {'; '.join(missing)}: nothing was done on "
                 f"cluster {self.cluster} (grant them as examples/kubernetes/rbac.yaml shows)"
             )
 
-    def _may(self, verb: str, resource: str, namespace: str) -> bool:
+    def _may(self, verb: str, resource: str, namespace: str | None) -> bool:
         known = self._rights.get((verb, resource, namespace))
         if known is None:
             known = self._rights[verb, resource, namespace] = self.api.may(

@@ -231,9 +231,12 @@ class KubeAPI:
             raise
         return True
 
+    def has_namespace(self, name: str) -> bool:
+        return self.get(f"read namespace {name}", self.core.read_namespace, name) is not None
+
     def ensure_namespace(self, name: str, labels: dict[str, str]) -> bool:
         """Create the namespace if it is missing; True if this call made it."""
-        if self.get(f"read namespace {name}", self.core.read_namespace, name) is not None:
+        if self.has_namespace(name):
             return False
         body = {
             "apiVersion": "v1",

@@ -188,3 +188,73 @@ def test_an_apply_it_may_not_finish_evicts_nothing(
     assert [o.status for o in report.outcomes] == ["failed"]  # the preemption never ran
     assert len(pods("controlplane.io/project=vision")) == 1
     narrow.preflight([plan.actions[0]])  # the preemption alone it may do: no error
+
+
+WIDE = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: controlplane-system}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: wide, namespace: controlplane-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: wide}
+rules:
+  - {apiGroups: [""], resources: [nodes, namespaces], verbs: [get, list, watch]}
+  - {apiGroups: [""], resources: [pods], verbs: [get, list, watch, create, delete]}
+  - {apiGroups: [batch], resources: [jobs], verbs: [get, list, watch, create, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: wide}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: wide}
+subjects: [{kind: ServiceAccount, name: wide, namespace: controlplane-system}]
+"""
+
+
+def test_a_namespace_it_may_not_create_evicts_nothing(
+    clean_k8s: LocalKubernetes,
+    kube: client.ApiClient,
+    make_cluster_doc: Helper,
+    make_action: Helper,
+    pods: Helper,
+    tmp_path: Path,
+    wait_for: Helper,
+) -> None:
+    """Rights to create pods and jobs everywhere, but not namespaces: a new project's
+    namespace did not exist, the check asked only about pods and jobs, and the apply
+    evicted the victim before the submit failed on "create namespace cp-…: forbidden"
+    (trialQ). The missing namespace's create is asked for too."""
+    (tmp_path / "wide.yaml").write_text(WIDE)
+    create_from_yaml(kube, tmp_path / "wide.yaml")
+    admin = KubernetesAdapter(Cluster.model_validate(make_cluster_doc()))
+    big = admin.execute(make_action(workload="vision/big", nodes=["a100-0"]), plan_id="p0")
+    wait_for(lambda: len(pods("controlplane.io/project=vision")) == 1)
+    assert (
+        client.CoreV1Api(kube).list_namespace(field_selector="metadata.name=cp-opsteam").items == []
+    )
+    kubeconfig = service_account_kubeconfig(
+        kube, clean_k8s.kubeconfig, tmp_path / "wide.kubeconfig", wait_for, name="wide"
+    )
+    wide = KubernetesAdapter(Cluster.model_validate(make_cluster_doc(kubeconfig=str(kubeconfig))))
+    plan = Plan(
+        id="rbac-wide",
+        created_at=NOW,
+        spec_digest="s",
+        observed_digest="o",
+        solver=SolverReport(engine="test", status="OK"),
+        actions=[
+            make_action(Op.PREEMPT, workload="vision/big", job=big.job, nodes=[]),
+            make_action(workload="opsteam/train", nodes=["a100-0"]),
+        ],
+    )
+    with Store(f"sqlite:///{tmp_path / 'cp.db'}") as store:
+        report = apply_plan(plan, {"k8s": wide}, store, observed=None)
+    [failed] = [o for o in report.outcomes if o.status == "failed"]
+    assert "create namespaces" in failed.message and "cp-opsteam" in failed.message, failed.message
+    assert "nothing was done on cluster k8s" in failed.message
+    assert [o.status for o in report.outcomes] == ["failed"]  # the preemption never ran
+    assert len(pods("controlplane.io/project=vision")) == 1
