@@ -155,7 +155,10 @@ def reconcile_drift(
             continue
         if _needs_new_job(req, fields) or _gang_cut(req, old, fields) or leaving:
             nodes = "; ".join(why for _, why in leaving)
-            cause = reasons.Cause(_described(found, old, new) if found else "", nodes)
+            # the fields that need the new job, not edits the running job followed
+            forcing = [c for c in found if fields_of([c]) & _forcing(req, old, fields)]
+            shown = forcing or found
+            cause = reasons.Cause(_described(shown, old, new) if shown else "", nodes)
             replace.append((req, job, old, cause))
             if (old or new).checkpoint is not None:
                 saving.add(key)
@@ -294,6 +297,17 @@ def _needs_new_job(req: JobRequest, fields: set[str]) -> bool:
     if fields & PLACEMENT and req.pool not in req.pools:
         return True
     return bool(fields & {"replicas", "minReplicas"}) and req.min_replicas > len(req.placed)
+
+
+def _forcing(req: JobRequest, old: WorkloadSpec | None, fields: set[str]) -> set[str]:
+    """Of the edited ``fields``, those that need a new job (as :func:`_needs_new_job` and
+    :func:`_gang_cut` read them)."""
+    forcing = fields & REPLACE
+    if req.pool not in req.pools:
+        forcing |= fields & PLACEMENT
+    if _needs_new_job(req, fields & {"replicas", "minReplicas"}) or _gang_cut(req, old, fields):
+        forcing |= fields & {"replicas", "minReplicas"}
+    return forcing
 
 
 def _gang_cut(req: JobRequest, old: WorkloadSpec | None, fields: set[str]) -> bool:

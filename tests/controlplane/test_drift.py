@@ -199,6 +199,21 @@ def test_a_shrink_by_an_edit_and_a_lowered_limit_says_both(tmp_path: Path, capsy
     assert "; then project g holds 10 GPUs, above its limit of 8" in message
 
 
+def test_a_replacement_names_only_what_needs_the_new_job(tmp_path: Path, capsys: Capsys) -> None:
+    """A priority edit the running job followed, then a command edit: the replacement's
+    reason read "priority: default (50) -> 70; command: ...", and a reviewer took the
+    priority for the cause (trialQ). The fields that need a new job are named."""
+    root = org(tmp_path / "s")
+    settle(capsys, root, T0)
+    org(root, priority=70)
+    settle(capsys, root, T0)  # followed in place: nothing to do
+    org(root, priority=70, command=["train", "--v2"])
+    data = plan(capsys, root)
+    assert ops(data) == [("submit", "spec-changed"), ("cancel", "spec-changed")]
+    message = data["actions"][1]["reason"]["message"]
+    assert "command: [train] -> [train, --v2]" in message and "priority" not in message
+
+
 def test_a_fixed_gang_given_fewer_replicas_is_replaced_not_cut(
     tmp_path: Path, capsys: Capsys
 ) -> None:
