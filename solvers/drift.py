@@ -146,7 +146,7 @@ def reconcile_drift(
                 )
                 drift.waiting[key] = reasons.fan_out_edited(job.id, cause)
             continue
-        if req.ending and job.spec_digest not in (None, new.digest):
+        if req.ending and (job.spec_digest not in (None, new.digest) or found):
             # its job winds down (saving its checkpoint, its pods being deleted): the new
             # version starts once it has ended
             saves = (old or new).checkpoint is not None

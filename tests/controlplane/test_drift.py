@@ -656,6 +656,40 @@ def test_a_job_in_another_namespace_or_image_than_the_specs_now_ask_is_replaced(
     assert make_plan(org(namespace="lab-p", image="busybox:1.37"), world, now=NOW).actions == []
 
 
+def test_a_checkpointed_job_in_a_namespace_the_project_left_converges() -> None:
+    """A checkpointed job of a project given a new namespace: cancelled with its grace to
+    save, the new version to start once it has ended. Every plan ended "cut short: no
+    fixed point after 4 rounds" until the job was gone (trialQ): in the plan's own later
+    rounds the winding-down job was still in the old namespace, and was cancelled again.
+    A command edit converged (it waited for the job to wind down)."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1,
+         "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+    ]  # fmt: skip
+    k8s = cluster("k8s", adapter="kubernetes", pools=pools, kubernetes={"image": "busybox:1.36"})
+    saves = {"signal": "USR1", "grace": "30s"}
+
+    def org(**project_spec: Any) -> Any:
+        w = workload("w", "p", gpus=2, checkpoint=saves)
+        return desired([k8s, project("p", gpus=8, **project_spec), w])
+
+    spec = org().workloads["p/w"].spec
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    job = Job(id="cp-p/w-1", workload="p/w", state=JobState.RUNNING, pool="a100",
+              started_at=NOW - timedelta(hours=1), replicas=[Replica(node="a100-01", gpus=2)],
+              spec_digest=spec.digest, namespace="cp-p", image="busybox:1.36")  # fmt: skip
+    world = Snapshot(now=NOW, clusters=[ClusterState(name="k8s", nodes=[node], jobs=[job])])
+    moved = make_plan(org(namespace="lab-p"), world, now=NOW)
+    assert [a.op.value for a in moved.actions] == ["cancel"]  # saves first, then starts
+    assert not moved.solver.cut_short, moved.solver.cut_short
+    # the next plan, while it winds down: it waits for it, as for any edit
+    winding = job.model_copy(update={"state": JobState.COMPLETING})
+    world.clusters[0].jobs = [winding]
+    waits = make_plan(org(namespace="lab-p"), world, now=NOW)
+    assert waits.actions == [] and not waits.solver.cut_short
+    assert [p.reason.code.value for p in waits.pending] == ["spec-changed"]
+
+
 def test_a_job_of_a_version_the_store_does_not_hold_is_told_not_ignored() -> None:
     """After a move to a new store (`cp store init --db`, as the README says), a lost
     `.cp/`, or a job another spec repo made under the same name, the version a job runs
