@@ -314,7 +314,11 @@ def test_the_command_line_does_not_call_an_unchecked_cluster_in_sync(tmp_path: P
         text=True,
         timeout=120,
     )
-    assert as_json.returncode == 1 and list(json.loads(as_json.stdout)["unreachable"]) == ["k"]
+    doc = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and list(doc["unreachable"]) == ["k"]
+    # the document says it too: a CI job reading it alone took it for a plan (trialQ)
+    assert doc["ok"] is False and doc["error"]["kind"] == "unreachable"
+    assert doc["error"]["message"].startswith("no cluster answered (k)")
     with_sim = write_specs(
         tmp_path / "with-sim",
         [

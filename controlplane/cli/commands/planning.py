@@ -221,10 +221,14 @@ def plan_cmd(
         out_file.write_text(plan.to_json() + "\n")
     if full_plan:
         full_plan.write_text(plan_markdown(plan, loaded.warnings, max_chars=0, alerts=alerts))
+    silent = none_answered(plan.unreachable, loaded.desired)
     if as_json:
         doc = plan.model_dump(mode="json", by_alias=True)
         # the specs' warnings ride along; they are not part of the sealed plan (--out)
         doc["warnings"] = [diagnostic_json(w) for w in loaded.warnings]
+        if silent:  # exit 1: a CI job reading the document alone tells it from "no changes"
+            doc["ok"] = False
+            doc["error"] = {"kind": "unreachable", "message": f"{silent}: {_OBSERVED_NOTHING}"}
         write_json(doc)
     elif markdown:
         # the file's name: CI attaches it to the run, where the runner's path means nothing
@@ -247,10 +251,9 @@ def plan_cmd(
                 f"Saved to {out_file}; run [bold]{escape(apply_it)}[/] to carry it out.",
                 soft_wrap=True,
             )
-    silent = none_answered(plan.unreachable, loaded.desired)
     if silent:
         err.print(
-            f"error: {silent}: this plan observed nothing; fix access to them and plan again",
+            f"error: {silent}: {_OBSERVED_NOTHING}",
             highlight=False,
             soft_wrap=True,
             markup=False,
@@ -339,3 +342,6 @@ def cost(
         write_json(table.to_json())
         return
     print_candidates(out, table)
+
+
+_OBSERVED_NOTHING = "this plan observed nothing; fix access to them and plan again"
