@@ -20,7 +20,15 @@ def print_candidates(console: Console, table: CandidateTable) -> None:
         if table.fan_out
         else "no fanOut: what fan-out would choose"
     )
-    where = "estimates from the clusters" if table.forecasted else "no estimates: by cost"
+    # asked, a cluster may have nothing to tell (Kubernetes gives no start forecasts)
+    told = table.forecasted and any(v.estimate is not None for v in table.rows)
+    where = (
+        "estimates from the clusters"
+        if told
+        else "the clusters gave no estimates: by cost"
+        if table.forecasted
+        else "no estimates: by cost"
+    )
     console.print(f"[bold]{table.workload}[/] ({kind}; {where})", highlight=False)
     for job in table.active:
         where = f"{job.cluster}/{job.pool}" if job.pool else job.cluster
@@ -75,7 +83,7 @@ def print_candidates(console: Console, table: CandidateTable) -> None:
                 Text(f"{v.status.value}: {v.note}"),
             ]
         )
-    if not table.forecasted:  # the title says so: "no start estimate" on every row took room
+    if not told:  # the title says so: "no start estimate" on every row only took room
         at = [c.header for c in columns].index("estimated\nstart")
         columns.pop(at)
         for row in rows:

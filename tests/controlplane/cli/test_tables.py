@@ -147,3 +147,31 @@ def test_the_policy_diff_keeps_names_whole(
     res = cp(capsys, "plan", org, "--base-dir", base, "--now", NOW)
     _fits(res, f"department {DEPT}", f"project {PROJECT}", f"{PROJECT}/{LONG}")
     assert "quota.limit" in res.out and "32" in res.out and "24" in res.out
+
+
+def test_cost_says_when_the_clusters_had_no_estimate_to_give() -> None:
+    """On Kubernetes (no start forecasts) the title said "estimates from the clusters" above
+    a column of "start unknown" (trialQ)."""
+    from datetime import UTC, datetime
+
+    from controlplane.cli.views.cost import print_candidates
+    from controlplane.costs import CandidateTable
+    from solvers.fanout import Candidate, Mode, choose
+
+    c = Candidate(
+        workload="p/w", cluster="k8s", pool="a100", partition=None, gpu_type="a100_80",
+        nodes=1, gpus_per_node=4, tasks_per_node=1, mode=Mode.DIRECT, walltime=3600,
+        time_min=None, hours=1.0, cost_per_gpu_hour=3.0,
+    )  # fmt: skip
+    now = datetime(2026, 11, 22, 10, tzinfo=UTC)
+    for forecasts, title in [
+        ({c.key: None}, "the clusters gave no estimates: by cost"),
+        ({c.key: now}, "estimates from the clusters"),
+    ]:
+        rows = choose([c], forecasts, 2)
+        table = CandidateTable("p/w", True, 2, now, True, rows)
+        console = Console(width=100, record=True)
+        print_candidates(console, table)
+        text = console.export_text()
+        assert title in text.splitlines()[0]
+        assert ("estimated" in text) is (title == "estimates from the clusters")
