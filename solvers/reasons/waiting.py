@@ -27,7 +27,7 @@ def over_limit(q: Queue, held: float, need: float, note: str = "") -> Reason:
         code=ReasonCode.OVER_LIMIT,
         message=(
             f"needs {gpu_count(need)}; {q.kind} {q.name} holds {gpus(held)} of its limit of "
-            f"{gpus(q.limit)}{note}"
+            f"{gpus(q.limit)} ({gpus(held + need)} with it){note}"
         ),
     )
 

@@ -350,7 +350,8 @@ def test_explain_names_the_binding_quota_level(
 ) -> None:
     res = cp(capsys, "explain", "ads/ctr-train", "--dir", quickstart)
     assert res.code == 0
-    assert "over-limit: needs 8 GPUs; project ads holds 8 of its limit of 12" in res.out
+    said = " ".join(res.out.split())  # as wrapped at the terminal's width
+    assert "over-limit: needs 8 GPUs; project ads holds 8 of its limit of 12 (16 with it)" in said
     binding = [line for line in res.out.splitlines() if "<- binds" in line]
     assert len(binding) == 1 and "project ads" in binding[0]
     body = cp(capsys, "explain", "ads/ranker-serve", "--dir", quickstart, "--json").json()
