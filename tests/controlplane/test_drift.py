@@ -565,11 +565,9 @@ def test_an_image_the_cluster_already_runs_by_default_changes_nothing() -> None:
     job ("image: none -> busybox:1.36") though the container runs that image already (user
     trial). What counts is the image the job runs: the same, nothing to do; another, a
     replacement."""
-    pools = [
-        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1,
-         "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
-    ]  # fmt: skip
-    k8s = cluster("k8s", adapter="kubernetes", pools=pools, kubernetes={"image": "busybox:1.36"})
+    k8s = cluster(
+        "k8s", adapter="kubernetes", pools=K8S_POOLS, kubernetes={"image": "busybox:1.36"}
+    )
 
     def org(**spec: Any) -> Any:
         return desired([k8s, project("p", gpus=8), workload("w", "p", gpus=2, **spec)])
@@ -613,26 +611,36 @@ def test_an_image_edit_off_kubernetes_changes_nothing() -> None:
     assert "image" not in other.actions[0].reason.message, other.actions[0].reason.message
 
 
+K8S_POOLS = [
+    {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1,
+     "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+]  # fmt: skip
+
+
+def k8s_world(spec: Any) -> Snapshot:
+    """A Kubernetes cluster of one A100 node, where ``spec``'s job runs in namespace cp-p,
+    from image busybox:1.36."""
+    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
+    job = Job(id="cp-p/w-1", workload="p/w", state=JobState.RUNNING, pool="a100",
+              started_at=NOW - timedelta(hours=1), replicas=[Replica(node="a100-01", gpus=2)],
+              spec_digest=spec.digest, namespace="cp-p", image="busybox:1.36")  # fmt: skip
+    return Snapshot(now=NOW, clusters=[ClusterState(name="k8s", nodes=[node], jobs=[job])])
+
+
 def test_a_job_in_another_namespace_or_image_than_the_specs_now_ask_is_replaced() -> None:
     """A project's new spec.namespace, or the cluster's new default image, left running jobs
     where and as they were, and the plan said nothing (user trial on Kubernetes): neither
     is in the workload's spec. The observed job says where it runs and what: a difference
     is a replacement, named."""
-    pools = [
-        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1,
-         "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
-    ]  # fmt: skip
+    pools = K8S_POOLS
 
     def org(image: str = "busybox:1.36", **project_spec: Any) -> Any:
         k8s = cluster("k8s", adapter="kubernetes", pools=pools, kubernetes={"image": image})
         return desired([k8s, project("p", gpus=8, **project_spec), workload("w", "p", gpus=2)])
 
     spec = org().workloads["p/w"].spec
-    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
-    job = Job(id="cp-p/w-1", workload="p/w", state=JobState.RUNNING, pool="a100",
-              started_at=NOW - timedelta(hours=1), replicas=[Replica(node="a100-01", gpus=2)],
-              spec_digest=spec.digest, namespace="cp-p", image="busybox:1.36")  # fmt: skip
-    world = Snapshot(now=NOW, clusters=[ClusterState(name="k8s", nodes=[node], jobs=[job])])
+    world = k8s_world(spec)
+    [job] = world.clusters[0].jobs
     assert make_plan(org(), world, now=NOW).actions == []
     moved = make_plan(org(namespace="lab-p"), world, now=NOW)
     assert sorted(a.op.value for a in moved.actions) == ["cancel", "submit"]
@@ -673,12 +681,8 @@ def test_a_checkpointed_job_in_a_namespace_the_project_left_converges() -> None:
         w = workload("w", "p", gpus=2, checkpoint=saves)
         return desired([k8s, project("p", gpus=8, **project_spec), w])
 
-    spec = org().workloads["p/w"].spec
-    node = Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8)
-    job = Job(id="cp-p/w-1", workload="p/w", state=JobState.RUNNING, pool="a100",
-              started_at=NOW - timedelta(hours=1), replicas=[Replica(node="a100-01", gpus=2)],
-              spec_digest=spec.digest, namespace="cp-p", image="busybox:1.36")  # fmt: skip
-    world = Snapshot(now=NOW, clusters=[ClusterState(name="k8s", nodes=[node], jobs=[job])])
+    world = k8s_world(org().workloads["p/w"].spec)
+    [job] = world.clusters[0].jobs
     moved = make_plan(org(namespace="lab-p"), world, now=NOW)
     assert [a.op.value for a in moved.actions] == ["cancel"]  # saves first, then starts
     assert not moved.solver.cut_short, moved.solver.cut_short

@@ -100,11 +100,38 @@ def test_the_example_role_lets_the_adapter_do_its_work(
 
 # examples/kubernetes/rbac.yaml's narrower way: reads everywhere, writes only in the
 # namespaces an admin made and bound (here cp-vision; cp-newteam exists without a Role)
-NARROW = """
+def account(name: str, rules: str) -> str:
+    """A service account of ``controlplane-system`` with the cluster-wide ``rules``."""
+    return f"""
 apiVersion: v1
 kind: Namespace
-metadata: {name: controlplane-system}
+metadata: {{name: controlplane-system}}
 ---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {name}, namespace: controlplane-system}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {name}}}
+rules:
+{rules}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {name}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {name}}}
+subjects: [{{kind: ServiceAccount, name: {name}, namespace: controlplane-system}}]
+"""
+
+
+NARROW = (
+    account(
+        "narrow",
+        """  - {apiGroups: [""], resources: [nodes, pods, namespaces], verbs: [get, list, watch]}
+  - {apiGroups: [batch], resources: [jobs], verbs: [get, list, watch]}""",
+    )
+    + """---
 apiVersion: v1
 kind: Namespace
 metadata: {name: cp-newteam}
@@ -112,23 +139,6 @@ metadata: {name: cp-newteam}
 apiVersion: v1
 kind: Namespace
 metadata: {name: cp-vision}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: narrow, namespace: controlplane-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: narrow-read}
-rules:
-  - {apiGroups: [""], resources: [nodes, pods, namespaces], verbs: [get, list, watch]}
-  - {apiGroups: [batch], resources: [jobs], verbs: [get, list, watch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: narrow-read}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: narrow-read}
-subjects: [{kind: ServiceAccount, name: narrow, namespace: controlplane-system}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -143,79 +153,64 @@ metadata: {name: narrow-write, namespace: cp-vision}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: narrow-write}
 subjects: [{kind: ServiceAccount, name: narrow, namespace: controlplane-system}]
 """
+)
 
 
-def test_an_apply_it_may_not_finish_evicts_nothing(
-    clean_k8s: LocalKubernetes,
-    kube: client.ApiClient,
-    make_cluster_doc: Helper,
-    make_action: Helper,
-    pods: Helper,
-    tmp_path: Path,
-    wait_for: Helper,
-) -> None:
+def test_an_apply_it_may_not_finish_evicts_nothing(evicting: Evicting) -> None:
     """A project whose namespace has no Role yet (a pull request merged before the admin
     made it): apply deleted the victim, then the beneficiary's submit failed 403, and every
     later apply did the same (user trial). Now the rights every action needs are asked for
     first (SelfSubjectAccessReview): nothing is done on the cluster, and the error names
     what is missing."""
-    (tmp_path / "narrow.yaml").write_text(NARROW)
-    create_from_yaml(kube, tmp_path / "narrow.yaml")
-    admin = KubernetesAdapter(Cluster.model_validate(make_cluster_doc()))
-    big = admin.execute(make_action(workload="vision/big", nodes=["a100-0"]), plan_id="p0")
-    wait_for(lambda: len(pods("controlplane.io/project=vision")) == 1)
-    kubeconfig = service_account_kubeconfig(
-        kube, clean_k8s.kubeconfig, tmp_path / "narrow.kubeconfig", wait_for, name="narrow"
-    )
-    narrow = KubernetesAdapter(Cluster.model_validate(make_cluster_doc(kubeconfig=str(kubeconfig))))
-    plan = Plan(
-        id="rbac-narrow",
-        created_at=NOW,
-        spec_digest="s",
-        observed_digest="o",
-        solver=SolverReport(engine="test", status="OK"),
-        actions=[
-            make_action(Op.PREEMPT, workload="vision/big", job=big.job, nodes=[]),
-            make_action(workload="newteam/train", nodes=["a100-0"]),
-        ],
-    )
-    with Store(f"sqlite:///{tmp_path / 'cp.db'}") as store:
-        report = apply_plan(plan, {"k8s": narrow}, store, observed=None)
-    assert not report.ok
-    [failed] = [o for o in report.outcomes if o.status == "failed"]
+    failed = evicting.refused(NARROW, "narrow", "newteam/train")
     assert "create" in failed.message and "cp-newteam" in failed.message, failed.message
-    assert "nothing was done on cluster k8s" in failed.message
-    assert [o.status for o in report.outcomes] == ["failed"]  # the preemption never ran
-    assert len(pods("controlplane.io/project=vision")) == 1
-    narrow.preflight([plan.actions[0]])  # the preemption alone it may do: no error
+    evicting.adapter.preflight([evicting.plan.actions[0]])  # the preemption alone: no error
 
 
-WIDE = """
-apiVersion: v1
-kind: Namespace
-metadata: {name: controlplane-system}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: wide, namespace: controlplane-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: wide}
-rules:
-  - {apiGroups: [""], resources: [nodes, namespaces], verbs: [get, list, watch]}
-  - {apiGroups: [""], resources: [pods], verbs: [get, list, watch, create, delete]}
-  - {apiGroups: [batch], resources: [jobs], verbs: [get, list, watch, create, delete]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: wide}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: wide}
-subjects: [{kind: ServiceAccount, name: wide, namespace: controlplane-system}]
-"""
+class Evicting:
+    """``vision/big`` runs (made with the admin's rights); as a service account of the
+    rights an RBAC document gives, a plan preempts it for a submit of another project."""
+
+    def __init__(self, k8s: LocalKubernetes, kube: client.ApiClient, *helpers: Any) -> None:
+        self.k8s, self.kube = k8s, kube
+        self.cluster_doc, self.action, self.pods, self.tmp, self.wait_for = helpers
+
+    def refused(self, rbac: str, account: str, newcomer: str) -> Any:
+        """Apply the plan as ``account``: the failed outcome, once checked that the apply
+        did nothing on the cluster (the preemption never ran)."""
+        (self.tmp / f"{account}.yaml").write_text(rbac)
+        create_from_yaml(self.kube, self.tmp / f"{account}.yaml")
+        admin = KubernetesAdapter(Cluster.model_validate(self.cluster_doc()))
+        big = admin.execute(self.action(workload="vision/big", nodes=["a100-0"]), plan_id="p0")
+        self.wait_for(lambda: len(self.pods("controlplane.io/project=vision")) == 1)
+        config = self.tmp / f"{account}.kubeconfig"
+        kubeconfig = service_account_kubeconfig(
+            self.kube, self.k8s.kubeconfig, config, self.wait_for, name=account
+        )
+        doc = self.cluster_doc(kubeconfig=str(kubeconfig))
+        self.adapter = KubernetesAdapter(Cluster.model_validate(doc))
+        self.plan = Plan(
+            id=f"rbac-{account}",
+            created_at=NOW,
+            spec_digest="s",
+            observed_digest="o",
+            solver=SolverReport(engine="test", status="OK"),
+            actions=[
+                self.action(Op.PREEMPT, workload="vision/big", job=big.job, nodes=[]),
+                self.action(workload=newcomer, nodes=["a100-0"]),
+            ],
+        )
+        with Store(f"sqlite:///{self.tmp / 'cp.db'}") as store:
+            report = apply_plan(self.plan, {"k8s": self.adapter}, store, observed=None)
+        [failed] = [o for o in report.outcomes if o.status == "failed"]
+        assert "nothing was done on cluster k8s" in failed.message, failed.message
+        assert [o.status for o in report.outcomes] == ["failed"]  # the preemption never ran
+        assert len(self.pods("controlplane.io/project=vision")) == 1
+        return failed
 
 
-def test_a_namespace_it_may_not_create_evicts_nothing(
+@pytest.fixture
+def evicting(
     clean_k8s: LocalKubernetes,
     kube: client.ApiClient,
     make_cluster_doc: Helper,
@@ -223,38 +218,26 @@ def test_a_namespace_it_may_not_create_evicts_nothing(
     pods: Helper,
     tmp_path: Path,
     wait_for: Helper,
+) -> Evicting:
+    return Evicting(clean_k8s, kube, make_cluster_doc, make_action, pods, tmp_path, wait_for)
+
+
+WIDE = account(
+    "wide",
+    """  - {apiGroups: [""], resources: [nodes, namespaces], verbs: [get, list, watch]}
+  - {apiGroups: [""], resources: [pods], verbs: [get, list, watch, create, delete]}
+  - {apiGroups: [batch], resources: [jobs], verbs: [get, list, watch, create, delete]}""",
+)
+
+
+def test_a_namespace_it_may_not_create_evicts_nothing(
+    evicting: Evicting, kube: client.ApiClient
 ) -> None:
     """Rights to create pods and jobs everywhere, but not namespaces: a new project's
     namespace did not exist, the check asked only about pods and jobs, and the apply
     evicted the victim before the submit failed on "create namespace cp-…: forbidden"
     (trialQ). The missing namespace's create is asked for too."""
-    (tmp_path / "wide.yaml").write_text(WIDE)
-    create_from_yaml(kube, tmp_path / "wide.yaml")
-    admin = KubernetesAdapter(Cluster.model_validate(make_cluster_doc()))
-    big = admin.execute(make_action(workload="vision/big", nodes=["a100-0"]), plan_id="p0")
-    wait_for(lambda: len(pods("controlplane.io/project=vision")) == 1)
-    assert (
-        client.CoreV1Api(kube).list_namespace(field_selector="metadata.name=cp-opsteam").items == []
-    )
-    kubeconfig = service_account_kubeconfig(
-        kube, clean_k8s.kubeconfig, tmp_path / "wide.kubeconfig", wait_for, name="wide"
-    )
-    wide = KubernetesAdapter(Cluster.model_validate(make_cluster_doc(kubeconfig=str(kubeconfig))))
-    plan = Plan(
-        id="rbac-wide",
-        created_at=NOW,
-        spec_digest="s",
-        observed_digest="o",
-        solver=SolverReport(engine="test", status="OK"),
-        actions=[
-            make_action(Op.PREEMPT, workload="vision/big", job=big.job, nodes=[]),
-            make_action(workload="opsteam/train", nodes=["a100-0"]),
-        ],
-    )
-    with Store(f"sqlite:///{tmp_path / 'cp.db'}") as store:
-        report = apply_plan(plan, {"k8s": wide}, store, observed=None)
-    [failed] = [o for o in report.outcomes if o.status == "failed"]
+    namespaces = client.CoreV1Api(kube).list_namespace(field_selector="metadata.name=cp-opsteam")
+    assert namespaces.items == []
+    failed = evicting.refused(WIDE, "wide", "opsteam/train")
     assert "create namespaces" in failed.message and "cp-opsteam" in failed.message, failed.message
-    assert "nothing was done on cluster k8s" in failed.message
-    assert [o.status for o in report.outcomes] == ["failed"]  # the preemption never ran
-    assert len(pods("controlplane.io/project=vision")) == 1
