@@ -43,7 +43,7 @@ from solvers.leaving import must_leave
 from solvers.order import last_completed
 from solvers.placement import FreeIndex
 from solvers.problem import JobRequest, Problem, node_key
-from solvers.problem.edits import PLACEMENT, REPLACE, edited_while_running, fields_of
+from solvers.problem.edits import edited_while_running, fields_of, forcing
 from specs.actions import Reason
 from specs.diff import Change, Scalar, changes, describe, show
 from specs.kubernetes import Runs
@@ -139,9 +139,9 @@ def reconcile_drift(
         fields = fields_of(found)
         leaving = leave.get(req.cluster or "", {}).get(job.id, [])
         if req.fan_out:  # never replaced: the new version runs once this job has ended
-            if _needs_new_job(req, fields) or leaving:
+            if _forcing(req, fields) or leaving:
                 cause = reasons.Cause(
-                    _described(found, old, new) if _needs_new_job(req, fields) else "",
+                    _described(found, old, new) if _forcing(req, fields) else "",
                     "; ".join(why for _, why in leaving),
                 )
                 drift.waiting[key] = reasons.fan_out_edited(job.id, cause)
@@ -153,11 +153,11 @@ def reconcile_drift(
             drift.waiting[key] = reasons.saves_first(job.id, saves=saves)
             drift.needs[key] = new.gpus * new.effective_min_replicas
             continue
-        if _needs_new_job(req, fields) or _gang_cut(req, old, fields) or leaving:
+        needed = _forcing(req, fields, old)
+        if needed or leaving:
             nodes = "; ".join(why for _, why in leaving)
             # the fields that need the new job, not edits the running job followed
-            forcing = [c for c in found if fields_of([c]) & _forcing(req, old, fields)]
-            shown = forcing or found
+            shown = [c for c in found if fields_of([c]) & needed] or found
             cause = reasons.Cause(_described(shown, old, new) if shown else "", nodes)
             replace.append((req, job, old, cause))
             if (old or new).checkpoint is not None:
@@ -291,33 +291,16 @@ def _observed(job: Job, new: WorkloadSpec, runs: Runs | None) -> list[Change]:
     return out
 
 
-def _needs_new_job(req: JobRequest, fields: set[str]) -> bool:
-    if fields & REPLACE:
-        return True
-    if fields & PLACEMENT and req.pool not in req.pools:
-        return True
-    return bool(fields & {"replicas", "minReplicas"}) and req.min_replicas > len(req.placed)
-
-
-def _forcing(req: JobRequest, old: WorkloadSpec | None, fields: set[str]) -> set[str]:
-    """Of the edited ``fields``, those that need a new job (as :func:`_needs_new_job` and
-    :func:`_gang_cut` read them)."""
-    forcing = fields & REPLACE
-    if req.pool not in req.pools:
-        forcing |= fields & PLACEMENT
-    if _needs_new_job(req, fields & {"replicas", "minReplicas"}) or _gang_cut(req, old, fields):
-        forcing |= fields & {"replicas", "minReplicas"}
-    return forcing
-
-
-def _gang_cut(req: JobRequest, old: WorkloadSpec | None, fields: set[str]) -> bool:
-    """Fewer replicas for a job that ran as a fixed gang (no replica of it may stop while
-    the others run): a new job, not a resize."""
-    return (
-        "replicas" in fields
-        and len(req.placed) > req.replicas
-        and old is not None
-        and old.effective_min_replicas >= old.replicas
+def _forcing(req: JobRequest, fields: set[str], old: WorkloadSpec | None = None) -> set[str]:
+    """Of the edited ``fields``, those its running job cannot follow (a fixed gang given
+    fewer replicas only where ``old``, the version it runs, is known)."""
+    return forcing(
+        fields,
+        pool_qualifies=req.pool in req.pools,
+        ran=len(req.placed),
+        wanted=req.replicas,
+        at_least=req.min_replicas,
+        gang=old is not None and old.effective_min_replicas >= old.replicas,
     )
 
 

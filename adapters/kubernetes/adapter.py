@@ -156,7 +156,9 @@ class KubernetesAdapter:
             if not self._may("get", "namespaces", None):
                 missing.append("get namespaces")
                 break
-            if not self.api.has_namespace(ns) and not self._may("create", "namespaces", None):
+            if ns in self._made or self.api.has_namespace(ns):
+                self._made.add(ns)
+            elif not self._may("create", "namespaces", None):
                 missing.append(f"create namespaces ({ns} does not exist yet)")
         if missing:
             raise PermanentError(

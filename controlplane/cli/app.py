@@ -184,8 +184,7 @@ def _no_negative_seconds(value: float) -> float:
 
 
 # the plan's bound, for every command that makes plans of its own (plan, apply of a spec
-# directory, watch): default
-# Policy().time_limit
+# directory, watch); each gives DEFAULT_POLICY.time_limit as its default
 TimeLimitOpt = Annotated[
     float,
     typer.Option(

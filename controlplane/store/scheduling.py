@@ -46,13 +46,13 @@ class SchedulingState:
     ) -> dict[str, datetime]:
         """First-seen times of the waiting workloads; one not seen before entered at ``now``
         (or, in ``entered``, when its lost job did; or when the job a preemption stopped
-        did, :func:`_places_lost`: it keeps its place).
+        did, :func:`_preempted_places`: it keeps its place).
         With ``record``, new ones are remembered and workloads no longer waiting leave the
         queue; without, nothing is written (a plan of a branch must not queue its
         unmerged workloads)."""
         with self.db.session() as db:
             rows = {r.workload: _aware(r.since) for r in db.exec(select(QueueRow))}
-            entered = {**_places_lost(db, waiting - rows.keys()), **(entered or {})}
+            entered = {**_preempted_places(db, waiting - rows.keys()), **(entered or {})}
             if record:
                 for key in rows.keys() - waiting:
                     db.delete(db.get(QueueRow, key))
@@ -270,7 +270,7 @@ def _state(value: str | None) -> JobState | None:
         return None
 
 
-def _places_lost(db: Session, workloads: set[str]) -> dict[str, datetime]:
+def _preempted_places(db: Session, workloads: set[str]) -> dict[str, datetime]:
     """Of ``workloads`` (those entering the queue), those whose latest action done was a
     preemption, and when the job it stopped entered the cluster's queue (its submit's
     time, else its first run's start): losing its GPUs was not its doing, and it keeps its

@@ -28,18 +28,35 @@ def fields_of(found: Iterable[Change]) -> set[str]:
     return {f.split(".")[0].split("[")[0] for f, _, _ in found}
 
 
+def forcing(
+    fields: set[str], *, pool_qualifies: bool, ran: int, wanted: int, at_least: int, gang: bool
+) -> set[str]:
+    """Of the edited ``fields``, those a running job cannot follow: it runs ``ran``
+    replicas in a pool the spec may still use or not (``pool_qualifies``), the spec now
+    wants ``wanted`` of them, ``at_least`` to run, and it ran as a fixed gang (``gang``:
+    none of its replicas may stop while the others run)."""
+    out = fields & REPLACE
+    if not pool_qualifies:
+        out |= fields & PLACEMENT
+    resized = fields & {"replicas", "minReplicas"}
+    if resized and (at_least > ran or ("replicas" in fields and ran > wanted and gang)):
+        out |= resized
+    return out
+
+
 def followed(old: WorkloadSpec, new: WorkloadSpec, *, pool_qualifies: bool, job: Job) -> bool:
     """Whether ``job``, made of ``old``, was as it ran what ``new`` asks, in a pool that
     ``new`` may still use or not (``pool_qualifies``)."""
     image = job.image is not None  # it ran in a container, whose image counts
     fields = fields_of(changes(old, new)) - (set() if image else {"image"})
-    if fields & REPLACE or (fields & PLACEMENT and not pool_qualifies):
-        return False
-    if fields & {"replicas", "minReplicas"}:
-        ran = len(job.replicas)
-        fewer_of_a_gang = ran > new.replicas and old.effective_min_replicas >= old.replicas
-        return new.effective_min_replicas <= ran and not fewer_of_a_gang
-    return True
+    return not forcing(
+        fields,
+        pool_qualifies=pool_qualifies,
+        ran=len(job.replicas),
+        wanted=new.replicas,
+        at_least=new.effective_min_replicas,
+        gang=old.effective_min_replicas >= old.replicas,
+    )
 
 
 def edited_while_running(job: Job, digest: str, since: datetime | None) -> bool:

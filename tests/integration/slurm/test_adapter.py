@@ -512,6 +512,20 @@ def stored(
     cancel_all()
 
 
+def elastic_gang(
+    adapter: SlurmAdapter, make_action: Helper, wait_for: Helper, *, seconds: int, plan_id: str
+) -> Any:
+    """``ml/elastic``, a gang of 2 x 2 GPUs on a100-1 and a100-2 that sleeps ``seconds``,
+    submitted and running: the adapter's result."""
+    gang = make_action(
+        workload="ml/elastic", nodes=["a100-1", "a100-2"], gpus=2,
+        command=["sleep", str(seconds)], elastic=True,
+    )  # fmt: skip
+    started = adapter.execute(gang, plan_id=plan_id)
+    wait_for(lambda: running(adapter, started.job))
+    return started
+
+
 def test_an_elastic_gang_gives_a_node_back_in_place(
     stored: SlurmAdapter, make_action: Helper, slurm: Helper, wait_for: Helper
 ) -> None:
@@ -521,12 +535,7 @@ def test_an_elastic_gang_gives_a_node_back_in_place(
     cannot be released: a resize that takes that one replaces the job as before. (On a
     cluster that stores jobs: see the next test for one that does not.)"""
     adapter = stored
-    gang = make_action(
-        workload="ml/elastic", nodes=["a100-1", "a100-2"], gpus=2, command=["sleep", "303"],
-        elastic=True,
-    )  # fmt: skip
-    started = adapter.execute(gang, plan_id="e1")
-    wait_for(lambda: running(adapter, started.job))
+    started = elastic_gang(adapter, make_action, wait_for, seconds=303, plan_id="e1")
     script = slurm("scontrol", "write", "batch_script", started.job, "-").stdout
     assert "exec srun --no-kill --kill-on-bad-exit=0 --ntasks-per-node=1 sleep 303" in script
     assert wait_for(
@@ -597,12 +606,7 @@ def test_without_accounting_storage_an_elastic_gang_is_replaced(
     its next shrink, its cancel with grace all failed on every rerun, and held up the
     apply's other actions. Such a cluster's elastic gang is replaced instead, and the job
     that replaces it takes updates."""
-    gang = make_action(
-        workload="ml/elastic", nodes=["a100-1", "a100-2"], gpus=2, command=["sleep", "306"],
-        elastic=True,
-    )  # fmt: skip
-    started = adapter.execute(gang, plan_id="n1")
-    wait_for(lambda: running(adapter, started.job))
+    started = elastic_gang(adapter, make_action, wait_for, seconds=306, plan_id="n1")
     host = re.search(r"BatchHost=(\S+)", show_job(started.job))
     assert host is not None
     shrink = make_action(
