@@ -9,10 +9,14 @@ tests/integration/slurm/test_checkpoint.py runs segments on the real local Slurm
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from adapters.slurm.script import (
     BatchRequest,
@@ -142,3 +146,49 @@ def test_segment_options() -> None:
     assert segment_of(render_script(req)) == 1
     plain = BatchRequest(workload="p/x", plan_id="t", nodes=(None,), gpus_per_node=1)
     assert segment_of(render_script(plain)) is None
+
+
+# Writes its pid and process group, then exits 0 on SIGUSR1.
+_SHOWS_ITSELF = """import os, signal, sys, time
+open(sys.argv[1] + ".tmp", "w").write(f"{os.getpid()} {os.getpgrp()}")
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+signal.signal(signal.SIGUSR1, lambda *_: sys.exit(0))
+time.sleep(60)
+"""
+_KILL = re.compile(r"^(\d+)\s+kill\((-?\d+), SIGUSR1\)", re.M)
+
+
+def signals_sent_to_the_command(req: BatchRequest, tmp_path: Path, *, cancel: bool) -> int:
+    """Run the script under strace and count the checkpoint signals sent to the command's
+    process: to its pid, or to its process group (``kill(0)`` from the group's leader,
+    ``kill(-pgid)``). Counted as sent, not as received: the kernel merges a signal that
+    arrives while the same one is pending, so how many the command sees is a race."""
+    ids, trace, script = tmp_path / "ids", tmp_path / "trace", tmp_path / "job.sh"
+    script.write_text(render_script(req))
+    traced = ["strace", "-f", "-qq", "-e", "trace=kill", "-e", "signal=none", "-o", str(trace)]
+    tracer = subprocess.Popen([*traced, "bash", str(script)], env={"PATH": "/usr/bin:/bin"})
+    deadline = time.monotonic() + 10
+    while not ids.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if cancel:  # as scancel --batch --signal=USR1 does: the batch shell, strace's child
+        [shell] = Path(f"/proc/{tracer.pid}/task/{tracer.pid}/children").read_text().split()
+        os.kill(int(shell), signal.SIGUSR1)
+    assert tracer.wait(timeout=30) == 0
+    pid, pgid = (int(n) for n in ids.read_text().split())
+    return sum(
+        1
+        for sender, target in ((int(s), int(t)) for s, t in _KILL.findall(trace.read_text()))
+        if target in (pid, -pgid) or (target == 0 and sender == pgid)
+    )
+
+
+@pytest.mark.parametrize("cancel", [False, True], ids=["at-its-checkpoint", "cancelled"])
+def test_the_command_is_sent_its_checkpoint_signal_once(tmp_path: Path, cancel: bool) -> None:
+    """``timeout`` sends its signal to the command and then to its own process group, which
+    the command is in: the command was sent it twice. A handler that saved and exited saved
+    twice when the second came in while it ran (seen on the real Slurm in CI), and srun
+    passed both on to a gang's tasks. The command runs under a shell that takes the direct
+    one, and is sent the group's only."""
+    command = ["python3", "-c", _SHOWS_ITSELF, str(tmp_path / "ids")]
+    req = segment(command, walltime=60 if cancel else 3, grace=1)
+    assert signals_sent_to_the_command(req, tmp_path, cancel=cancel) == 1
