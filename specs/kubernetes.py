@@ -10,16 +10,26 @@ validate time, anchored like every other cross-document check (specs/validate.py
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from specs.desired import DesiredState
-from specs.diagnostics import Diagnostic
+from specs.diagnostics import Diagnostic, Severity
 from specs.models import Cluster
 from specs.reach import DNS_LABEL, QUALIFIED_NAME, KubernetesSettings
 
-# (kind, document name, field, message) -> a diagnostic at that document's field
-At = Callable[[str, str, str, str], Diagnostic]
+
+class At(Protocol):
+    """(kind, document name, field, message) -> a diagnostic at that document's field."""
+
+    def __call__(
+        self, kind: str, name: str, field: str, message: str, severity: Severity = "error"
+    ) -> Diagnostic: ...
+
+
+# Kubernetes' own namespaces: its components, leases and public data live there
+SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 
@@ -61,6 +71,7 @@ def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:
     k8s = {n: s for n, c in desired.clusters.items() if (s := _kubernetes(c)) is not None}
     for name, settings in sorted(k8s.items()):
         yield from _check_selectors(at, name, desired.clusters[name])
+        yield from _check_system_namespaces(desired, at, name, settings)
         if settings.namespace is not None:
             continue
         for project, doc in sorted(desired.projects.items()):
@@ -88,6 +99,35 @@ def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:
                 f"it may run on Kubernetes cluster '{missing[0]}', which needs a container "
                 "image: set spec.image here or spec.kubernetes.image on the cluster "
                 "(or list only other clusters in spec.clusters)",
+            )
+
+
+def _check_system_namespaces(
+    desired: DesiredState, at: At, name: str, settings: KubernetesSettings
+) -> Iterator[Diagnostic]:
+    """Work put in one of Kubernetes' own namespaces runs beside the cluster's components,
+    under their quotas and policies, and is cleaned up there: allowed, but said."""
+    where = "Kubernetes' own namespace; give its workloads a namespace of their own"
+    shared = settings.namespace
+    if shared in SYSTEM_NAMESPACES and any(
+        d.spec.namespace is None for d in desired.projects.values()
+    ):
+        yield at(
+            "Cluster",
+            name,
+            "spec.kubernetes.namespace",
+            f"workloads would run in namespace '{shared}' on Kubernetes cluster '{name}', {where}",
+            severity="warning",
+        )
+    for project, doc in sorted(desired.projects.items()):
+        if doc.spec.namespace in SYSTEM_NAMESPACES:
+            yield at(
+                "Project",
+                project,
+                "spec.namespace",
+                f"its workloads would run in namespace '{doc.spec.namespace}' on Kubernetes "
+                f"cluster '{name}', {where}",
+                severity="warning",
             )
 
 

@@ -123,3 +123,22 @@ def test_settings_that_would_never_be_read_are_refused(tmp_path: Path) -> None:
     assert both.field == "spec.kubernetes.namespacePrefix"
     assert "namespace 'gpu-jobs' holds every project" in both.message
     assert load(tmp_path, k8s(namespacePrefix="team-"), project("chem")) == []
+
+
+def test_a_namespace_of_kubernetes_itself_is_warned_of(tmp_path: Path) -> None:
+    """A project (or the cluster's shared namespace) set to kube-system put its pods
+    beside the cluster's own components, under their quotas and policies, and its
+    cleanup there (user trial): validate says so, and it is only a warning."""
+    (tmp_path / "specs.yaml").write_text(
+        dump(k8s(), project("chem", namespace="kube-system"), project("bio"))
+    )
+    [warned] = load_specs(tmp_path).warnings
+    assert warned.severity == "warning" and warned.field == "spec.namespace"
+    assert "namespace 'kube-system' on Kubernetes cluster 'k8s'" in warned.message
+    assert "Kubernetes' own" in warned.message
+    (tmp_path / "specs.yaml").write_text(dump(k8s(namespace="kube-public"), project("bio")))
+    [shared] = load_specs(tmp_path).warnings
+    assert shared.field == "spec.kubernetes.namespace"
+    assert "namespace 'kube-public'" in shared.message
+    (tmp_path / "specs.yaml").write_text(dump(k8s(), project("chem", namespace="chem-ns")))
+    assert load_specs(tmp_path).warnings == []
