@@ -36,6 +36,7 @@ _SALTED_MODULES = (
     "fields.py",
     "durations.py",
     "loader.py",
+    "truncation.py",
     "yaml_nodes.py",
     "diagnostics.py",
     "cache.py",

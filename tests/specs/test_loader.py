@@ -565,6 +565,24 @@ def test_a_file_cut_in_the_first_line_of_a_document_is_an_error(
     )
 
 
+@pytest.mark.parametrize("text", ["", "\n", "  \n\n", "\ufeff"])
+def test_an_empty_spec_file_is_an_error(repo: Path, text: str) -> None:
+    """A file emptied for a moment (the first half of a two-step save: truncated, then
+    written) loaded as a file of no documents: ``cp watch`` pruned the running workloads it
+    had held, and started them again once it was written (user trial). Emptying a file is
+    no way to remove its workloads (deleting it is), so it is an error."""
+    write(repo, "w.yaml", text)
+    assert str(single(repo)) == (
+        "w.yaml:1:1: error: the file is empty: one caught while it was saved? (to remove "
+        "its workloads, delete the file)"
+    )
+
+
+def test_a_file_of_comments_only_still_loads(repo: Path) -> None:
+    write(repo, "w.yaml", "# nothing here yet\n")
+    assert load_specs(repo).desired.workloads == {}
+
+
 @pytest.mark.parametrize("text", ["notes\n---\n" + "apiVersion: batch/v1\nkind: Job\n", "a\n---\n"])
 def test_scalars_and_foreign_documents_that_end_no_file_are_still_skipped(
     repo: Path, text: str
