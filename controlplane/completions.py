@@ -17,6 +17,7 @@ the rival instead of letting it run the finished work again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -28,11 +29,18 @@ if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
 
 
 def recall_completions(
-    snap: Snapshot, store: Store, workloads: set[str], *, record: bool = True
+    snap: Snapshot,
+    store: Store,
+    workloads: set[str],
+    *,
+    record: bool = True,
+    earlier: Mapping[str, str] | None = None,
 ) -> Snapshot:
     """Add the remembered completed jobs the clusters no longer show; with ``record``,
     remember the completed jobs in view first. Those of a cluster the snapshot does not
-    have (gone from the specs) come on a cluster of their own, ``gone``."""
+    have (gone from the specs) come on a cluster of their own, ``gone``. ``earlier``: the
+    old name -> the name now of each workload of a renamed project (its jobs carry the old
+    one, the store's memory the new one once it has carried it over)."""
     done = {
         (j.workload, c.name): (j.id, j.spec_digest, j.ended_at)
         for c in snap.clusters
@@ -42,6 +50,7 @@ def recall_completions(
     if done and record:
         store.record_completions(done, snap.now)
     shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
+    shown |= {earlier[w] for w in shown if earlier and w in earlier}
     ids = {(c.name, j.id) for c in snap.clusters for j in c.jobs}
     remembered = store.completions(workloads, prune=record)
     rounds = _rivals(snap, [r for r in remembered if r.workload in shown], store)

@@ -120,7 +120,7 @@ def observe(
         store.record_runs(seen, now, complete=accounted, prices=prices)
         store.retire_runs(workloads)
     snap = reap_placeholders(snap, store, record=record)
-    snap = recall_completions(snap, store, workloads, record=record)
+    snap = recall_completions(snap, store, workloads, record=record, earlier=earlier)
     active = {
         earlier.get(j.workload, j.workload)
         for c in snap.clusters

@@ -251,3 +251,30 @@ def test_explain_by_an_old_name_explains_the_workload_under_its_new_one(
     assert "vision/train is cv/train now" in done.err
     text = cp(capsys, "explain", "vision/train", specs, "--now", LATER)
     assert text.out.startswith("cv/train: running"), text.out
+
+
+def test_a_completed_job_the_cluster_still_shows_is_listed_once_after_a_rename(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """The store's memory of a completed job, carried to the project's new name, was added
+    beside the same job the cluster still showed under the old name, as "1000 (earlier)",
+    "its id now names another job" (user trial)."""
+    docs = [cluster(), project("vision", gpus=8), workload("t", "vision", gpus=4, walltime="1h")]
+    specs = write_specs(tmp_path / "s", docs)
+    for hours in (0, 2):  # started; seen completed (and remembered)
+        at = (T0 + timedelta(hours=hours)).isoformat()
+        assert cp(capsys, "apply", specs, "--auto-approve", "--now", at).code == 0
+    write_specs(
+        specs,
+        [
+            cluster(),
+            project("cv", gpus=8, renamedFrom=["vision"]),
+            workload("t", "cv", gpus=4, walltime="1h"),
+        ],
+    )
+    at = (T0 + timedelta(hours=3)).isoformat()
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", at).code == 0  # carried over
+    listed = cp(capsys, "get", "jobs", specs, "-o", "json", "--now", at).json()["items"]
+    mine = [(j["id"], j["workload"], j["state"]) for j in listed if j["workload"]]
+    assert mine == [("1000", "cv/t", "COMPLETED")], mine
+    assert cp(capsys, "plan", specs, "--json", "--now", at).json()["actions"] == []

@@ -61,10 +61,17 @@ def print_rows(console: Console, kind: str, rows: list[Any], now: datetime, wide
     print_table(console, columns, cells, every_column=wide and not console.is_terminal)
 
 
+# an age's two largest units, as kubectl shows them: 25d11h, 3h5m, 5m17s
+_AGE_UNITS = (86400, 3600, 60, 1)
+
+
 def _age(since: datetime | None, now: datetime) -> str:
     if since is None:
         return "-"
-    return format_duration(max(0, int((now - since).total_seconds())))
+    seconds = max(0, int((now - since).total_seconds()))
+    largest = next((i for i, unit in enumerate(_AGE_UNITS) if seconds >= unit), 3)
+    finest = _AGE_UNITS[min(largest + 1, 3)]
+    return format_duration(seconds - seconds % finest)
 
 
 def _state(value: str) -> Text:

@@ -214,3 +214,27 @@ def test_a_workload_whose_job_winds_down_is_ending(tmp_path: Path, capsys: Capsy
     assert res.code == 0, res.err
     assert "chem/gang: ending" in res.out
     assert "waits — ending: job 21 winds down" in res.out and "running as it is" not in res.out
+
+
+@pytest.mark.parametrize(
+    ("started", "age"),
+    [
+        ("2026-10-27T22:36:43+00:00", "25d11h"),  # 25d11h23m17s
+        ("2026-11-22T06:54:30+00:00", "3h5m"),
+        ("2026-11-22T09:54:43+00:00", "5m17s"),
+        ("2026-11-22T09:59:18+00:00", "42s"),
+    ],
+)
+def test_an_age_is_shown_to_its_two_largest_units(
+    tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch, started: str, age: str
+) -> None:
+    """A job of 25 days showed as 25d11h23m17s, to the second (user trial); kubectl's
+    ages keep the two largest units."""
+    monkeypatch.setenv("COLUMNS", "120")
+    specs = write_specs(tmp_path / "specs", [cluster(), project("p", gpus=8), workload("w", "p")])
+    snapshot = write_snapshot(
+        tmp_path / "snap.json", [job("7", "p/w", ("a100-01", 1), started=started)]
+    )
+    shown = cp(capsys, "get", "jobs", specs, "--observed", snapshot).out
+    line = next(x for x in shown.splitlines() if x.startswith("7 "))
+    assert age in line.split(), line
