@@ -32,12 +32,15 @@ def parse_duration(text: object) -> int:
         if text < 0:
             raise ValueError(f"a duration cannot be negative ({text}); {HINT}")
         return _bounded(int(text), text)
-    s = str(text).strip().lower()
+    s = str(text).strip()
     if not s:
         raise ValueError(f"empty duration; {HINT}")
     if len(s) > 32:
         raise ValueError(f"{s[:20]!r}... is not a duration; {HINT}")
-    m = _HUMAN.fullmatch(s)
+    m = _HUMAN.fullmatch(s.lower())
+    if m and any(m.groups()) and s != s.lower():  # 1M: a minute, or a month meant?
+        months = " (a minute; there is no unit of months)" if "M" in s else ""
+        raise ValueError(f"{s!r}: units are lower case; did you mean {s.lower()!r}{months}?")
     if m and any(m.groups()):
         seconds = sum(
             int(v) * _UNIT_SECONDS[u] for v, u in zip(m.groups(), "wdhms", strict=True) if v

@@ -235,6 +235,28 @@ spec: {project: chem, walltime: 3x}
 
 
 @pytest.mark.parametrize(
+    ("written", "meant"),
+    [("1M", "'1m' (a minute; there is no unit of months)"), ("2H", "'2h'"), ("1D12H", "'1d12h'")],
+)
+def test_a_duration_unit_in_upper_case_is_an_error(repo: Path, written: str, meant: str) -> None:
+    """``walltime: 1M`` was read as a minute, with no word, where a user may have meant a
+    month (user trial): units are lower case, and an upper-case one says what it would be."""
+    write(repo, "w.yaml", WORKLOAD_WITH_WALLTIME.format(written))
+    assert str(single(repo)) == (
+        f"w.yaml:4:33: error: spec.walltime: '{written}': units are lower case; did you mean "
+        f"{meant}?"
+    )
+
+
+WORKLOAD_WITH_WALLTIME = """\
+apiVersion: controlplane/v1
+kind: Workload
+metadata: {{name: md-run}}
+spec: {{project: chem, walltime: {}}}
+"""
+
+
+@pytest.mark.parametrize(
     ("doc", "field"),
     [
         (workload(walltime=97), "spec.walltime"),
