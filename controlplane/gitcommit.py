@@ -41,6 +41,13 @@ def contains(spec_dir: Path, newer: str, older: str) -> bool | None:
     return _git(spec_dir, "merge-base", "--is-ancestor", older, newer) is not None
 
 
+def on_a_branch(spec_dir: Path, commit: str) -> bool | None:
+    """Whether some branch here, local or remote, has ``commit`` in its history; None when
+    git cannot tell."""
+    refs = _git(spec_dir, "for-each-ref", "--contains", commit, "refs/heads", "refs/remotes")
+    return None if refs is None else bool(refs)
+
+
 def committed_at(spec_dir: Path, commit: str) -> datetime | None:
     """When ``commit`` was committed (its committer date), None when git cannot tell."""
     stamp = _git(spec_dir, "show", "-s", "--format=%cI", commit)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from controlplane.gitcommit import committed_at, contains
+from controlplane.gitcommit import committed_at, contains, on_a_branch
 from controlplane.plan import Plan
 
 
@@ -53,11 +53,19 @@ def behind(
         return None
     following = f"the clusters follow the specs of git {theirs[:12]} (plan {last.id})"
     if contains(spec_dir, theirs, ours):
+        if on_a_branch(spec_dir, theirs) is False:  # a plan file of a branch since deleted
+            return (
+                f"this checkout ({ours[:12]}) is behind: {following}, which comes after it "
+                f"and is on no branch here (a plan file applied from a branch since deleted "
+                f"or not pushed?); to keep what it changed, `git merge {theirs[:12]}`; to go "
+                "back to these specs, commit here (`git commit --allow-empty` will do) and "
+                "apply again"
+            )
         return f"this checkout ({ours[:12]}) is behind: {following}, which comes after it; {PULL}"
     if contains(spec_dir, ours, theirs) or not store.applied_specs(spec_digest):
         return None
     made = committed_at(spec_dir, ours)
-    if made is None or made >= last.created_at:
+    if made is None or made >= last.created_at.replace(microsecond=0):  # git keeps seconds
         return None
     return (
         f"this checkout ({ours[:12]}) looks behind: {following}, a commit it does not have, "

@@ -1,0 +1,50 @@
+"""A plan file applied from a pull request's branch that was then abandoned.
+
+The clusters follow the specs of a commit no branch has any more; main's apply is refused
+as behind it (it would undo that apply), and the refusal said "pull it", where there was
+nothing to pull (user trial). It says what the commit is and how to go on from there.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.builders.cli import cp
+from tests.builders.git import git
+
+ROOT = Path(__file__).resolve().parents[2]
+Capsys = pytest.CaptureFixture[str]
+
+
+def test_a_plan_applied_from_a_deleted_branch_says_how_to_go_on(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    repo = tmp_path / "repo"
+    specs = repo / "specs"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "specs")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+
+    git(repo, "checkout", "-qb", "pr7")
+    vision = specs / "workloads" / "vision.yaml"
+    vision.write_text(vision.read_text().replace("walltime: 12h", "walltime: 10h", 1))
+    git(repo, "commit", "-qam", "augment workers: 10h")
+    pr = git(repo, "rev-parse", "HEAD")
+    saved = tmp_path / "pr7.json"
+    assert cp(capsys, "plan", specs, "--out", saved).code == 0
+    assert cp(capsys, "apply", saved, "--dir", specs, "--auto-approve").code == 0
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-qD", "pr7")
+
+    refused = cp(capsys, "apply", specs, "--auto-approve")
+    assert refused.code == 1
+    assert f"git {pr[:12]}" in refused.err and "on no branch here" in refused.err, refused.err
+    assert "pull it" not in refused.err
+    assert "git merge" in refused.err and "git commit --allow-empty" in refused.err
+    git(repo, "commit", "-q", "--allow-empty", "-m", "back to main's specs")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
