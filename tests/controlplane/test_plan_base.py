@@ -449,6 +449,9 @@ def test_a_queue_added_shows_its_figures(repo: Path, capsys: Capsys) -> None:
     # two queues added: two changes, not one per figure (code review)
     md = ok(cp(capsys, "plan", specs, "--base", "main", "--markdown", "--now", NOW)).out
     assert "2 policy changes" in md, md[:400]
+    # and the section the headline points to counts them the same (it said 7: trialR)
+    figures = len(policy["policy"]["changes"])
+    assert f"Policy changes (2; {figures} figures)" in md, md
 
 
 def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) -> None:

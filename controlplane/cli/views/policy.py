@@ -77,11 +77,16 @@ def share_text(s: ShareChange) -> str:
     )
 
 
+def change_count(diff: PolicyDiff) -> int:
+    """The changes as people count them: a queue added is one, whatever figures it comes
+    with (each is a row of the table)."""
+    added = {(c.kind, c.name) for c in diff.changes if not c.field and c.before is None}
+    return sum(not (c.field and (c.kind, c.name) in added) for c in diff.changes)
+
+
 def summary(diff: PolicyDiff) -> str:
     moved = [w for w in diff.workloads if w.head in _DISRUPTIVE]
-    # a queue added is one change, whatever figures it comes with
-    added = {(c.kind, c.name) for c in diff.changes if not c.field and c.before is None}
-    changes = sum(not (c.field and (c.kind, c.name) in added) for c in diff.changes)
+    changes = change_count(diff)
     parts = [f"{changes} policy change{'s' if changes != 1 else ''}"]
     # a queue's row is shown when its fair share or only its allocation moved: told apart
     shares = sum(s.fair_share_before != s.fair_share_after for s in diff.shares)
@@ -146,6 +151,12 @@ def print_policy(console: Console, diff: PolicyDiff) -> None:
         print_table(console, columns, rows, title="Workloads")
 
 
+def _counted(diff: PolicyDiff) -> str:
+    """The count of a section of changes, as the summary line has it, and its rows."""
+    changes, rows = change_count(diff), len(diff.changes)
+    return f"{changes:,}" if changes == rows else f"{changes:,}; {rows:,} figures"
+
+
 def policy_sections(diff: PolicyDiff) -> list[Section]:
     """The policy diff as sections of the pull-request comment (views/markdown.py): the
     changed figures and the workloads whose fate changes open, the fair shares folded.
@@ -154,7 +165,7 @@ def policy_sections(diff: PolicyDiff) -> list[Section]:
     if diff.changes:
         sections.append(
             Section(
-                title=f"Policy changes ({len(diff.changes):,})",
+                title=f"Policy changes ({_counted(diff)})",
                 columns=["of", "field", "before", "after"],
                 align=["---", "---", "---:", "---:"],
                 rows=[
