@@ -7,7 +7,8 @@ round of errors. So a *shadow* of it is validated without the fields that failed
 defaults instead), and the references of that shadow are checked with everything else:
 only the fields that name another document, a GPU type or a pool, never a check of a
 value that failed. A workload whose project failed (or is missing: no default to fall
-back on) stands on a stand-in project, itself never judged.
+back on) stands on a stand-in project, itself never judged; a document whose name failed
+gets a stand-in name, never shown.
 
 In a list of items (a cluster's nodePools, a quota per GPU type) only the failed field of
 an item is left out when it has a default (a pool's ``nodes``): the other items and fields
@@ -34,6 +35,7 @@ from specs.validate import validate
 from specs.yaml_nodes import name_position
 
 Shadow = tuple[cache.PlacedDocument, frozenset[str]]  # the document, the fields that failed
+NAME = ("metadata", "name")
 
 
 def shadow(
@@ -45,10 +47,13 @@ def shadow(
     checks across fields (``minReplicas`` against ``replicas``), which pydantic holds back
     while a field of the same model fails; a check whose other field failed is left out."""
     spec = value.get("spec")
-    if not isinstance(spec, dict) or any(len(loc) < 2 or loc[0] != "spec" for loc in locs):
+    named = [loc for loc in locs if loc != NAME]
+    if not isinstance(spec, dict) or any(len(loc) < 2 or loc[0] != "spec" for loc in named):
         return None, []  # an error outside spec's fields: nothing to stand on
-    kept, failed = _left_out(spec, [loc[1:] for loc in locs], model)
+    kept, failed = _left_out(spec, [loc[1:] for loc in named], model)
     line, column = name_position(node)
+    if len(named) < len(locs):  # its name failed: a stand-in (never shown) stands for it
+        value = {**value, "metadata": {"name": f"invalid-name-line-{line}-{column}"}}
     if model is Workload and not isinstance(kept.get("project"), str):
         # its project is missing or failed: a stand-in (never checked) lets its other
         # references be checked all the same

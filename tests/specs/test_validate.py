@@ -651,6 +651,24 @@ def test_a_workload_without_its_project_still_has_its_references_checked(repo: P
     assert not any("no-project" in d.message for d in found), "the stand-in is never shown"
 
 
+def test_a_document_with_a_bad_name_still_has_its_references_checked(repo: Path) -> None:
+    """``metadata: {name: W6}`` with an unknown project and GPU type gave only the name's
+    error; the other two came once it was fixed (user trial). A stand-in name (never
+    shown) lets them come at once."""
+    bad = workload("W6", project="nope", gpuTypes=["zzz"])
+    org(repo, bad, project("Lab_1", department="nosuch"))
+    w = repo / "w.yaml"
+    found = errors(repo)
+    assert [(where(d), d.field) for d in found] == [
+        (at(w, "W6"), "metadata.name"),
+        (at(w, "nope"), "spec.project"),
+        (at(w, "zzz"), "spec.gpuTypes.0"),
+        (at(w, "Lab_1"), "metadata.name"),
+        (at(w, "nosuch"), "spec.department"),
+    ], [str(d) for d in found]
+    assert not any("invalid-name" in d.message for d in found), "the stand-in is never shown"
+
+
 def test_checks_across_fields_come_with_the_field_errors(repo: Path) -> None:
     """``cp validate`` promises every error at once, but a workload with a bad field kept
     back its checks across fields (minReplicas against replicas, the checkpoint grace
