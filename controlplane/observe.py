@@ -7,7 +7,9 @@ workloads that ran to completion after the cluster has forgotten their job (Slur
 an ended job for ``MinJobAge``, five minutes by default), so a finished workload is not
 started again. Likewise the run time of a segmented workload's finished segments
 (``progress``) and each workload's streak of failed jobs (``failures``, for the retry
-backoff), both kept by the store from the ended jobs observations see.
+backoff), both kept by the store from the ended jobs observations see; and the running
+jobs the latest applies failed to act on (``refusals``, from the store's actions), which
+are not evicted again until a backoff has passed.
 
 What an observation writes is decided by ``record``. Observe, apply and watch record:
 queue entry times, usage, completions, segment runs, failure streaks, dead placeholders
@@ -143,6 +145,9 @@ def observe(
     segmented_ones = {k for k in workloads if segmented(desired.workloads[earlier.get(k, k)].spec)}
     snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded, prices=prices)
     snap.failures = store.failures(workloads)
+    snap.refusals = store.refusals(
+        {(c.name, j.id) for c in snap.clusters for j in c.jobs if j.state.active}
+    )
     if record:
         store.record_versions({k: w.spec for k, w in desired.workloads.items()}, now)
     snap.versions = store.versions(edited(snap, desired))

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from solvers.leaving import must_leave
+from solvers.sitepolicy.refusals import holding, retry_at
 from specs.actions import Action, Op, Pending, Reason, ReasonCode
 from specs.snapshot import Snapshot
 
@@ -52,6 +53,38 @@ class QueueStatus(PlanModel):
         "`budget.gpuHoursPerMonth`, `fairshare.halfLife`, `maxWalltime` ...",
         exclude_if=lambda v: not v,  # none recorded (an older plan): sealed plans still verify
     )
+
+
+class Refused(PlanModel):
+    """A running job the latest applies failed to act on (its ``op``, ``count`` times in a
+    row, the last at ``at`` with ``message``): no victim of this plan, until ``retryAt``."""
+
+    cluster: str
+    job: str
+    workload: str | None
+    op: str
+    count: int
+    at: datetime
+    retry_at: datetime
+    message: str
+
+
+def refused(observed: Snapshot, now: datetime) -> list[Refused]:
+    """The jobs ``observed`` says applies failed to act on, while their backoff lasts."""
+    workloads = {(c.name, j.id): j.workload for c in observed.clusters for j in c.jobs}
+    return [
+        Refused(
+            cluster=r.cluster,
+            job=r.job,
+            workload=workloads.get((r.cluster, r.job)),
+            op=r.op,
+            count=r.count,
+            at=r.at,
+            retry_at=retry_at(r),
+            message=r.message,
+        )
+        for r in holding(observed, now)
+    ]
 
 
 class NodeRemoved(PlanModel):
@@ -205,6 +238,12 @@ class Plan(PlanModel):
         default_factory=list,
         description="nodes the clusters' specs remove (simulated clusters) that still run "
         "work, with its workloads: the plan moves their jobs off (or they wait for room)",
+        exclude_if=lambda v: not v,
+    )
+    refused: list[Refused] = Field(
+        default_factory=list,
+        description="running jobs the latest applies failed to act on: no victims of this "
+        "plan until their backoff has passed (`retryAt`)",
         exclude_if=lambda v: not v,
     )
     # sha256 of everything above (sealed): an edited plan file is refused by `cp apply`

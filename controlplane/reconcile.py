@@ -68,7 +68,7 @@ from controlplane.converge import VIRTUAL, Round, converge
 from controlplane.impact import cluster_prices
 from controlplane.outrun import outrun_candidates
 from controlplane.placements import placements, prunes, retried, segment, unlisted
-from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id
+from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id, refused
 from controlplane.quotas import quota_tables
 from controlplane.sequence import sort_actions
 from solvers import reasons
@@ -189,12 +189,13 @@ def _held(
     observed: Snapshot,
     gone: dict[str, list[str]],
 ) -> Plan:
-    """The plan says which nodes the specs remove with running work, which clusters did not
-    answer, what waits for them, and how much of each queue's allocation is held for them
-    (step 0). ``desired``: with the workloads that left the specs while their job ran
-    there (``gone``)."""
+    """The plan says which nodes the specs remove with running work, which jobs are no
+    victims for a failed eviction, which clusters did not answer, what waits for them, and
+    how much of each queue's allocation is held for them (step 0). ``desired``: with the
+    workloads that left the specs while their job ran there (``gone``)."""
     plan = plan.model_copy(
         update={"actions": tagged(plan.actions, observed), "nodes_removed": nodes_removed(observed)}
+        | {"refused": refused(observed, plan.created_at)}
     )
     down = unreachable.unreachable(observed)
     if not down:

@@ -342,6 +342,18 @@ class Failure(SnapshotModel):
     )
 
 
+class Refusal(SnapshotModel):
+    """A running job the control plane failed to act on (cancel, preempt, move or resize)
+    in as many applies in a row: it is not evicted again until a backoff has passed."""
+
+    cluster: str
+    job: str
+    op: str = Field(description="what failed: cancel, preempt, move or resize")
+    count: int = Field(ge=1, description="failed attempts in a row")
+    at: AwareDatetime = Field(description="when the last one failed")
+    message: str = ""
+
+
 class Snapshot(SnapshotModel):
     now: AwareDatetime
     clusters: list[ClusterState] = Field(default_factory=list)
@@ -349,6 +361,12 @@ class Snapshot(SnapshotModel):
     usage: list[UsageRecord] = Field(default_factory=list)
     progress: list[Progress] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
+    refusals: list[Refusal] = Field(
+        default_factory=list,
+        description="running jobs an apply failed to act on, in a row (normally from the "
+        "store): not evicted again until a backoff has passed",
+        exclude_if=lambda v: not v,
+    )
     versions: dict[str, WorkloadSpec] = Field(
         default_factory=dict,
         description="the spec each running job of ours was made of, by the digest it "

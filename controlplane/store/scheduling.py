@@ -27,7 +27,7 @@ from controlplane.store.tables import (
 )
 from controlplane.store.tables import aware as _aware
 from solvers.sitepolicy.backoff import FAILED_STATES
-from specs.snapshot import Failure, Job, JobState
+from specs.snapshot import Failure, Job, JobState, Refusal
 
 
 class SchedulingState:
@@ -260,6 +260,60 @@ class SchedulingState:
                 )
                 for r in sorted(rows, key=lambda r: r.workload)
             ]
+
+    def refusals(self, active: set[tuple[str, str]]) -> list[Refusal]:
+        """Of the ``active`` jobs (cluster, id), those the latest applies failed to act on
+        (cancel, preempt, move, resize), with how many failed in a row: an action on the
+        job that succeeded ends the streak."""
+        with self.db.session() as db:
+            failed = db.exec(  # few: one scan for them all
+                select(ActionRow).where(
+                    ActionRow.status == "failed",
+                    ActionRow.op != "submit",
+                    col(ActionRow.finished_at).is_not(None),
+                )
+            ).all()
+            failed = [r for r in failed if (r.cluster, r.job) in active]
+            jobs = sorted({r.job or "" for r in failed})
+            rows = [*failed, *_acts_on(db, jobs)] if jobs else []
+        streaks: dict[tuple[str, str], Refusal] = {}
+        for row in sorted(rows, key=lambda r: (_finished(r), r.id or 0)):
+            key = (row.cluster, row.job or "")
+            if key not in active:
+                continue
+            if row.status == "done":
+                streaks.pop(key, None)
+                continue
+            count = streaks[key].count + 1 if key in streaks else 1
+            streaks[key] = Refusal(
+                cluster=row.cluster,
+                job=key[1],
+                op=row.op,
+                count=count,
+                at=_finished(row),
+                message=row.message,
+            )
+        return [streaks[k] for k in sorted(streaks)]
+
+
+def _acts_on(db: Session, jobs: list[str]) -> list[ActionRow]:
+    """The actions done on existing ``jobs`` (not submits)."""
+    rows: list[ActionRow] = []
+    for i in range(0, len(jobs), _CHUNK):  # a database's limit on a statement's parameters
+        rows += db.exec(
+            select(ActionRow).where(
+                col(ActionRow.job).in_(jobs[i : i + _CHUNK]),
+                ActionRow.status == "done",
+                ActionRow.op != "submit",
+                col(ActionRow.finished_at).is_not(None),
+            )
+        ).all()
+    return rows
+
+
+def _finished(row: ActionRow) -> datetime:
+    assert row.finished_at is not None  # asked for so
+    return _aware(row.finished_at)
 
 
 def _state(value: str | None) -> JobState | None:

@@ -76,8 +76,7 @@ class Holders:
         if (
             not tasks
             or pool is None
-            or not job.preemptible
-            or job.ending  # on its way out already
+            or not job.evictable  # not preemptible, on its way out, or its eviction failed
             or any(n not in s.index.pool_of for n in tasks)
             # a shielded gang is no victim; a shielded elastic job may still shrink
             or (self.shields and protected(s, job) and not job.elastic)

@@ -37,13 +37,14 @@ class Consolidate(Disruption):
         return sum(s.index.pool_free(p)[0] for p in pools) >= count * job.gpus
 
     def may_evict(self, job: JobRequest, victim: JobRequest) -> bool:
-        # any preemptible running job, of any project, but one winding down: moved, its
-        # workload would start elsewhere before the old job has ended (and saved)
-        return not victim.ending
+        # any preemptible running job, of any project, but one winding down (moved, its
+        # workload would start elsewhere before the old job has ended and saved) or one
+        # whose eviction failed lately
+        return victim.evictable
 
     def victim_filter(self, job: JobRequest) -> VictimFilter:
         jobs = self.s.problem.jobs
-        return (lambda qid: True), (lambda key: key != job.key and not jobs[key].ending)
+        return (lambda qid: True), (lambda key: key != job.key and jobs[key].evictable)
 
     def accept(self, job: JobRequest, k: int, trial: Statement) -> bool:
         return all(trial.evicted_count(key) == 0 for key in trial.removed)

@@ -82,7 +82,7 @@ def _candidates(
     out = {}
     for key in keys:
         victim, tasks = jobs[key], s.tasks[key]
-        if not tasks or key == job.key or not victim.preemptible or victim.ending:
+        if not tasks or key == job.key or not victim.evictable:
             continue
         if s.pool.get(key) not in pools or any(n not in s.index.pool_of for n in tasks):
             continue

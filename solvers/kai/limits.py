@@ -216,7 +216,7 @@ def _victims(s: Session, q: Queue) -> list[Victim]:
     out: list[tuple[tuple[float, int, VictimOrder, int], Victim]] = []
     for key, nodes in s.tasks.items():
         job = s.problem.jobs[key]
-        if job.queue not in inside or not nodes or not job.preemptible or job.ending:
+        if job.queue not in inside or not nodes or not job.evictable:
             continue
         rank = VictimOrder(job, len(nodes))
         for i in range(max(0, len(nodes) - job.min_replicas)):  # elastic replicas, one by one

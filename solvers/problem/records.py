@@ -9,7 +9,7 @@ from typing import Any
 
 from solvers.segments import Segments
 from specs.actions import Reason
-from specs.snapshot import Failure, Job, Reservation
+from specs.snapshot import Failure, Job, Refusal, Reservation
 
 PoolKey = tuple[str, str]  # (cluster, pool): a pool's identity across clusters
 
@@ -114,6 +114,8 @@ class JobRequest:
     retries: Failure | None = None
     fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
     ending: bool = False  # its job winds down (COMPLETING): never grown back, never moved
+    # applies failed to act on its job, and their backoff lasts: no victim (sitepolicy)
+    refused: Refusal | None = None
     ending_why: str | None = None  # and the cluster's word for why, if it gave one
 
     def time_limit(self, pool: PoolInfo) -> int | None:
@@ -134,6 +136,12 @@ class JobRequest:
     @property
     def running(self) -> bool:
         return self.job_id is not None
+
+    @property
+    def evictable(self) -> bool:
+        """A victim a disruptive step may take: preemptible, not on its way out already,
+        and not a job whose eviction failed lately (it would only fail again)."""
+        return self.preemptible and not self.ending and self.refused is None
 
     @property
     def elastic(self) -> bool:

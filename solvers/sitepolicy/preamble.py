@@ -3,7 +3,8 @@
 Every path that plans (the reconciler, the forecasts it asks the clusters for, ``cp
 cost``) needs the same problem: specs and snapshot joined (solvers/problem.py), then the
 projects that spent this month's budget start nothing new, a workload whose latest job
-failed waits out its retry backoff, and fan-out workloads that wait for a start are set
+failed waits out its retry backoff, a running job an apply failed to evict lately is no
+victim until its own backoff has passed, and fan-out workloads that wait for a start are set
 aside from KAI's allocation (the clusters' schedulers choose among their candidates). The
 set-aside comes last so a held-back fan-out workload keeps its reason.
 """
@@ -15,6 +16,7 @@ from datetime import datetime
 from solvers.problem import Problem, ProblemCache, build_problem, set_aside_fan_out
 from solvers.sitepolicy.backoff import block_failed
 from solvers.sitepolicy.budgets import block_over_budget
+from solvers.sitepolicy.refusals import hold_refused
 from specs.desired import DesiredState
 from specs.snapshot import Snapshot
 
@@ -27,5 +29,6 @@ def planning_problem(
     problem = build_problem(desired, observed, now, cache)
     block_over_budget(problem, desired, observed.usage, now)
     block_failed(problem, observed, now, {k: w.spec.digest for k, w in desired.workloads.items()})
+    hold_refused(problem, observed, now)
     set_aside_fan_out(problem)
     return problem

@@ -86,3 +86,23 @@ def _end(
 ) -> None:
     cluster._close_run(job, now, state)
     job.state, job.ended_at, job.exit_code = state, now, exit_code
+
+
+class Refusing:
+    """An adapter whose cluster refuses to act on the jobs in ``refuse`` (as Slurm denies
+    an ``scancel`` of a job another user owns): those actions fail, the rest run."""
+
+    def __init__(self, inner: Adapter) -> None:
+        self.inner = inner
+        self.cluster = inner.cluster
+        self.refuse: set[str] = set()
+        self.refused: list[str] = []  # the jobs it refused to act on, in order
+
+    def observe(self) -> ClusterState:
+        return self.inner.observe()
+
+    def execute(self, action: Action, *, plan_id: str) -> ActionResult:
+        if action.job in self.refuse:
+            self.refused.append(action.job)
+            return ActionResult(ok=False, message=f"job {action.job}: Access/permission denied")
+        return self.inner.execute(action, plan_id=plan_id)

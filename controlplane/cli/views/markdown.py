@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from controlplane import collector
-from controlplane.cli.views.plan import cut_short, node_removed, placement, short_commit, summary
+from controlplane.cli.views.plan import (
+    cut_short,
+    node_removed,
+    placement,
+    refused_line,
+    short_commit,
+    summary,
+)
 from controlplane.cli.views.policy import policy_sections
 from controlplane.cli.views.policy import summary as policy_summary
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, render
@@ -56,6 +63,7 @@ def plan_top(plan: Plan, alerts: Sequence[str] = ()) -> str:
             "",
         ]
     lines += [line for gone in plan.nodes_removed for line in (f"> **{node_removed(gone)}**", "")]
+    lines += [line for r in plan.refused for line in (f"> {cell(refused_line(r))}", "")]
     if plan.solver.cut_short:
         lines += [f"> {cut_short(plan)}", ""]
     lines += [line for alert in alerts for line in (f"> **Warning:** {cell(alert)}", "")]

@@ -12,7 +12,7 @@ from controlplane.cli.views.entries import print_entries
 from controlplane.cli.views.policy import print_policy
 from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.words import agrees, counted
-from controlplane.plan import NodeRemoved, Plan
+from controlplane.plan import NodeRemoved, Plan, Refused
 from solvers.reasons import shape, stamp
 from specs.actions import Action, Op, Pending, ReasonCode
 
@@ -70,6 +70,16 @@ def node_removed(removed: NodeRemoved) -> str:
     )
 
 
+def refused_line(r: Refused) -> str:
+    """A running job no victim of this plan: its eviction failed lately."""
+    of = f" of {r.workload}" if r.workload else ""
+    times = "once" if r.count == 1 else f"{r.count} times in a row"
+    return (
+        f"job {r.job}{of} on {r.cluster} is no victim until {stamp(r.retry_at)}: its {r.op} "
+        f"failed {times}, last at {stamp(r.at)} ({r.message or 'no message'})"
+    )
+
+
 def cut_short(plan: Plan) -> str:
     """The steps that did not finish: the plan is the best reached, not a fixed point."""
     return "Cut short (the plan is what was reached): " + "; ".join(plan.solver.cut_short) + "."
@@ -96,6 +106,8 @@ def print_plan(console: Console, plan: Plan) -> None:
         )
     for removed in plan.nodes_removed:
         console.print(Text.assemble(("  ! ", "red"), node_removed(removed)), soft_wrap=True)
+    for r in plan.refused:
+        console.print(Text.assemble(("  ! ", "yellow"), refused_line(r)), soft_wrap=True)
     if plan.actions:
         rows = []
         for a in plan.actions:
