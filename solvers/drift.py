@@ -154,6 +154,10 @@ def reconcile_drift(
             drift.needs[key] = new.gpus * new.effective_min_replicas
             continue
         needed = _forcing(req, fields, old)
+        if (needed or leaving) and req.refused is not None and req.refused_until is not None:
+            why = reasons.replacement_refused(job.id, req.refused, req.refused_until)
+            _keep_old(drift, req, job, old, why)  # its cancel would only fail again
+            continue
         if needed or leaving:
             nodes = "; ".join(why for _, why in leaving)
             # the fields that need the new job, not edits the running job followed

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from solvers.reasons.words import gpus, stamp
 from specs.actions import Reason, ReasonCode
 from specs.durations import format_duration
+from specs.snapshot import Refusal
 
 
 class Cause(NamedTuple):
@@ -176,6 +177,20 @@ def unknown_version(job: str) -> Reason:
             f"job {job} runs a version of this spec that the store does not hold (another "
             "store made it, or this one lost its history): what changed cannot be told, so "
             "it is left running; cancel it on the cluster to run the spec as it is now"
+        ),
+    )
+
+
+def replacement_refused(job: str, refusal: Refusal, until: datetime) -> Reason:
+    """An edit that needs a new job, while the cluster refused to act on the running one:
+    the old version runs on, and the cancel is tried again once its backoff is over."""
+    times = "once" if refusal.count == 1 else f"{refusal.count} times in a row"
+    return Reason(
+        code=ReasonCode.SPEC_CHANGED,
+        message=(
+            f"the edit needs a new job, but the {refusal.op} of job {job} failed {times} "
+            f"({refusal.message or 'no message'}): it runs on as it is, and the new version "
+            f"waits; tried again after {stamp(until)}"
         ),
     )
 

@@ -10,8 +10,10 @@ at most an hour, as for a failed job: backoff.py), the job is no victim, and the
 disruptive steps look for room elsewhere. Once it has passed, the job may be chosen again,
 and one success ends the streak.
 
-Only the disruptive steps' victims are held back so far: a cancel of a job whose workload
-left the specs, or was edited, is planned again in each cycle.
+The same holds for a job whose workload left the specs (its prune is not planned again,
+and its GPUs stay taken) or was edited so that it needs a new job (it runs on as it is,
+and the new version waits). Cancels of other kinds (a job queued for an old version,
+a fan-out candidate that lost its round) are planned again in each cycle.
 
 Pure: the refusals come in through the snapshot, ``now`` is an argument.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from solvers.problem import Problem
+from solvers.problem import Problem, node_key
 from solvers.sitepolicy.backoff import backoff_seconds
 from specs.snapshot import Refusal, Snapshot
 
@@ -36,10 +38,19 @@ def holding(observed: Snapshot, now: datetime) -> list[Refusal]:
 
 
 def hold_refused(problem: Problem, observed: Snapshot, now: datetime) -> None:
-    """Mark the running jobs whose eviction failed lately: no victims until retry_at."""
+    """Mark the running jobs whose eviction failed lately: no victims, and not replaced
+    for an edit, until retry_at; and keep those of workloads gone from the specs (not
+    pruned meanwhile: their GPUs stay taken)."""
     held = {(r.cluster, r.job): r for r in holding(observed, now)}
     if not held:
         return
-    for job in problem.jobs.values():
-        if job.running and (refusal := held.get((job.cluster or "", job.job_id or ""))):
-            job.refused = refusal
+    for req in problem.jobs.values():
+        if req.running and (refusal := held.get((req.cluster or "", req.job_id or ""))):
+            req.refused, req.refused_until = refusal, retry_at(refusal)
+    kept = [(c, j) for c, j in problem.orphans if (c, j.id) in held]
+    problem.orphans = [(c, j) for c, j in problem.orphans if (c, j.id) not in held]
+    for cluster, job in kept:
+        replicas = job.replicas if job.state.holds_gpus else []
+        for r in replicas:
+            if r.node and (node := problem.nodes.get(node_key(cluster, r.node))) is not None:
+                node.used += r.gpus

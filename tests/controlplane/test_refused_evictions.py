@@ -120,3 +120,80 @@ def test_a_refused_eviction_is_not_planned_again_until_its_backoff_has_passed(
 
 def plan_on(world: World, d: DesiredState) -> Plan:
     return plan(d, observe(d, dict(world.adapters), world.clock, world.store), now=world.clock)
+
+
+def test_a_removed_workload_whose_cancel_was_refused_is_not_pruned_again_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """The prune of a job the cluster will not cancel failed in every cycle, and held back
+    the submit that was to take its GPUs: now its GPUs stay taken, and the prune waits for
+    the backoff too."""
+    world = World(tmp_path)
+    assert world.cycle(specs(with_b=False))[1].ok
+    gone = world.job_of("a/two")
+    world.sim.refuse = {gone}
+    without_two = desired(
+        [
+            cluster(pools=[pool(nodes=1)]),
+            project("a", gpus=0),
+            project("b", gpus=8),
+            workload("one", "a", gpus=4),
+            workload("w", "b", gpus=4),
+        ]
+    )
+    made, done = world.cycle(without_two)
+    assert sorted((a.op.value, a.workload) for a in made.actions) == [
+        ("cancel", "a/two"),
+        ("submit", "b/w"),
+    ]
+    assert not done.ok
+    world.clock += MINUTE / 2
+    made, done = world.cycle(without_two)
+    assert [a.op.value for a in made.actions if a.job == gone] == []
+    assert [k.job for k in made.refused] == [gone] and world.sim.refused == [gone]
+    # b's work takes the room of a's other job (a deserves nothing), not the refused one's
+    assert sorted((a.op.value, a.workload) for a in made.actions) == [
+        ("preempt", "a/one"),
+        ("submit", "b/w"),
+    ]
+    world.clock = NOW + MINUTE + timedelta(seconds=1)
+    world.sim.refuse = set()
+    made, done = world.cycle(without_two)
+    # pruned now, and a's other job takes its room back
+    assert sorted((a.op.value, a.workload) for a in made.actions) == [
+        ("cancel", "a/two"),
+        ("submit", "a/one"),
+    ]
+    assert done.ok
+
+
+def test_an_edit_whose_old_job_will_not_be_cancelled_leaves_it_running_and_waits(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    assert world.cycle(specs(with_b=False))[1].ok
+    old = world.job_of("a/one")
+    world.sim.refuse = {old}
+    edited = desired(
+        [
+            cluster(pools=[pool(nodes=1)]),
+            project("a", gpus=8),
+            project("b", gpus=0),
+            workload("one", "a", gpus=2),  # a new shape: a new job
+            workload("two", "a", gpus=4),
+        ]
+    )
+    made, done = world.cycle(edited)
+    assert [(a.op.value, a.workload, a.job) for a in made.actions if a.op.evicts] == [
+        ("cancel", "a/one", old)
+    ]
+    assert not done.ok
+    world.clock += MINUTE / 2
+    made, done = world.cycle(edited)
+    assert made.actions == [] and world.sim.refused == [old]
+    [waits] = [p for p in made.pending if p.workload == "a/one"]
+    assert waits.reason.message == (
+        f"the edit needs a new job, but the cancel of job {old} failed once (job {old}: "
+        "Access/permission denied): it runs on as it is, and the new version waits; tried "
+        f"again after {made.refused[0].retry_at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    ), waits.reason.message
