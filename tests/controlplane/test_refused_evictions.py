@@ -4,7 +4,8 @@ a backoff after its failures lasts, and the room is taken elsewhere.
 A refused ``scancel`` (a job another user now owns) failed the same way in every cycle:
 the plan chose the same victim, the failure held back the submit it made room for, and
 the waiting work never started (user trial on a real Slurm). The simulator, the real
-store and apply; the cluster refuses to act on one job (tests/builders/incidents.py).
+store and apply; the cluster refuses to act on one job (tests/builders/incidents.py): a
+stand-in for the refusal, as the tests run as root, whom the local Slurm never refuses.
 """
 
 from __future__ import annotations
