@@ -65,7 +65,7 @@ def behind(
     if contains(spec_dir, ours, theirs) or not store.applied_specs(spec_digest):
         return None
     made = committed_at(spec_dir, ours)
-    if made is None or made >= last.created_at.replace(microsecond=0):  # git keeps seconds
+    if made is None or made >= last.created_at:
         return None
     return (
         f"this checkout ({ours[:12]}) looks behind: {following}, a commit it does not have, "

@@ -8,6 +8,7 @@ nothing to pull (user trial). It says what the commit is and how to go on from t
 from __future__ import annotations
 
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ Capsys = pytest.CaptureFixture[str]
 
 
 def test_a_plan_applied_from_a_deleted_branch_says_how_to_go_on(
-    tmp_path: Path, capsys: Capsys
+    tmp_path: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = tmp_path / "repo"
     specs = repo / "specs"
@@ -46,5 +47,9 @@ def test_a_plan_applied_from_a_deleted_branch_says_how_to_go_on(
     assert f"git {pr[:12]}" in refused.err and "on no branch here" in refused.err, refused.err
     assert "pull it" not in refused.err
     assert "git merge" in refused.err and "git commit --allow-empty" in refused.err
+    # a commit after that plan (git keeps seconds: one made in the plan's second counts as
+    # older, and the checkout as behind)
+    later = datetime.now(UTC) + timedelta(seconds=2)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", later.isoformat())
     git(repo, "commit", "-q", "--allow-empty", "-m", "back to main's specs")
     assert cp(capsys, "apply", specs, "--auto-approve").code == 0
