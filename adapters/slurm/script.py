@@ -21,8 +21,8 @@ not Slurm, decides when the segment ends::
     argv=(python train.py --tag='a b')     # the workload's argv, quoted element by element
     ...                                    # left: the job's real time left (squeue %e)
     trap forward USR1                      # a cancel: pass the signal on to timeout
-    timeout --signal=USR1 --kill-after=600 "$(( left - 600 ))" \\
-      bash -c 'trap : USR1; "$@"; exit $?' segment "${argv[@]}" & wait
+    setsid --wait timeout --foreground --signal=USR1 --kill-after=600 "$(( left - 600 ))" \\
+      "${argv[@]}" & wait
     rc=$?; [ "$rc" -eq 124 ] && exit 0     # stopped by the checkpoint signal: segment done
 
 ``timeout`` sends the checkpoint signal ``grace`` seconds before the limit, waits up to
@@ -33,10 +33,13 @@ within the grace, exit 137) or fails, the job fails and is retried with backoff.
 time left is read from Slurm at start, not taken from the submission: a job submitted
 with ``--time-min`` may be started by backfill with a shorter limit. No ``--signal`` is
 given to Slurm for a segment (the batch shell is not the workload here; ``timeout``
-signals the command itself). ``timeout`` sends its signal to its command and again to its
-own process group, so the command it runs is a shell that takes the first (its trap does
-nothing; the command, its child, starts with the signal's default action): the workload
-and its children, in that group, are sent the signal once. A cancel of a running segment
+signals the command itself). ``timeout`` runs with ``--foreground``: it signals its command
+alone, once (without it, it signals the command and then its own process group, which the
+command is in: twice, and a handler that saved and exited saved twice), and also a command
+that has left that group (``setsid``, a launcher). As with ``--signal=B:`` for a job that
+is not a segment, the command's own children are not signalled. ``setsid`` keeps
+``timeout`` out of the batch shell's process group, as ``timeout`` without
+``--foreground`` kept itself. A cancel of a running segment
 (its workload edited or removed) signals the batch shell (``scancel --batch
 --signal=USR1``); the shell passes the signal on to ``timeout``, which signals the
 command and, as at its own checkpoint time, kills it if it has not stopped within the
@@ -218,10 +221,10 @@ def _segment_body(req: BatchRequest, argv: Sequence[str]) -> str:
         "child=\n"
         f'forward() {{ if [ -n "$child" ]; then kill -{signal} "$child" 2>/dev/null; fi; }}\n'
         f"trap forward {signal}\n"
-        "# timeout sends its signal to its command and then to its process group: a shell\n"
-        "# that takes the first runs the command, so the command is sent the signal once\n"
-        f'timeout --signal={signal} --kill-after="$grace" "$run" \\\n'
-        f'  bash -c \'trap : {signal}; "$@"; exit $?\' segment "${{argv[@]}}" &\n'
+        "# timeout signals the command only, once (--foreground: not its process group as\n"
+        "# well, which the command is in); setsid keeps timeout out of this shell's group\n"
+        f'setsid --wait timeout --foreground --signal={signal} --kill-after="$grace" "$run" '
+        '"${argv[@]}" &\n'
         "child=$!\n"
         "# a trapped signal ends the wait early: wait again until timeout has ended\n"
         'while :; do wait "$child"; rc=$?; kill -0 "$child" 2>/dev/null || break; done\n'

@@ -187,8 +187,18 @@ def test_the_command_is_sent_its_checkpoint_signal_once(tmp_path: Path, cancel: 
     """``timeout`` sends its signal to the command and then to its own process group, which
     the command is in: the command was sent it twice. A handler that saved and exited saved
     twice when the second came in while it ran (seen on the real Slurm in CI), and srun
-    passed both on to a gang's tasks. The command runs under a shell that takes the direct
-    one, and is sent the group's only."""
+    passed both on to a gang's tasks. ``timeout --foreground`` signals the command alone."""
     command = ["python3", "-c", _SHOWS_ITSELF, str(tmp_path / "ids")]
     req = segment(command, walltime=60 if cancel else 3, grace=1)
     assert signals_sent_to_the_command(req, tmp_path, cancel=cancel) == 1
+
+
+def test_a_command_in_a_session_of_its_own_still_saves_at_its_checkpoint(tmp_path: Path) -> None:
+    """A command that leaves timeout's process group (``setsid``, a launcher that makes its
+    own) is reached only by timeout's direct signal: it must still get it (review: a shell
+    between timeout and the command took it, and the command was killed unsaved)."""
+    state = tmp_path / "state"
+    req = segment(["setsid", "python3", "-c", SAVES, str(state)])
+    code, took = run_script(req, tmp_path)
+    assert code == 0 and 1.5 < took < 3
+    assert state.read_text() == "start\nsaved\n"
