@@ -18,6 +18,9 @@ from pydantic import BaseModel
 from specs.actions import Action
 from specs.snapshot import ClusterState, JobRun
 
+# how apply records a failure that a rerun may get past (a cluster that did not answer)
+TEMPORARY = " (temporary: rerun `cp apply` to continue)"
+
 
 class AdapterError(Exception):
     retryable = False

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from adapters.base import Adapter, AdapterError, Preflight
+from adapters.base import TEMPORARY, Adapter, AdapterError, Preflight
 from controlplane import staleness
 from controlplane.activity import busy
 from controlplane.actor import actor
@@ -218,11 +218,7 @@ def _run(
             with busy(f"{action.op.value} {action.workload} on {action.cluster}"):
                 result = adapter.execute(action, plan_id=plan.id)
         except (AdapterError, KeyError) as exc:
-            retry = (
-                " (temporary: rerun `cp apply` to continue)"
-                if getattr(exc, "retryable", False)
-                else ""
-            )
+            retry = TEMPORARY if getattr(exc, "retryable", False) else ""
             _failed(
                 store, plan, seq, action, f"{type(exc).__name__}: {exc}{retry}", report, progress
             )

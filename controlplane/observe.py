@@ -146,7 +146,12 @@ def observe(
     snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded, prices=prices)
     snap.failures = store.failures(workloads)
     snap.refusals = store.refusals(
-        {(c.name, j.id) for c in snap.clusters for j in c.jobs if j.state.active}
+        {
+            (c.name, j.id): j.submitted_at or j.started_at
+            for c in snap.clusters
+            for j in c.jobs
+            if j.state.active
+        }
     )
     if record:
         store.record_versions({k: w.spec for k, w in desired.workloads.items()}, now)

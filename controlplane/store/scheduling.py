@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from adapters.base import TEMPORARY
 from controlplane.store.database import Database
 from controlplane.store.tables import (
     ActionRow,
@@ -27,6 +28,7 @@ from controlplane.store.tables import (
 )
 from controlplane.store.tables import aware as _aware
 from solvers.sitepolicy.backoff import FAILED_STATES
+from specs.actions import ReasonCode
 from specs.snapshot import Failure, Job, JobState, Refusal
 
 
@@ -261,10 +263,12 @@ class SchedulingState:
                 for r in sorted(rows, key=lambda r: r.workload)
             ]
 
-    def refusals(self, active: set[tuple[str, str]]) -> list[Refusal]:
-        """Of the ``active`` jobs (cluster, id), those the latest applies failed to act on
-        (cancel, preempt, move, resize), with how many failed in a row: an action on the
-        job that succeeded ends the streak."""
+    def refusals(self, active: Mapping[tuple[str, str], datetime | None]) -> list[Refusal]:
+        """Of the ``active`` jobs ((cluster, id) -> when it entered the cluster's queue, if
+        known), those the latest applies failed to evict (preempt, cancel, move, a resize
+        that takes replicas away), with how many failed in a row: an eviction that
+        succeeded ends the streak. Failures a rerun may get past (the cluster did not
+        answer) and those before the job entered (an id the cluster gave again) are none."""
         with self.db.session() as db:
             failed = db.exec(  # few: one scan for them all
                 select(ActionRow).where(
@@ -273,14 +277,12 @@ class SchedulingState:
                     col(ActionRow.finished_at).is_not(None),
                 )
             ).all()
-            failed = [r for r in failed if (r.cluster, r.job) in active]
+            failed = [r for r in failed if _evicts(r, active) and TEMPORARY not in r.message]
             jobs = sorted({r.job or "" for r in failed})
-            rows = [*failed, *_acts_on(db, jobs)] if jobs else []
+            rows = [*failed, *(r for r in _acts_on(db, jobs) if _evicts(r, active))]
         streaks: dict[tuple[str, str], Refusal] = {}
         for row in sorted(rows, key=lambda r: (_finished(r), r.id or 0)):
             key = (row.cluster, row.job or "")
-            if key not in active:
-                continue
             if row.status == "done":
                 streaks.pop(key, None)
                 continue
@@ -309,6 +311,30 @@ def _acts_on(db: Session, jobs: list[str]) -> list[ActionRow]:
             )
         ).all()
     return rows
+
+
+# a resize for these takes replicas away (others grow the job)
+_DISTURBING = frozenset(
+    c.value
+    for c in (
+        ReasonCode.RECLAIM,
+        ReasonCode.PRIORITY,
+        ReasonCode.CONSOLIDATE,
+        ReasonCode.ELASTIC_SHRINK,
+        ReasonCode.PRUNE,
+        ReasonCode.SPEC_CHANGED,
+        ReasonCode.FAN_OUT_LOSER,
+    )
+)
+
+
+def _evicts(row: ActionRow, active: Mapping[tuple[str, str], datetime | None]) -> bool:
+    """An eviction of one of the ``active`` jobs, since it entered the cluster's queue."""
+    key = (row.cluster, row.job or "")
+    if key not in active or (row.op == "resize" and row.reason_code not in _DISTURBING):
+        return False
+    since = active[key]
+    return since is None or _finished(row) >= since
 
 
 def _finished(row: ActionRow) -> datetime:
