@@ -59,7 +59,10 @@ def test_failures_in_a_row_count_and_a_success_ends_the_streak(store: Store) -> 
     attempt(store, 2, Op.CANCEL, ok=False, code=ReasonCode.PRUNE)
     assert counts(store) == [("cancel", 2)]
     [refusal] = store.refusals({("sim", "7"): None, ("sim", "8"): None})
-    assert refusal.at.replace(microsecond=0) == T0 + 2 * MINUTE and refusal.message == "Access/permission denied"
+    assert (
+        refusal.at.replace(microsecond=0) == T0 + 2 * MINUTE
+        and refusal.message == "Access/permission denied"
+    )
     attempt(store, 3, Op.PREEMPT, ok=True)
     assert counts(store) == []
     attempt(store, 4, Op.MOVE, ok=False, code=ReasonCode.CONSOLIDATE)
