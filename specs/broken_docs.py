@@ -20,6 +20,7 @@ without a default leaves out the whole list, as any other top field of spec.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Collection
 
 from pydantic import BaseModel, ValidationError
@@ -39,7 +40,7 @@ NAME = ("metadata", "name")
 
 
 def shadow(
-    node: Node, value: dict[object, object], model: type[BaseModel], locs: list[Loc]
+    node: Node, value: dict[object, object], model: type[BaseModel], locs: list[Loc], path: str
 ) -> tuple[Shadow | None, list[Issue]]:
     """The document without the fields of its spec that failed (their defaults instead),
     if that validates, and those fields: its references to other documents can then be
@@ -53,7 +54,8 @@ def shadow(
     kept, failed = _left_out(spec, [loc[1:] for loc in named], model)
     line, column = name_position(node)
     if len(named) < len(locs):  # its name failed: a stand-in (never shown) stands for it
-        value = {**value, "metadata": {"name": f"invalid-name-line-{line}-{column}"}}
+        where = f"{zlib.crc32(path.encode()):08x}-{line}-{column}"  # one per file and place
+        value = {**value, "metadata": {"name": f"invalid-name-{where}"}}
     if model is Workload and not isinstance(kept.get("project"), str):
         # its project is missing or failed: a stand-in (never checked) lets its other
         # references be checked all the same

@@ -69,9 +69,9 @@ def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:
     labels, namespace names the API server accepts, and an image for every workload that
     may run there."""
     k8s = {n: s for n, c in desired.clusters.items() if (s := _kubernetes(c)) is not None}
+    yield from _check_system_namespaces(desired, at, k8s)
     for name, settings in sorted(k8s.items()):
         yield from _check_selectors(at, name, desired.clusters[name])
-        yield from _check_system_namespaces(desired, at, name, settings)
         if settings.namespace is not None:
             continue
         for project, doc in sorted(desired.projects.items()):
@@ -103,30 +103,33 @@ def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:
 
 
 def _check_system_namespaces(
-    desired: DesiredState, at: At, name: str, settings: KubernetesSettings
+    desired: DesiredState, at: At, k8s: dict[str, KubernetesSettings]
 ) -> Iterator[Diagnostic]:
     """Work put in one of Kubernetes' own namespaces runs beside the cluster's components,
-    under their quotas and policies, and is cleaned up there: allowed, but said."""
+    under their quotas and policies, and is cleaned up there: allowed, but said once."""
     where = "Kubernetes' own namespace; give its workloads a namespace of their own"
-    shared = settings.namespace
-    if shared in SYSTEM_NAMESPACES and any(
-        d.spec.namespace is None for d in desired.projects.values()
-    ):
-        yield at(
-            "Cluster",
-            name,
-            "spec.kubernetes.namespace",
-            f"workloads would run in namespace '{shared}' on Kubernetes cluster '{name}', {where}",
-            severity="warning",
-        )
+    for name, settings in sorted(k8s.items()):
+        shared = settings.namespace
+        if shared in SYSTEM_NAMESPACES and any(
+            d.spec.namespace is None for d in desired.projects.values()
+        ):
+            yield at(
+                "Cluster",
+                name,
+                "spec.kubernetes.namespace",
+                f"workloads would run in namespace '{shared}' on Kubernetes cluster "
+                f"'{name}', {where}",
+                severity="warning",
+            )
+    clusters = ", ".join(f"'{name}'" for name in sorted(k8s))
+    on = f"Kubernetes cluster{'s' if len(k8s) > 1 else ''} {clusters}"
     for project, doc in sorted(desired.projects.items()):
-        if doc.spec.namespace in SYSTEM_NAMESPACES:
+        if k8s and doc.spec.namespace in SYSTEM_NAMESPACES:
             yield at(
                 "Project",
                 project,
                 "spec.namespace",
-                f"its workloads would run in namespace '{doc.spec.namespace}' on Kubernetes "
-                f"cluster '{name}', {where}",
+                f"its workloads would run in namespace '{doc.spec.namespace}' on {on}, {where}",
                 severity="warning",
             )
 

@@ -214,7 +214,7 @@ def _read_document(
         for issue in issues:
             errors.append(error(issue.loc, issue.message, at_key=issue.at_key))
         identity = broken_docs.identity(kind, value)
-        shadow, across = broken_docs.shadow(node, value, model, [i.loc for i in issues])
+        shadow, across = broken_docs.shadow(node, value, model, [i.loc for i in issues], path)
         for issue in across:
             errors.append(error(issue.loc, issue.message, at_key=issue.at_key))
         return _DocumentOutcome(errors=errors, broken=identity, shadow=shadow)

@@ -142,3 +142,10 @@ def test_a_namespace_of_kubernetes_itself_is_warned_of(tmp_path: Path) -> None:
     assert "namespace 'kube-public'" in shared.message
     (tmp_path / "specs.yaml").write_text(dump(k8s(), project("chem", namespace="chem-ns")))
     assert load_specs(tmp_path).warnings == []
+    # said once, whatever the number of Kubernetes clusters (review)
+    other = {**k8s(), "metadata": {"name": "k8s-b"}}
+    (tmp_path / "specs.yaml").write_text(
+        dump(k8s(), other, project("chem", namespace="kube-system"))
+    )
+    [once] = load_specs(tmp_path).warnings
+    assert "on Kubernetes clusters 'k8s', 'k8s-b'" in once.message, once.message

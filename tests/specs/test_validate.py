@@ -667,6 +667,10 @@ def test_a_document_with_a_bad_name_still_has_its_references_checked(repo: Path)
         (at(w, "nosuch"), "spec.department"),
     ], [str(d) for d in found]
     assert not any("invalid-name" in d.message for d in found), "the stand-in is never shown"
+    # the same mistake at the same place of another file: its references come at once too
+    (repo / "v.yaml").write_text((repo / "w.yaml").read_text().replace("Lab_1", "Lab_2"))
+    again = [(d.path, d.field) for d in errors(repo) if d.field == "spec.department"]
+    assert sorted(again) == [("v.yaml", "spec.department"), ("w.yaml", "spec.department")]
 
 
 def test_checks_across_fields_come_with_the_field_errors(repo: Path) -> None:
