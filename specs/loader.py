@@ -82,7 +82,7 @@ class _Read:
 
 
 def _read_file(path: str, key: str, text: str) -> _Read:
-    if not text.strip():  # truncated and not yet written again, most likely
+    if truncation.blank(text):  # truncated and not yet written again, most likely
         message = "the file is empty: one caught while it was saved? (to remove its workloads, delete the file)"
         return _Read(cache.FileSpecs(key=key, documents=()), [Diagnostic(path, 1, 1, message)], [])
     composed = compose(text)

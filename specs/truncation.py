@@ -17,6 +17,17 @@ from specs.models import KINDS
 FIRST_KEYS = ("apiVersion", "kind")  # what a document of ours starts with
 
 
+# what a file of empty documents holds: document markers and null
+_NOTHING = frozenset({"", "---", "...", "~", "null", "Null", "NULL"})
+
+
+def blank(text: str) -> bool:
+    """A file with nothing in it: no document with content, and no comment (a file whose
+    every document is commented out is one somebody wrote). Empty, whitespace, ``---``,
+    ``null``: what a file truncated for a two-step save holds, or one being written."""
+    return all(line.strip() in _NOTHING for line in text.splitlines())
+
+
 def cut_short(value: object) -> str | None:
     """How the last document of a file (its built ``value``) shows it was cut in its first
     line, or None: the start of a first key and nothing more, such a key with no value,

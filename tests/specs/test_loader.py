@@ -587,12 +587,16 @@ def test_a_file_cut_in_the_first_line_of_a_document_is_an_error(
     )
 
 
-@pytest.mark.parametrize("text", ["", "\n", "  \n\n", "\ufeff"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n", "  \n\n", "\ufeff", "---\n", "--- \n", "---\n---\n", "null\n", "~\n", "...\n"],
+)
 def test_an_empty_spec_file_is_an_error(repo: Path, text: str) -> None:
     """A file emptied for a moment (the first half of a two-step save: truncated, then
     written) loaded as a file of no documents: ``cp watch`` pruned the running workloads it
     had held, and started them again once it was written (user trial). Emptying a file is
-    no way to remove its workloads (deleting it is), so it is an error."""
+    no way to remove its workloads (deleting it is), so it is an error; so is a file of
+    empty documents only (``---``, a YAML file's usual first line: trialS)."""
     write(repo, "w.yaml", text)
     assert str(single(repo)) == (
         "w.yaml:1:1: error: the file is empty: one caught while it was saved? (to remove "
@@ -600,8 +604,9 @@ def test_an_empty_spec_file_is_an_error(repo: Path, text: str) -> None:
     )
 
 
-def test_a_file_of_comments_only_still_loads(repo: Path) -> None:
-    write(repo, "w.yaml", "# nothing here yet\n")
+@pytest.mark.parametrize("text", ["# nothing here yet\n", "# all commented out\n---\n"])
+def test_a_file_of_comments_only_still_loads(repo: Path, text: str) -> None:
+    write(repo, "w.yaml", text)
     assert load_specs(repo).desired.workloads == {}
 
 
