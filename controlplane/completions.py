@@ -51,11 +51,16 @@ def recall_completions(
         store.record_completions(done, snap.now)
     shown = {j.workload for c in snap.clusters for j in c.jobs if j.workload}
     shown |= {earlier[w] for w in shown if earlier and w in earlier}
-    ids = {(c.name, j.id) for c in snap.clusters for j in c.jobs}
+    ids = {(c.name, j.id): j for c in snap.clusters for j in c.jobs}
     remembered = store.completions(workloads, prune=record)
     rounds = _rivals(snap, [r for r in remembered if r.workload in shown], store)
     extra: dict[str, list[Job]] = {}
+    renamed: dict[tuple[str, str], str] = {}  # (cluster, id) -> its workload's name now
     for row in remembered:
+        seen = ids.get((row.cluster, row.job))
+        if row.workload not in shown and seen is not None and _same(seen, row, workloads):
+            renamed[row.cluster, row.job] = row.workload  # tagged with a name since dropped
+            continue
         if row.workload not in shown or (row.cluster, row.job) in rounds:
             plan_id, started = rounds.get((row.cluster, row.job), (None, None))
             # an id the cluster gave again (numbered afresh after it lost its state, or
@@ -75,10 +80,11 @@ def recall_completions(
                     ended_at=row.seen_at.replace(tzinfo=row.seen_at.tzinfo or UTC),
                 )
             )
-    if not extra:
+    if not extra and not renamed:
         return snap
     clusters = [
-        c.model_copy(update={"jobs": [*c.jobs, *extra.get(c.name, [])]}) for c in snap.clusters
+        c.model_copy(update={"jobs": [*_named(c, renamed), *extra.get(c.name, [])]})
+        for c in snap.clusters
     ]
     # a cluster gone from the specs is not observed (nothing reaches it), but what
     # completed there is done all the same
@@ -89,6 +95,27 @@ def recall_completions(
         if name not in observed
     ]
     return snap.model_copy(update={"clusters": clusters})
+
+
+def _same(seen: Job, row: CompletionRow, workloads: set[str]) -> bool:
+    """The completed job the cluster shows is the one the store remembers under another name:
+    it is tagged with a name the specs no longer know (a project's earlier one, once
+    ``renamedFrom`` is dropped) and ran the same spec (where the store noted it)."""
+    return (
+        seen.state == JobState.COMPLETED
+        and seen.workload not in workloads
+        and row.spec_digest in (None, seen.spec_digest)
+    )
+
+
+def _named(cluster: ClusterState, renamed: dict[tuple[str, str], str]) -> list[Job]:
+    """The cluster's jobs, those the store knows by a newer name under that name."""
+    return [
+        j.model_copy(update={"workload": renamed[cluster.name, j.id]})
+        if (cluster.name, j.id) in renamed
+        else j
+        for j in cluster.jobs
+    ]
 
 
 def _rivals(

@@ -278,3 +278,12 @@ def test_a_completed_job_the_cluster_still_shows_is_listed_once_after_a_rename(
     mine = [(j["id"], j["workload"], j["state"]) for j in listed if j["workload"]]
     assert mine == [("1000", "cv/t", "COMPLETED")], mine
     assert cp(capsys, "plan", specs, "--json", "--now", at).json()["actions"] == []
+
+    # renamedFrom dropped (nothing runs under the old name): the same, once (trialS)
+    write_specs(
+        specs, [cluster(), project("cv", gpus=8), workload("t", "cv", gpus=4, walltime="1h")]
+    )
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", at).code == 0
+    listed = cp(capsys, "get", "jobs", specs, "-o", "json", "--now", at).json()["items"]
+    mine = [(j["id"], j["workload"], j["state"]) for j in listed if j["workload"]]
+    assert mine == [("1000", "cv/t", "COMPLETED")], mine
