@@ -121,15 +121,24 @@ def _check_system_namespaces(
                 f"'{name}', {where}",
                 severity="warning",
             )
-    clusters = ", ".join(f"'{name}'" for name in sorted(k8s))
-    on = f"Kubernetes cluster{'s' if len(k8s) > 1 else ''} {clusters}"
     for project, doc in sorted(desired.projects.items()):
-        if k8s and doc.spec.namespace in SYSTEM_NAMESPACES:
+        own = doc.spec.namespace
+        # its own namespace, or one derived from its name (the cluster's namespacePrefix)
+        derived = {
+            name: ns
+            for name, settings in k8s.items()
+            if settings.namespace is None or own is not None
+            if (ns := settings.namespace_for(project, own)) in SYSTEM_NAMESPACES
+        }
+        if derived:
+            clusters = ", ".join(f"'{name}'" for name in sorted(derived))
+            on = f"Kubernetes cluster{'s' if len(derived) > 1 else ''} {clusters}"
+            namespace = derived[min(derived)]
             yield at(
                 "Project",
                 project,
-                "spec.namespace",
-                f"its workloads would run in namespace '{doc.spec.namespace}' on {on}, {where}",
+                "spec.namespace" if own is not None else "metadata.name",
+                f"its workloads would run in namespace '{namespace}' on {on}, {where}",
                 severity="warning",
             )
 

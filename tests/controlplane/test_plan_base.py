@@ -452,6 +452,9 @@ def test_a_queue_added_shows_its_figures(repo: Path, capsys: Capsys) -> None:
     # and the section the headline points to counts them the same (it said 7: trialR)
     figures = len(policy["policy"]["changes"])
     assert f"Policy changes (2; {figures} figures)" in md, md
+    cut = ok(cp(capsys, "plan", specs, "--base", "main", "--markdown", "--max-chars", "1600",
+                "--now", NOW)).out  # fmt: skip
+    assert "more policy figures" in cut and "more policy changes" not in cut, cut
 
 
 def test_base_errors_are_one_line(repo: Path, capsys: Capsys, tmp_path: Path) -> None:

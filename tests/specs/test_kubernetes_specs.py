@@ -149,3 +149,7 @@ def test_a_namespace_of_kubernetes_itself_is_warned_of(tmp_path: Path) -> None:
     )
     [once] = load_specs(tmp_path).warnings
     assert "on Kubernetes clusters 'k8s', 'k8s-b'" in once.message, once.message
+    # one derived from the prefix, too (trialS)
+    (tmp_path / "specs.yaml").write_text(dump(k8s(namespacePrefix="kube-"), project("system")))
+    [derived] = load_specs(tmp_path).warnings
+    assert derived.field == "metadata.name" and "namespace 'kube-system'" in derived.message

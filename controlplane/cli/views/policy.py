@@ -87,7 +87,7 @@ def change_count(diff: PolicyDiff) -> int:
 def summary(diff: PolicyDiff) -> str:
     moved = [w for w in diff.workloads if w.head in _DISRUPTIVE]
     changes = change_count(diff)
-    parts = [f"{changes} policy change{'s' if changes != 1 else ''}"]
+    parts = [f"{changes} policy change{'s' if changes != 1 else ''}"] if changes else []
     # a queue's row is shown when its fair share or only its allocation moved: told apart
     shares = sum(s.fair_share_before != s.fair_share_after for s in diff.shares)
     if shares:
@@ -173,7 +173,7 @@ def policy_sections(diff: PolicyDiff) -> list[Section]:
                     f"| {cell(_figure(c, c.before))} | {cell(_figure(c, c.after))} |"
                     for c in diff.changes
                 ],
-                noun="policy changes",
+                noun="policy figures",
                 note=PRICE_NOTE if _priced(diff) else "",
                 open=True,
             )
