@@ -47,6 +47,11 @@ def test_a_plan_applied_from_a_deleted_branch_says_how_to_go_on(
     assert f"git {pr[:12]}" in refused.err and "on no branch here" in refused.err, refused.err
     assert "pull it" not in refused.err
     assert "git merge" in refused.err and "git commit --allow-empty" in refused.err
+    # the plan of this checkout says so before anyone applies it (trialS)
+    planned = cp(capsys, "plan", specs, "--json")
+    assert planned.code == 0 and "on no branch here" in planned.json()["alerts"][0]
+    said = cp(capsys, "plan", specs)
+    assert "warning: this checkout" in said.err and "refuses to act" in said.err
     # a commit after that plan (git keeps seconds: one made in the plan's second counts as
     # older, and the checkout as behind)
     later = datetime.now(UTC) + timedelta(seconds=2)

@@ -53,7 +53,9 @@ from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.costs import candidate_table
 from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
+from controlplane.gitcommit import git_commit
 from controlplane.lease import holding_lease
+from controlplane.lineage import behind
 from controlplane.observe import adapters_for, observe
 from controlplane.unreachable import none_answered
 from solvers.policy import DEFAULT_POLICY, Policy
@@ -217,6 +219,10 @@ def plan_cmd(
         plan = workflow.build_plan(
             spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
         )
+    if observed is None and (lags := _behind(spec_dir, loaded.desired.digest, db)) is not None:
+        alerts.append(lags)  # the plan stands; an apply of this checkout would not act
+        if not as_json and not markdown:
+            err.print(Text(f"warning: {lags}", style="yellow"), highlight=False, soft_wrap=True)
     if out_file:
         out_file.write_text(plan.to_json() + "\n")
     if full_plan:
@@ -226,6 +232,8 @@ def plan_cmd(
         doc = plan.model_dump(mode="json", by_alias=True)
         # the specs' warnings ride along; they are not part of the sealed plan (--out)
         doc["warnings"] = [diagnostic_json(w) for w in loaded.warnings]
+        if alerts:
+            doc["alerts"] = alerts
         if silent:  # exit 1: a CI job reading the document alone tells it from "no changes"
             doc["ok"] = False
             doc["error"] = {"kind": "unreachable", "message": f"{silent}: {_OBSERVED_NOTHING}"}
@@ -261,6 +269,15 @@ def plan_cmd(
         raise typer.Exit(1)
     if detailed_exitcode and not plan.empty:
         raise typer.Exit(2)
+
+
+def _behind(spec_dir: Path, digest: str, db: str | None) -> str | None:
+    """What ``cp apply`` of this checkout would refuse it for: behind the specs the
+    clusters follow (controlplane/lineage.py). The plan is made all the same."""
+    with workflow.open_store(spec_dir, db, reading=True) as store:
+        last = store.last_applied_plan()
+        why = behind(spec_dir, digest, git_commit(spec_dir), last, store)
+    return f"{why}; `cp apply` of this checkout refuses to act" if why else None
 
 
 @app.command(epilog=examples("cp status examples/quickstart", "cp status . --json"))
