@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -36,15 +37,16 @@ def specs(*, with_b: bool, more: bool = False) -> DesiredState:
     """One 8-GPU node; project a deserves nothing and runs two 4-GPU jobs on it; b
     deserves 8 and, ``with_b``, asks for 4: reclaim evicts one of a's jobs (``more``: and
     4 more)."""
-    docs = [
-        cluster(pools=[pool(nodes=1)]),
-        project("a", gpus=0),
-        project("b", gpus=8),
-        workload("one", "a", gpus=4),
-        workload("two", "a", gpus=4),
-    ]
-    docs += [workload("w", "b", gpus=4)] if with_b else []
-    return desired(docs + ([workload("w2", "b", gpus=4)] if more else []))
+    work = [workload("one", "a", gpus=4), workload("two", "a", gpus=4)]
+    work += [workload("w", "b", gpus=4)] if with_b else []
+    return one_node(0, 8, *work, *([workload("w2", "b", gpus=4)] if more else []))
+
+
+def one_node(a: int, b: int, *work: dict[str, Any]) -> DesiredState:
+    """One node of 8 GPUs, projects a and b deserving ``a`` and ``b``, and ``work``."""
+    return desired(
+        [cluster(pools=[pool(nodes=1)]), project("a", gpus=a), project("b", gpus=b), *work]
+    )
 
 
 class World:
@@ -133,15 +135,7 @@ def test_a_removed_workload_whose_cancel_was_refused_is_not_pruned_again_meanwhi
     assert world.cycle(specs(with_b=False))[1].ok
     gone = world.job_of("a/two")
     world.sim.refuse = {gone}
-    without_two = desired(
-        [
-            cluster(pools=[pool(nodes=1)]),
-            project("a", gpus=0),
-            project("b", gpus=8),
-            workload("one", "a", gpus=4),
-            workload("w", "b", gpus=4),
-        ]
-    )
+    without_two = one_node(0, 8, workload("one", "a", gpus=4), workload("w", "b", gpus=4))
     made, done = world.cycle(without_two)
     assert sorted((a.op.value, a.workload) for a in made.actions) == [
         ("cancel", "a/two"),
@@ -175,15 +169,8 @@ def test_an_edit_whose_old_job_will_not_be_cancelled_leaves_it_running_and_waits
     assert world.cycle(specs(with_b=False))[1].ok
     old = world.job_of("a/one")
     world.sim.refuse = {old}
-    edited = desired(
-        [
-            cluster(pools=[pool(nodes=1)]),
-            project("a", gpus=8),
-            project("b", gpus=0),
-            workload("one", "a", gpus=2),  # a new shape: a new job
-            workload("two", "a", gpus=4),
-        ]
-    )
+    # one's new shape needs a new job
+    edited = one_node(8, 0, workload("one", "a", gpus=2), workload("two", "a", gpus=4))
     made, done = world.cycle(edited)
     assert [(a.op.value, a.workload, a.job) for a in made.actions if a.op.evicts] == [
         ("cancel", "a/one", old)
