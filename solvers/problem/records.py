@@ -114,11 +114,11 @@ class JobRequest:
     retries: Failure | None = None
     fan_out: bool = False  # strategy.fanOut: the cluster's scheduler chooses among candidates
     ending: bool = False  # its job winds down (COMPLETING): never grown back, never moved
+    ending_why: str | None = None  # and the cluster's word for why, if it gave one
     # applies failed to act on its job, and their backoff lasts until refused_until: no
     # victim, and not replaced for an edit (sitepolicy/refusals.py)
     refused: Refusal | None = None
     refused_until: datetime | None = None
-    ending_why: str | None = None  # and the cluster's word for why, if it gave one
 
     def time_limit(self, pool: PoolInfo) -> int | None:
         """The time limit its job is submitted with in ``pool``: its walltime; without one,
