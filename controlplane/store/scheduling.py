@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -30,6 +31,8 @@ from controlplane.store.tables import aware as _aware
 from solvers.sitepolicy.backoff import FAILED_STATES
 from specs.actions import ReasonCode
 from specs.snapshot import Failure, Job, JobState, Refusal
+
+_Row = TypeVar("_Row", ActionRow, RunRow)
 
 
 class SchedulingState:
@@ -278,8 +281,16 @@ class SchedulingState:
                 )
             ).all()
             failed = [r for r in failed if _evicts(r, active) and TEMPORARY not in r.message]
-            jobs = sorted({r.job or "" for r in failed})
-            rows = [*failed, *(r for r in _acts_on(db, jobs) if _evicts(r, active))]
+            done = _where_in(
+                db,
+                ActionRow,
+                ActionRow.job,
+                sorted({r.job or "" for r in failed}),
+                ActionRow.status == "done",
+                ActionRow.op != "submit",
+                col(ActionRow.finished_at).is_not(None),
+            )
+            rows = [*failed, *(r for r in done if _evicts(r, active))]
         streaks: dict[tuple[str, str], Refusal] = {}
         for row in sorted(rows, key=lambda r: (_finished(r), r.id or 0)):
             key = (row.cluster, row.job or "")
@@ -296,21 +307,6 @@ class SchedulingState:
                 message=row.message,
             )
         return [streaks[k] for k in sorted(streaks)]
-
-
-def _acts_on(db: Session, jobs: list[str]) -> list[ActionRow]:
-    """The actions done on existing ``jobs`` (not submits)."""
-    rows: list[ActionRow] = []
-    for i in range(0, len(jobs), _CHUNK):  # a database's limit on a statement's parameters
-        rows += db.exec(
-            select(ActionRow).where(
-                col(ActionRow.job).in_(jobs[i : i + _CHUNK]),
-                ActionRow.status == "done",
-                ActionRow.op != "submit",
-                col(ActionRow.finished_at).is_not(None),
-            )
-        ).all()
-    return rows
 
 
 # a resize for these takes replicas away (others grow the job)
@@ -356,26 +352,15 @@ def _preempted_places(db: Session, workloads: set[str]) -> dict[str, datetime]:
     time, else its first run's start): losing its GPUs was not its doing, and it keeps its
     place (KAI's evicted pod keeps its pod group, and its age)."""
     latest: dict[str, ActionRow] = {}
-    done: list[ActionRow] = []
-    names = sorted(workloads)
-    for i in range(0, len(names), _CHUNK):  # a database's limit on a statement's parameters
-        rows = db.exec(
-            select(ActionRow).where(
-                col(ActionRow.workload).in_(names[i : i + _CHUNK]), ActionRow.status == "done"
-            )
-        ).all()
-        done += rows
-        for row in rows:
-            if row.op == "preempt" and _after(row, latest.get(row.workload)):
-                latest[row.workload] = row
+    done = _where_in(
+        db, ActionRow, ActionRow.workload, sorted(workloads), ActionRow.status == "done"
+    )
+    for row in done:
+        if row.op == "preempt" and _after(row, latest.get(row.workload)):
+            latest[row.workload] = row
     if not latest:
         return {}
-    jobs = sorted({r.job for r in latest.values() if r.job})
-    runs = [
-        r
-        for i in range(0, len(jobs), _CHUNK)
-        for r in db.exec(select(RunRow).where(col(RunRow.job).in_(jobs[i : i + _CHUNK])))
-    ]
+    runs = _where_in(db, RunRow, RunRow.job, sorted({r.job for r in latest.values() if r.job}))
     places = {}
     for key, stop in latest.items():
         if any(_after(r, stop) for r in done if r.workload == key):
@@ -388,7 +373,18 @@ def _preempted_places(db: Session, workloads: set[str]) -> dict[str, datetime]:
     return places
 
 
-_CHUNK = 500
+_CHUNK = 500  # values per statement: databases limit a statement's parameters
+
+
+def _where_in(
+    db: Session, table: type[_Row], column: Any, values: list[str], *where: Any
+) -> list[_Row]:
+    """The rows of ``table`` whose ``column`` is one of ``values`` (and ``where``), asked
+    for ``_CHUNK`` values at a time."""
+    rows: list[_Row] = []
+    for i in range(0, len(values), _CHUNK):
+        rows += db.exec(select(table).where(col(column).in_(values[i : i + _CHUNK]), *where)).all()
+    return rows
 
 
 def _after(row: ActionRow, other: ActionRow | None) -> bool:

@@ -14,7 +14,7 @@ several waiting jobs are ``candidates``, not duplicates; once one runs, the othe
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 
 from solvers.order import job_id_order, last_completed, round_winner
@@ -76,9 +76,11 @@ def build_problem(
     observed: Snapshot,
     now: datetime,
     cache: ProblemCache | None = None,
+    kept: Collection[tuple[str, str]] = (),
 ) -> Problem:
     """The problem of ``desired`` against ``observed`` at ``now``. With a ``cache``, the
-    spec part is reused while the specs' digest is the same."""
+    spec part is reused while the specs' digest is the same. ``kept``: jobs (cluster, id)
+    not to prune now (their cancel failed lately): their GPUs stay taken."""
     limits = pool_limits(observed)
     part = (
         cache.spec_part(desired, limits) if cache is not None else spec_part(desired, limits=limits)
@@ -94,6 +96,7 @@ def build_problem(
         and j.state.active
         and not _ending(j)
         and j.workload not in desired.workloads
+        and (c.name, j.id) not in kept
     ]
     _release(nodes, orphans)  # before any queued job is judged stranded on their nodes
     since = {q.workload: q.since for q in observed.queue}

@@ -16,7 +16,7 @@ from datetime import datetime
 from solvers.problem import Problem, ProblemCache, build_problem, set_aside_fan_out
 from solvers.sitepolicy.backoff import block_failed
 from solvers.sitepolicy.budgets import block_over_budget
-from solvers.sitepolicy.refusals import hold_refused
+from solvers.sitepolicy.refusals import hold_refused, holding
 from specs.desired import DesiredState
 from specs.snapshot import Snapshot
 
@@ -26,9 +26,10 @@ def planning_problem(
 ) -> Problem:
     """The problem a plan solves at ``now``, site policy applied (``cache``: see
     :class:`~solvers.problem.ProblemCache`)."""
-    problem = build_problem(desired, observed, now, cache)
+    held = holding(observed, now)  # running jobs whose eviction failed lately
+    problem = build_problem(desired, observed, now, cache, kept={(r.cluster, r.job) for r in held})
     block_over_budget(problem, desired, observed.usage, now)
     block_failed(problem, observed, now, {k: w.spec.digest for k, w in desired.workloads.items()})
-    hold_refused(problem, observed, now)
+    hold_refused(problem, held)
     set_aside_fan_out(problem)
     return problem

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from solvers.problem import Problem, node_key
+from solvers.problem import Problem
 from solvers.sitepolicy.backoff import backoff_seconds
 from specs.snapshot import Refusal, Snapshot
 
@@ -37,20 +37,11 @@ def holding(observed: Snapshot, now: datetime) -> list[Refusal]:
     return [r for r in observed.refusals if retry_at(r) > now]
 
 
-def hold_refused(problem: Problem, observed: Snapshot, now: datetime) -> None:
-    """Mark the running jobs whose eviction failed lately: no victims, and not replaced
-    for an edit, until retry_at; and keep those of workloads gone from the specs (not
-    pruned meanwhile: their GPUs stay taken)."""
-    held = {(r.cluster, r.job): r for r in holding(observed, now)}
-    if not held:
-        return
+def hold_refused(problem: Problem, held: list[Refusal]) -> None:
+    """Mark the running jobs whose eviction failed lately (``held``, :func:`holding`): no
+    victims, and not replaced for an edit, until retry_at. (Those of workloads gone from
+    the specs are kept out of the prunes when the problem is built.)"""
+    by_job = {(r.cluster, r.job): r for r in held}
     for req in problem.jobs.values():
-        if req.running and (refusal := held.get((req.cluster or "", req.job_id or ""))):
+        if req.running and (refusal := by_job.get((req.cluster or "", req.job_id or ""))):
             req.refused, req.refused_until = refusal, retry_at(refusal)
-    kept = [(c, j) for c, j in problem.orphans if (c, j.id) in held]
-    problem.orphans = [(c, j) for c, j in problem.orphans if (c, j.id) not in held]
-    for cluster, job in kept:
-        replicas = job.replicas if job.state.holds_gpus else []
-        for r in replicas:
-            if r.node and (node := problem.nodes.get(node_key(cluster, r.node))) is not None:
-                node.used += r.gpus

@@ -68,6 +68,18 @@ class World:
     def job_of(self, workload: str) -> str:
         return next(j.id for j in self.sim.observe().jobs if j.workload == workload)
 
+    def refusing(self, workload: str) -> str:
+        """From here on the cluster refuses to act on ``workload``'s job; its id."""
+        self.sim.refuse = {job := self.job_of(workload)}
+        return job
+
+
+def started(tmp_path: Path) -> World:
+    """a's two jobs run."""
+    world = World(tmp_path)
+    assert world.cycle(specs(with_b=False))[1].ok
+    return world
+
 
 def evicted(made: Plan) -> list[str]:
     return [a.workload for a in made.actions if a.op.evicts]
@@ -76,11 +88,9 @@ def evicted(made: Plan) -> list[str]:
 def test_a_refused_eviction_is_not_planned_again_until_its_backoff_has_passed(
     tmp_path: Path,
 ) -> None:
-    world = World(tmp_path)
-    assert world.cycle(specs(with_b=False))[1].ok  # a's two jobs run
+    world = started(tmp_path)
     [victim] = evicted(plan_on(world, specs(with_b=True)))  # b's work takes one's place
-    refused = world.job_of(victim)
-    world.sim.refuse = {refused}
+    refused = world.refusing(victim)
     made, done = world.cycle(specs(with_b=True))
     assert not done.ok and world.sim.refused == [refused]
 
@@ -131,10 +141,8 @@ def test_a_removed_workload_whose_cancel_was_refused_is_not_pruned_again_meanwhi
     """The prune of a job the cluster will not cancel failed in every cycle, and held back
     the submit that was to take its GPUs: now its GPUs stay taken, and the prune waits for
     the backoff too."""
-    world = World(tmp_path)
-    assert world.cycle(specs(with_b=False))[1].ok
-    gone = world.job_of("a/two")
-    world.sim.refuse = {gone}
+    world = started(tmp_path)
+    gone = world.refusing("a/two")
     without_two = one_node(0, 8, workload("one", "a", gpus=4), workload("w", "b", gpus=4))
     made, done = world.cycle(without_two)
     assert sorted((a.op.value, a.workload) for a in made.actions) == [
@@ -165,10 +173,8 @@ def test_a_removed_workload_whose_cancel_was_refused_is_not_pruned_again_meanwhi
 def test_an_edit_whose_old_job_will_not_be_cancelled_leaves_it_running_and_waits(
     tmp_path: Path,
 ) -> None:
-    world = World(tmp_path)
-    assert world.cycle(specs(with_b=False))[1].ok
-    old = world.job_of("a/one")
-    world.sim.refuse = {old}
+    world = started(tmp_path)
+    old = world.refusing("a/one")
     # one's new shape needs a new job
     edited = one_node(8, 0, workload("one", "a", gpus=2), workload("two", "a", gpus=4))
     made, done = world.cycle(edited)

@@ -53,10 +53,10 @@ from controlplane.cli.views.quota import print_quota
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.costs import candidate_table
 from controlplane.errors import LeaseHeldError, WorkloadNotFoundError
-from controlplane.gitcommit import git_commit
 from controlplane.lease import holding_lease
 from controlplane.lineage import behind
 from controlplane.observe import adapters_for, observe
+from controlplane.plan import Plan
 from controlplane.unreachable import none_answered
 from solvers.policy import DEFAULT_POLICY, Policy
 from specs.diagnostics import SpecError, workload_hint
@@ -219,7 +219,7 @@ def plan_cmd(
         plan = workflow.build_plan(
             spec_dir, loaded, observed=observed, now=now, db=db, forecast=forecast, policy=policy
         )
-    if observed is None and (lags := _behind(spec_dir, loaded.desired.digest, db)) is not None:
+    if observed is None and (lags := _behind(spec_dir, plan, db)) is not None:
         alerts.append(lags)  # the plan stands; an apply of this checkout would not act
         if not as_json and not markdown:
             err.print(Text(f"warning: {lags}", style="yellow"), highlight=False, soft_wrap=True)
@@ -271,12 +271,12 @@ def plan_cmd(
         raise typer.Exit(2)
 
 
-def _behind(spec_dir: Path, digest: str, db: str | None) -> str | None:
+def _behind(spec_dir: Path, plan: Plan, db: str | None) -> str | None:
     """What ``cp apply`` of this checkout would refuse it for: behind the specs the
     clusters follow (controlplane/lineage.py). The plan is made all the same."""
     with workflow.open_store(spec_dir, db, reading=True) as store:
         last = store.last_applied_plan()
-        why = behind(spec_dir, digest, git_commit(spec_dir), last, store)
+        why = behind(spec_dir, plan.spec_digest, plan.git_commit, last, store)
     return f"{why}; `cp apply` of this checkout refuses to act" if why else None
 
 
