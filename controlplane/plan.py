@@ -56,8 +56,9 @@ class QueueStatus(PlanModel):
 
 
 class Refused(PlanModel):
-    """A running job the latest applies failed to act on (its ``op``, ``count`` times in a
-    row, the last at ``at`` with ``message``): no victim of this plan, until ``retryAt``."""
+    """A job the latest applies failed to act on (its ``op``, ``count`` times in a row, the
+    last at ``at`` with ``message``): this plan leaves it as it is (no victim, not
+    cancelled), until ``retryAt``."""
 
     cluster: str
     job: str

@@ -343,8 +343,8 @@ class Failure(SnapshotModel):
 
 
 class Refusal(SnapshotModel):
-    """A running job the control plane failed to act on (cancel, preempt, move or resize)
-    in as many applies in a row: it is not evicted again until a backoff has passed."""
+    """A job the control plane failed to act on (cancel, preempt, move or resize) in as
+    many applies in a row: it is left as it is until a backoff has passed."""
 
     cluster: str
     job: str

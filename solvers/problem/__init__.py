@@ -80,7 +80,8 @@ def build_problem(
 ) -> Problem:
     """The problem of ``desired`` against ``observed`` at ``now``. With a ``cache``, the
     spec part is reused while the specs' digest is the same. ``kept``: jobs (cluster, id)
-    not to prune now (their cancel failed lately): their GPUs stay taken."""
+    not to cancel now, whatever for (their cancel failed lately): their GPUs stay taken, and
+    a queued one stays its workload's job."""
     limits = pool_limits(observed)
     part = (
         cache.spec_part(desired, limits) if cache is not None else spec_part(desired, limits=limits)
@@ -151,7 +152,12 @@ def build_problem(
             # a little longer: the workload is its other job
             active = [(c, j) for c, j in active if not _ending(j)]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
-        if not running and (gone := [cj for cj in active if _pool_removed(*cj, pools)]):
+        left = any((c, j.id) in kept for c, j in active)  # a cancel failed lately: as it is
+        if (
+            not running
+            and not left
+            and (gone := [cj for cj in active if _pool_removed(*cj, pools)])
+        ):
             pool_gone += gone  # not what the specs ask for any more
             active = [cj for cj in active if not any(cj is g for g in gone)]
         if running:
@@ -167,7 +173,7 @@ def build_problem(
             if job.state is JobState.COMPLETING and req.placed:  # winding down: not grown back
                 req.replicas = req.min_replicas = len(req.placed)
                 req.ending, req.ending_why = True, job.reason
-                if job.failed_replicas:  # nothing ends the rest but this plan
+                if job.failed_replicas and not left:  # nothing ends the rest but this plan
                     failing.append((cluster, job))
             req.started_at = _utc(job.started_at) if job.started_at else None
             if _restarts_within_min_runtime(req, pools, now):  # growing would restart it
@@ -175,10 +181,10 @@ def build_problem(
             req.created = _utc(job.submitted_at or job.started_at or req.created)
             duplicates += [(c, j) for c, j in active if j is not job and not _ending(j)]
             jobs[key] = req
-        elif active and _outdated(active, wl.spec.digest):
+        elif active and not left and _outdated(active, wl.spec.digest):
             outdated += active  # nothing runs yet: the new version takes their place
             jobs[key] = req
-        elif active and stranded_on(active, nodes):
+        elif active and not left and stranded_on(active, nodes):
             stranded += active  # nothing will make room there: placed again
             jobs[key] = req
         elif active:
@@ -196,6 +202,7 @@ def build_problem(
             completed.add(key)
         else:  # never ran, failed, or a segmented workload between segments
             jobs[key] = req
+    duplicates = [(c, j) for c, j in duplicates if (c, j.id) not in kept]
     _release(nodes, duplicates)
     order = {qid: i for i, qid in enumerate(sorted(queues))}
     return Problem(

@@ -12,8 +12,11 @@ and one success ends the streak.
 
 The same holds for a job whose workload left the specs (its prune is not planned again,
 and its GPUs stay taken) or was edited so that it needs a new job (it runs on as it is,
-and the new version waits). Cancels of other kinds (a job queued for an old version,
-a fan-out candidate that lost its round) are planned again in each cycle.
+and the new version waits), and for every other cancel: a job queued for an old version,
+on nodes others took or in a removed pool (it stays its workload's job: no new one is
+submitted beside it), a second job of one workload or a fan-out candidate that lost its
+round, the rest of a gang a replica of which failed. Those are left out when the problem
+is built (``build_problem``'s ``kept``).
 
 Pure: the refusals come in through the snapshot, ``now`` is an argument.
 """

@@ -71,11 +71,12 @@ def node_removed(removed: NodeRemoved) -> str:
 
 
 def refused_line(r: Refused) -> str:
-    """A running job no victim of this plan: its eviction failed lately."""
+    """A job this plan leaves as it is: acting on it failed lately."""
     of = f" of {r.workload}" if r.workload else ""
     times = "once" if r.count == 1 else f"{r.count} times in a row"
+    kept = "left as it is" if r.op == "cancel" else "no victim"
     return (
-        f"job {r.job}{of} on {r.cluster} is no victim until {stamp(r.retry_at)}: its {r.op} "
+        f"job {r.job}{of} on {r.cluster} is {kept} until {stamp(r.retry_at)}: its {r.op} "
         f"failed {times}, last at {stamp(r.at)} ({r.message or 'no message'})"
     )
 

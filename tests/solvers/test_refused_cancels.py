@@ -1,0 +1,150 @@
+"""A cancel the cluster refused is not planned again while its backoff lasts, whatever the
+cancel was for: a job queued for an old version, on nodes others took, in a removed pool,
+a second job of one workload, the rest of a gang a replica of which failed.
+
+The eviction backoff (solvers/sitepolicy/refusals.py) covered victims and pruned jobs
+only: such a cancel, refused (``scancel`` denied), was planned again in every cycle, and
+its failure held back the rest of its cluster's actions each time. A queued job left
+alone is the workload's job: no new version is submitted beside it (it may still start).
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+from rich.console import Console
+
+from controlplane.cli.views.plan import print_plan
+from controlplane.plan import Plan
+from controlplane.reconcile import plan
+from specs.actions import Op
+from specs.desired import DesiredState
+from specs.snapshot import ClusterState, Job, JobState, Node, Refusal, Replica, Snapshot
+from tests.builders import NOW, cluster, desired, project, workload
+
+POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
+DENIED = "job {}: Access/permission denied"
+
+
+def _specs(gpus: int = 8) -> DesiredState:
+    return desired([cluster(pools=POOLS), project("p", gpus=16), workload("late", "p", gpus=gpus)])
+
+
+def _queued(job_id: str, node: str, d: DesiredState, **fields: object) -> Job:
+    return Job(
+        id=job_id,
+        workload="p/late",
+        state=JobState.PENDING,
+        submitted_at=NOW - timedelta(minutes=10),
+        replicas=[Replica(node=node, gpus=8)],
+        plan_id="abc",
+        pool="a100",
+        reason="Resources",
+        spec_digest=d.workloads["p/late"].spec.digest,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _snapshot(jobs: list[Job], refused: str | None, minutes_ago: float = 0.5) -> Snapshot:
+    nodes = [Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2)]
+    refusals = (
+        [
+            Refusal(
+                cluster="sim",
+                job=refused,
+                op="cancel",
+                count=1,
+                at=NOW - timedelta(minutes=minutes_ago),
+                message=DENIED.format(refused),
+            )
+        ]
+        if refused
+        else []
+    )
+    return Snapshot(
+        now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=jobs)], refusals=refusals
+    )
+
+
+def _ops(p: Plan) -> list[tuple[Op, str | None]]:
+    return sorted((a.op, a.job) for a in p.actions)
+
+
+def _left_alone(p: Plan, job: str) -> None:
+    """Nothing is planned, and the plan says which job is left alone, and why."""
+    assert p.actions == [], _ops(p)
+    [kept] = p.refused
+    assert (kept.job, kept.workload, kept.op) == (job, "p/late", "cancel")
+
+
+def test_a_job_queued_for_an_old_version_is_left_alone_and_no_new_one_submitted() -> None:
+    old = _specs(gpus=8)
+    jobs = [_queued("7", "a100-01", old)]
+    edited = _specs(gpus=4)
+    assert _ops(plan(edited, _snapshot(jobs, None), now=NOW)) == [
+        (Op.CANCEL, "7"),
+        (Op.SUBMIT, None),
+    ]
+    _left_alone(plan(edited, _snapshot(jobs, "7"), now=NOW), "7")
+    # once the backoff (a minute after the first failure) has passed, it is tried again
+    assert _ops(plan(edited, _snapshot(jobs, "7", minutes_ago=2), now=NOW)) == [
+        (Op.CANCEL, "7"),
+        (Op.SUBMIT, None),
+    ]
+
+
+def test_a_queued_job_on_taken_nodes_is_left_alone() -> None:
+    d = _specs()
+    theirs = Job(
+        id="9",
+        workload=None,
+        state=JobState.RUNNING,
+        replicas=[Replica(node="a100-01", gpus=4)],
+        started_at=NOW - timedelta(minutes=5),
+        pool="a100",
+    )
+    jobs = [_queued("7", "a100-01", d), theirs]
+    assert _ops(plan(d, _snapshot(jobs, None), now=NOW)) == [(Op.CANCEL, "7"), (Op.SUBMIT, None)]
+    _left_alone(plan(d, _snapshot(jobs, "7"), now=NOW), "7")
+
+
+def test_a_job_queued_in_a_removed_pool_is_left_alone() -> None:
+    d = _specs()
+    jobs = [_queued("7", "a100-01", d).model_copy(update={"pool": "gone"})]
+    assert _ops(plan(d, _snapshot(jobs, None), now=NOW)) == [(Op.CANCEL, "7"), (Op.SUBMIT, None)]
+    _left_alone(plan(d, _snapshot(jobs, "7"), now=NOW), "7")
+
+
+def test_a_second_job_of_a_workload_is_left_alone() -> None:
+    d = _specs()
+    jobs = [_queued("7", "a100-01", d), _queued("8", "a100-02", d)]
+    assert _ops(plan(d, _snapshot(jobs, None), now=NOW)) == [(Op.CANCEL, "8")]
+    _left_alone(made := plan(d, _snapshot(jobs, "8"), now=NOW), "8")
+    shown = io.StringIO()
+    print_plan(Console(file=shown, width=300), made)
+    assert (
+        "job 8 of p/late on sim is left as it is until 2026-11-22T10:00:30Z: its cancel failed "
+        "once, last at 2026-11-22T09:59:30Z (job 8: Access/permission denied)"
+    ) in shown.getvalue(), shown.getvalue()
+
+
+def test_the_rest_of_a_gang_whose_replica_failed_is_left_alone() -> None:
+    d = desired(
+        [cluster(pools=POOLS), project("p", gpus=16), workload("late", "p", gpus=8, replicas=2)]
+    )
+    gang = Job(
+        id="7",
+        workload="p/late",
+        state=JobState.COMPLETING,
+        replicas=[Replica(node="a100-01", gpus=8)],
+        started_at=NOW - timedelta(hours=1),
+        submitted_at=NOW - timedelta(hours=1),
+        plan_id="abc",
+        pool="a100",
+        reason="replica 1 failed",
+        failed_replicas=1,
+        spec_digest=d.workloads["p/late"].spec.digest,
+    )
+    assert _ops(plan(d, _snapshot([gang], None), now=NOW)) == [(Op.CANCEL, "7"), (Op.SUBMIT, None)]
+    _left_alone(plan(d, _snapshot([gang], "7"), now=NOW), "7")
