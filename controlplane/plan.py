@@ -43,8 +43,9 @@ class QueueStatus(PlanModel):
     above_limit: str | None = Field(
         default=None,
         description="why the queue still holds more than its `quota.limit` after the plan "
-        "(work inside minRuntime, until when; non-preemptible work; work held for clusters "
-        "that did not answer, which takes no running work back)",
+        "(work inside minRuntime, until when; non-preemptible work; jobs the cluster refused "
+        "to evict lately, until when; work held for clusters that did not answer, which takes "
+        "no running work back)",
         exclude_if=lambda v: v is None,  # left out when within: sealed plans still verify
     )
     policy: dict[str, Any] = Field(

@@ -99,8 +99,8 @@ def held_back(session: Session, job: JobRequest, gpus: float) -> bool:
 
 def above_limit(session: Session, q: Queue) -> str | None:
     """Why ``q`` still holds more than its limit (or a type's) once the plan is made (None:
-    it does not): the work minRuntime keeps for now, and non-preemptible work, never
-    taken back."""
+    it does not): the work minRuntime keeps for now, jobs the cluster refused to evict
+    lately (their backoff), and non-preemptible work, never taken back."""
     s, out = session, []
     for cap in _caps(s, q):
         if cap.held() <= cap.limit:
@@ -116,8 +116,21 @@ def above_limit(session: Session, q: Queue) -> str | None:
             and cap.counts(s.problem.jobs[key])
         )
         kept = _kept_by_min_runtime(s, q, cap)
+        protected_now = {k for k, _ in kept}
+        refused = sorted(
+            (key, job.job_id or "", until)
+            for key, nodes in s.tasks.items()
+            if nodes
+            and (until := (job := s.problem.jobs[key]).refused_until) is not None
+            and job.queue in inside
+            and job.preemptible
+            and cap.counts(job)
+            and key not in protected_now
+        )
         out.append(
-            reasons.above_limit(q, cap.held(), kept, fixed, cap.limit, cap.gpu_type, cap.unseen())
+            reasons.above_limit(
+                q, cap.held(), kept, fixed, cap.limit, cap.gpu_type, cap.unseen(), refused
+            )
         )
     return "; ".join(out) or None
 

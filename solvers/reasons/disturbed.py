@@ -142,11 +142,13 @@ def above_limit(
     limit: float | None = None,
     gpu_type: str | None = None,
     unseen: float = 0.0,
+    refused: Sequence[tuple[str, str, datetime]] = (),
 ) -> str:
     """Why a queue holds more than its limit (``limit`` on ``gpu_type``: a per-type one)
     after the plan: work inside minRuntime (``kept``, with when each protection ends),
-    non-preemptible work (``fixed`` GPUs) and work held for clusters that did not answer
-    (``unseen`` GPUs)."""
+    non-preemptible work (``fixed`` GPUs), work held for clusters that did not answer
+    (``unseen`` GPUs) and jobs the cluster refused to evict lately (``refused``: workload,
+    job id, when the eviction backoff ends)."""
     parts = []
     if unseen:
         parts.append(
@@ -159,6 +161,13 @@ def above_limit(
         parts.append(
             f"minRuntime keeps {names} (until {until} at the earliest), and a plan after "
             "that takes them back"
+        )
+    if refused:
+        jobs = [f"{w} (job {j})" for w, j, _ in refused]
+        named = ", ".join(jobs[:-1]) + f" and {jobs[-1]}" if len(jobs) > 1 else jobs[0]
+        parts.append(
+            f"the cluster refused to evict {named} lately: tried again after "
+            f"{stamp(min(t for _, _, t in refused))} at the earliest"
         )
     if fixed:
         parts.append(
