@@ -41,11 +41,28 @@ def contains(spec_dir: Path, newer: str, older: str) -> bool | None:
     return _git(spec_dir, "merge-base", "--is-ancestor", older, newer) is not None
 
 
-def on_a_branch(spec_dir: Path, commit: str) -> bool | None:
-    """Whether some branch here, local or remote, has ``commit`` in its history; None when
-    git cannot tell."""
-    refs = _git(spec_dir, "for-each-ref", "--contains", commit, "refs/heads", "refs/remotes")
-    return None if refs is None else bool(refs)
+def branches_with(spec_dir: Path, commit: str) -> tuple[list[str], list[str]] | None:
+    """The branches here, local and remote-tracking (``origin/main``), that have ``commit``
+    in their history; None when git cannot tell."""
+    refs = _git(
+        spec_dir,
+        "for-each-ref",
+        "--format=%(refname)",
+        "--contains",
+        commit,
+        "refs/heads",
+        "refs/remotes",
+    )
+    if refs is None:
+        return None
+    names = refs.split()
+    local = [r.removeprefix("refs/heads/") for r in names if r.startswith("refs/heads/")]
+    remote = [
+        r.removeprefix("refs/remotes/")
+        for r in names
+        if r.startswith("refs/remotes/") and not r.endswith("/HEAD")
+    ]
+    return local, remote
 
 
 def committed_at(spec_dir: Path, commit: str) -> datetime | None:

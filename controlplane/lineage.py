@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from controlplane.gitcommit import committed_at, contains, on_a_branch
+from controlplane.gitcommit import branches_with, committed_at, contains
 from controlplane.plan import Plan
 
 
@@ -53,15 +53,23 @@ def behind(
         return None
     following = f"the clusters follow the specs of git {theirs[:12]} (plan {last.id})"
     if contains(spec_dir, theirs, ours):
-        if on_a_branch(spec_dir, theirs) is False:  # a plan file of a branch since deleted
+        ahead = f"this checkout ({ours[:12]}) is behind: {following}, which comes after it"
+        branches = branches_with(spec_dir, theirs)
+        if branches is not None and not branches[0]:  # a plan file of a branch since deleted
+            where = (
+                f"only remote-tracking branches have it: {', '.join(branches[1])} (pull it if "
+                "that branch is still upstream; `git fetch --prune` drops the ones deleted "
+                "there)"
+                if branches[1]
+                else "is on no branch here (a plan file applied from a branch since deleted "
+                "or not pushed?)"
+            )
             return (
-                f"this checkout ({ours[:12]}) is behind: {following}, which comes after it "
-                f"and is on no branch here (a plan file applied from a branch since deleted "
-                f"or not pushed?); to keep what it changed, `git merge {theirs[:12]}`; to go "
-                "back to these specs, commit here (`git commit --allow-empty` will do) and "
+                f"{ahead} and {where}; to keep what it changed, `git merge {theirs[:12]}`; to "
+                "go back to these specs, commit here (`git commit --allow-empty` will do) and "
                 "apply again"
             )
-        return f"this checkout ({ours[:12]}) is behind: {following}, which comes after it; {PULL}"
+        return f"{ahead}; {PULL}"
     if contains(spec_dir, ours, theirs) or not store.applied_specs(spec_digest):
         return None
     made = committed_at(spec_dir, ours)

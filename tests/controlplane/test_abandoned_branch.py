@@ -58,3 +58,42 @@ def test_a_plan_applied_from_a_deleted_branch_says_how_to_go_on(
     monkeypatch.setenv("GIT_COMMITTER_DATE", later.isoformat())
     git(repo, "commit", "-q", "--allow-empty", "-m", "back to main's specs")
     assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+
+
+def test_a_plan_applied_from_a_branch_only_a_remote_tracking_ref_still_has(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """The branch was pushed, applied from, then deleted upstream and here; this clone never
+    ran `git fetch --prune`, so its `origin/pr7` still has the commit, and the refusal said
+    "pull it" only (closing note of issue 10): pulling brings nothing. It names the
+    remote-tracking branch and gives both ways on."""
+    origin, repo = tmp_path / "origin.git", tmp_path / "repo"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    specs = repo / "specs"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", str(origin))
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "specs")
+    git(repo, "push", "-q", "origin", "main")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+
+    git(repo, "checkout", "-qb", "pr7")
+    vision = specs / "workloads" / "vision.yaml"
+    vision.write_text(vision.read_text().replace("walltime: 12h", "walltime: 10h", 1))
+    git(repo, "commit", "-qam", "augment workers: 10h")
+    git(repo, "push", "-q", "origin", "pr7")
+    pr = git(repo, "rev-parse", "HEAD")
+    saved = tmp_path / "pr7.json"
+    assert cp(capsys, "plan", specs, "--out", saved).code == 0
+    assert cp(capsys, "apply", saved, "--dir", specs, "--auto-approve").code == 0
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-qD", "pr7")
+    git(origin, "branch", "-qD", "pr7")  # deleted upstream; origin/pr7 stays here
+
+    refused = cp(capsys, "apply", specs, "--auto-approve")
+    assert refused.code == 1
+    said = " ".join(refused.err.split())
+    assert f"git {pr[:12]}" in said and "only remote-tracking branches have it: origin/pr7" in said
+    assert "pull" in said and "git fetch --prune" in said, said
+    assert "git merge" in said and "git commit --allow-empty" in said, said
