@@ -234,10 +234,22 @@ def finished_edits(
         if edited_while_running(job, new.digest, observed.spec_since.get(key)):
             continue  # and it completed all the same: the job followed the edit in place
         old = observed.versions.get(job.spec_digest or "")
-        found[key] = reasons.edited_after_completion(
-            _described(changes(old, new) if old is not None else [], old, new)
-        )
+        found_here = changes(old, new) if old is not None else []
+        if old is not None and _renamed_only(found_here, problem):
+            continue  # its project was renamed (renamedFrom since dropped): no edit
+        found[key] = reasons.edited_after_completion(_described(found_here, old, new))
     return found
+
+
+def _renamed_only(found: list[Change], problem: Problem) -> bool:
+    """The one change is the project, and the old one is gone from the specs: a rename
+    whose ``renamedFrom`` was dropped (a workload's key names its project, so only a
+    rename relabels its job under the new one)."""
+    return (
+        len(found) == 1
+        and found[0][0] == "project"
+        and f"project:{found[0][1]}" not in problem.queues
+    )
 
 
 # fields whose default depends on others: an unset one is told by the value it stood for

@@ -287,3 +287,6 @@ def test_a_completed_job_the_cluster_still_shows_is_listed_once_after_a_rename(
     listed = cp(capsys, "get", "jobs", specs, "-o", "json", "--now", at).json()["items"]
     mine = [(j["id"], j["workload"], j["state"]) for j in listed if j["workload"]]
     assert mine == [("1000", "cv/t", "COMPLETED")], mine
+    # and it is no workload "edited since it ran": only its project's name changed (trialS)
+    planned = cp(capsys, "plan", specs, "--json", "--now", at).json()
+    assert planned["actions"] == [] and "finished" not in planned, planned.get("finished")
