@@ -86,6 +86,7 @@ def _read_file(path: str, key: str, text: str) -> _Read:
         message = "the file is empty: one caught while it was saved? (to remove its workloads, delete the file)"
         return _Read(cache.FileSpecs(key=key, documents=()), [Diagnostic(path, 1, 1, message)], [])
     composed = compose(text)
+    ends = truncation.separator_at_end(text, composed.documents)  # cut just after a ---
     placed: list[cache.PlacedDocument] = []
     warnings: list[cache.PlacedWarning] = []
     errors: list[Diagnostic] = []
@@ -111,6 +112,7 @@ def _read_file(path: str, key: str, text: str) -> _Read:
     if composed.syntax_error is not None:
         line, column, message = composed.syntax_error
         errors.append(Diagnostic(path, line + 1, column + 1, message))
+    errors += [Diagnostic(path, ends[0], 1, ends[1])] if ends else []
     specs = cache.FileSpecs(key=key, documents=tuple(placed), warnings=tuple(warnings))
     return _Read(specs, errors, broken, shadows)
 

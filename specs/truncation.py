@@ -12,6 +12,10 @@ the middle was written whole.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from yaml.nodes import Node, ScalarNode
+
 from specs.models import KINDS
 
 FIRST_KEYS = ("apiVersion", "kind")  # what a document of ours starts with
@@ -46,3 +50,22 @@ def cut_short(value: object) -> str | None:
     if key == "kind" and partial_kind and any(k.startswith(str(item)) for k in KINDS):
         return f"'kind: {item}', the start of a document"
     return None
+
+
+def separator_at_end(text: str, documents: Sequence[Node]) -> tuple[int, str] | None:
+    """Where and how a file shows it was cut just after a ``---``: its last document is
+    empty and an earlier one has content (the line of that ``---``, the message), or None.
+    A file of comments and markers only is one somebody wrote (:func:`blank` has the
+    empty ones)."""
+    if len(documents) < 2 or not _empty(documents[-1]) or all(map(_empty, documents[:-1])):
+        return None
+    lines = text.splitlines()
+    line = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("---")), 0)
+    return line + 1, (
+        "the file ends in '---' and nothing after it: it looks cut short at the start of a "
+        "document (a file saved half-written?); if the file is whole, remove that last '---'"
+    )
+
+
+def _empty(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null" and not node.value

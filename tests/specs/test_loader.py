@@ -82,17 +82,11 @@ def test_discovery_recurses_sorts_and_skips_hidden(repo: Path) -> None:
 
 
 def test_several_documents_and_empty_ones(repo: Path) -> None:
-    text = (
-        "---\n"
-        + dump(workload("one"))
-        + "---\n# only a comment\n---\n"
-        + dump(workload("two"))
-        + "---\n"
-    )
+    text = "---\n" + dump(workload("one")) + "---\n# only a comment\n---\n" + dump(workload("two"))
     write(repo, "w.yaml", text)
     result = load_specs(repo)
     assert list(result.desired.workloads) == ["chem/one", "chem/two"]
-    assert result.warnings == []  # empty documents are skipped silently
+    assert result.warnings == []  # empty documents are skipped silently (not the last)
 
 
 def test_absolute_root_outside_cwd_keeps_paths_as_given(
@@ -604,18 +598,40 @@ def test_an_empty_spec_file_is_an_error(repo: Path, text: str) -> None:
     )
 
 
-@pytest.mark.parametrize("text", ["# nothing here yet\n", "# all commented out\n---\n"])
+@pytest.mark.parametrize(
+    "tail",
+    ["---\n", "---\n\n", "--- \n", "---", "---\n# the notebook\n", "---\n...\n"],
+)
+@pytest.mark.parametrize("first", ["whole", "a"])
+def test_a_file_cut_at_a_document_separator_is_an_error(repo: Path, tail: str, first: str) -> None:
+    """A file cut just after a ``---`` (the rest of it not written yet) held its whole
+    documents and an empty last one: it loaded, and ``cp watch`` cancelled the running
+    workload of the document that was missing (user trial T: an interactive notebook's
+    session lost). An empty last document after one with content is an error."""
+    before = dump(workload("whole")) if first == "whole" else "a\n"
+    write(repo, "x.yaml", before + tail)
+    line = before.count("\n") + 1
+    assert str(single(repo)) == (
+        f"x.yaml:{line}:1: error: the file ends in '---' and nothing after it: it looks cut "
+        "short at the start of a document (a file saved half-written?); if the file is "
+        "whole, remove that last '---'"
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["# nothing here yet\n", "# all commented out\n---\n", "---\n# all commented\n"]
+)
 def test_a_file_of_comments_only_still_loads(repo: Path, text: str) -> None:
     write(repo, "w.yaml", text)
     assert load_specs(repo).desired.workloads == {}
 
 
-@pytest.mark.parametrize("text", ["notes\n---\n" + "apiVersion: batch/v1\nkind: Job\n", "a\n---\n"])
+@pytest.mark.parametrize("text", ["notes\n---\n" + "apiVersion: batch/v1\nkind: Job\n"])
 def test_scalars_and_foreign_documents_that_end_no_file_are_still_skipped(
     repo: Path, text: str
 ) -> None:
     """Only the last document of a file can be cut short; a bare word before another
-    document, or an empty document at the end, stays a skipped one."""
+    document stays a skipped one."""
     write(repo, "x.yaml", text)
     assert load_specs(repo).warnings
 
