@@ -88,11 +88,15 @@ def summary(diff: PolicyDiff) -> str:
     moved = [w for w in diff.workloads if w.head in _DISRUPTIVE]
     changes = change_count(diff)
     parts = [f"{changes} policy change{'s' if changes != 1 else ''}"] if changes else []
-    # a queue's row is shown when its fair share or only its allocation moved: told apart
+    # a queue's row is shown when its fair share or only its allocation moved (or, for a
+    # queue whose policy changed, neither): told apart
     shares = sum(s.fair_share_before != s.fair_share_after for s in diff.shares)
     if shares:
         parts.append(f"{shares} fair share{'s' if shares != 1 else ''} moved")
-    if allocations := len(diff.shares) - shares:
+    if allocations := sum(
+        s.fair_share_before == s.fair_share_after and s.allocated_before != s.allocated_after
+        for s in diff.shares
+    ):
         parts.append(f"{allocations} allocation{'s' if allocations != 1 else ''} changed")
     if diff.workloads:
         parts.append(
