@@ -28,8 +28,9 @@ def prunes(problem: Problem) -> list[Action]:
     second jobs of one workload."""
     namesakes = _namesakes(problem)
     out = [
-        _cancel(c, job, reasons.pruned(job.workload or "", namesakes.get(job.workload or "")))
+        _cancel(c, job, reasons.pruned(w, namesakes.get(w), moved=_project_kept(problem, w)))
         for c, job in problem.orphans
+        for w in [job.workload or ""]
     ]
     out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
     for c, job in problem.stranded:
@@ -71,19 +72,20 @@ def _stranded_why(problem: Problem, cluster: str, job: Job) -> Reason:
 
 
 def _namesakes(problem: Problem) -> dict[str, str]:
-    """Pruned workloads of projects gone from the specs -> a workload of the specs with
-    the same name (the project renamed without saying so, most likely)."""
-    gone = [
-        w
-        for _, job in problem.orphans
-        if (w := job.workload or "") and f"project:{w.partition('/')[0]}" not in problem.queues
-    ]
+    """Pruned workloads -> a workload of the specs with the same name in another project
+    (the project renamed without saying so, or the workload moved to that project)."""
+    gone = [w for _, job in problem.orphans if (w := job.workload or "")]
     if not gone:
         return {}
     by_name: dict[str, str] = {}
     for key in sorted(problem.jobs, reverse=True):  # the first in name order wins
         by_name[key.partition("/")[2]] = key
     return {w: by_name[name] for w in gone if (name := w.partition("/")[2]) in by_name}
+
+
+def _project_kept(problem: Problem, workload: str) -> bool:
+    """The pruned workload's project is still in the specs (not renamed)."""
+    return f"project:{workload.partition('/')[0]}" in problem.queues
 
 
 def unlisted(problem: Problem, session: Session, listed: Collection[str]) -> list[Pending]:

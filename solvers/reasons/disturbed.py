@@ -217,15 +217,20 @@ def outranked(beneficiary: str, priority: int, victim_priority: int, project: st
     )
 
 
-def pruned(workload: str, namesake: str | None = None) -> Reason:
+def pruned(workload: str, namesake: str | None = None, *, moved: bool = False) -> Reason:
     """``namesake``: a workload of the specs with the same name in a project that is not
-    this one's: its project may have been renamed without saying so."""
+    this one's: its project may have been renamed without saying so, or (``moved``: this
+    one's project is still in the specs) the workload moved to that project."""
     message = f"workload {workload} is no longer in the specs"
     if namesake is not None:
         old, new = workload.partition("/")[0], namesake.partition("/")[0]
         message += (
-            f"; {namesake} has its name: if project {old} was renamed {new}, list {old} in "
-            f"{new}'s spec.renamedFrom, and its jobs and usage carry over"
+            f"; {namesake} has its name: moved to project {new}? A workload's project is "
+            f"part of its name: it starts there as a new job (to keep this one running, "
+            f"move it back)"
+            if moved
+            else f"; {namesake} has its name: if project {old} was renamed {new}, list {old} "
+            f"in {new}'s spec.renamedFrom, and its jobs and usage carry over"
         )
     return Reason(code=ReasonCode.PRUNE, message=message)
 

@@ -115,6 +115,31 @@ def test_a_rename_without_renamed_from_says_what_the_cancels_are(
     assert "cv/train" in [a["workload"] for a in plan["actions"] if a["op"] == "submit"]
 
 
+def test_a_workload_moved_to_another_project_says_it_starts_there_afresh(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A running workload whose `project` was edited is cancelled and submitted again: a
+    workload's project is part of its name. The cancel said only "no longer in the specs"
+    (trial T); it names the workload of the new project and what the move does."""
+    specs = _running_as_vision(capsys, tmp_path / "s")
+    write_specs(
+        specs,
+        [
+            cluster(),
+            project("vision", gpus=8, budget={"gpuHoursPerMonth": 50}),
+            project("other", gpus=8),
+            workload("train", "other", gpus=4, walltime="3d"),
+            workload("probe", "vision", gpus=2, walltime="3d"),
+        ],
+    )
+    plan = _plan(capsys, specs)
+    [cancel] = [a for a in plan["actions"] if a["op"] == "cancel"]
+    assert cancel["workload"] == "vision/train"
+    message = cancel["reason"]["message"]
+    assert "other/train has its name: moved to project other?" in message, message
+    assert "starts there as a new job" in message and "renamedFrom" not in message, message
+
+
 def test_an_old_name_still_in_the_specs_or_claimed_twice_is_an_error(
     tmp_path: Path, capsys: Capsys
 ) -> None:
