@@ -283,9 +283,15 @@ class Plan(PlanModel):
 
     def told_now(self, now: Plan) -> Plan:
         """This stored plan, told with the figures of ``now``, a plan that :meth:`repeats`
-        it or :meth:`decides_as` it: what waits and why, and the quota table (usage bends
-        fair shares as it decays)."""
-        told = {"pending": now.pending, "projects": now.projects, "departments": now.departments}
+        it or :meth:`decides_as` it: what waits and why, the quota table (usage bends
+        fair shares as it decays), and the policy changed since the plan last applied
+        (none, once this one was: not what this one changed in its time)."""
+        told = {
+            "pending": now.pending,
+            "projects": now.projects,
+            "departments": now.departments,
+            "policy": now.policy,
+        }
         return self.model_copy(update=told)
 
     @property

@@ -81,6 +81,14 @@ def refused_line(r: Refused) -> str:
     )
 
 
+def shown_again(plan: Plan) -> str:
+    """Under a stored plan an apply found nothing new to do beside: why it is an old one."""
+    return (
+        f"This is the plan last applied (made {stamp(plan.created_at)}): nothing has changed "
+        "since, and what waits is told as of now."
+    )
+
+
 def cut_short(plan: Plan) -> str:
     """The steps that did not finish: the plan is the best reached, not a fixed point."""
     return "Cut short (the plan is what was reached): " + "; ".join(plan.solver.cut_short) + "."
