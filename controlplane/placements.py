@@ -9,7 +9,7 @@ A segmented workload's submit asks for its next segment (step 10)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from controlplane.unreachable import STAND_IN
 from solvers import reasons
@@ -19,7 +19,8 @@ from solvers.problem import JobRequest, Problem, node_key, stuck_on
 from solvers.session import Grant, Session
 from specs.actions import Action, Op, Pending, Reason, SubmitDetails
 from specs.desired import DesiredState
-from specs.snapshot import Job, Replica
+from specs.models import WorkloadSpec
+from specs.snapshot import Job, JobRun, JobState, Replica, Snapshot
 
 
 def prunes(problem: Problem) -> list[Action]:
@@ -130,6 +131,42 @@ def segment(problem: Problem, action: Action) -> Action:
     )
     reason = reasons.resumed(seg.describe(), action.reason) if seg.done else action.reason
     return action.model_copy(update={"submit": submit, "reason": reason})
+
+
+def submits_told(
+    problem: Problem, observed: Snapshot, specs: Mapping[str, WorkloadSpec], actions: list[Action]
+) -> list[Action]:
+    """Step 10: the submits of segmented workloads ask for their next segment, and a submit
+    says what it follows: a failed job it retries, an edit's old job a plan cancelled."""
+    ended = cancelled_versions(observed, specs)
+    return [retried(problem, segment(problem, succeeded(ended, a))) for a in actions]
+
+
+def cancelled_versions(observed: Snapshot, specs: Mapping[str, WorkloadSpec]) -> dict[str, str]:
+    """Workloads whose latest run ended cancelled under another version of their spec ->
+    that job: an edit's old job a plan cancelled (saving its checkpoint first, say), so
+    the workload's next start is its new version."""
+    latest: dict[str, JobRun] = {}
+    for run in (r for c in observed.clusters for r in c.runs if r.ended_at is not None):
+        seen = latest.get(run.workload)
+        if seen is None or (run.ended_at, run.started_at) > (seen.ended_at, seen.started_at):
+            latest[run.workload] = run
+    return {
+        w: run.job
+        for w, run in latest.items()
+        if run.state == JobState.CANCELLED
+        and run.spec_digest is not None
+        and (spec := specs.get(w)) is not None
+        and run.spec_digest != spec.digest
+    }
+
+
+def succeeded(cancelled: Mapping[str, str], action: Action) -> Action:
+    """A submit of a workload in ``cancelled`` (:func:`cancelled_versions`) says which job
+    of the version before it follows."""
+    if action.op != Op.SUBMIT or (old := cancelled.get(action.workload)) is None:
+        return action
+    return action.model_copy(update={"reason": reasons.succeeds(action.reason, old)})
 
 
 def retried(problem: Problem, action: Action) -> Action:

@@ -67,7 +67,7 @@ from controlplane import unreachable
 from controlplane.converge import VIRTUAL, Round, converge
 from controlplane.impact import cluster_prices
 from controlplane.outrun import outrun_candidates
-from controlplane.placements import placements, prunes, retried, segment, unlisted
+from controlplane.placements import placements, prunes, submits_told, unlisted
 from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id, refused
 from controlplane.quotas import quota_tables
 from controlplane.sequence import sort_actions
@@ -335,8 +335,9 @@ def _cycle(
     fan = plan_fan_out(problem, session, specs, forecasts)
     actions += fan.actions
     actions += outrun_candidates(actions, observed)  # GPUs freed for others, not for them
-    # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do)
-    actions = [retried(problem, segment(problem, a)) for a in actions]
+    # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do);
+    #     a submit says what it follows (a failed job, an edit's cancelled old job)
+    actions = submits_told(problem, observed, specs, actions)
     actions = sort_actions(actions, observed)  # a move may need the place another one leaves
     digest = digest if digest is not None else observed_digest(observed)
     report = SolverReport(

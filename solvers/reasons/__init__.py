@@ -45,6 +45,7 @@ from solvers.reasons.edits import (
     replacing,
     saves_first,
     stays_preemptible,
+    succeeds,
     unknown_version,
 )
 from solvers.reasons.reserved import queued_on_reserved_node, reserved_nodes
@@ -157,6 +158,7 @@ __all__ = [
     "started_short",
     "stays_preemptible",
     "submitted",
+    "succeeds",
     "then_for",
     "unknown_version",
     "walltime_exceeds",

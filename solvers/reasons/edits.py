@@ -59,6 +59,17 @@ def saves_first(old_job: str, cause: Cause | None = None, *, saves: bool = True)
     )
 
 
+def succeeds(reason: Reason, old_job: str) -> Reason:
+    """The start of an edited workload's new version, a plan after the one that cancelled
+    its old job (to save its checkpoint first, say): why it starts, and which job it
+    follows (what ``cp history`` ties the two by)."""
+    return Reason(
+        code=reason.code,
+        message=f"{reason.message}; the new version of the edited spec: job {old_job}, of "
+        "the version before, was cancelled",
+    )
+
+
 def replaced(cause: Cause) -> Reason:
     """The cancel of the job a new one replaces."""
     follow = "cannot follow" if cause.fields else "moves off it"
