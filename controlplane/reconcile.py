@@ -84,6 +84,7 @@ from solvers.kai.preempt import preempt
 from solvers.kai.protection import Protected, leaving_wait, protected_work, protection_wait
 from solvers.kai.reclaim import reclaim
 from solvers.kai.swap import swap_homes
+from solvers.kai.unmovable import Unmovable
 from solvers.policy import DEFAULT_POLICY, Deadline, Policy
 from solvers.problem import JobRequest, Problem, ProblemCache, held_now
 from solvers.session import Session
@@ -397,9 +398,11 @@ def _pending(
 ) -> list[Pending]:
     # a waiting job a disruptive step placed no longer waits; its victims now do
     waits = {**allocator.pending, **ledger.waiting}
-    protected_by = protected_work(session)  # once: every wait looks at it
+    protected_by, fixed = protected_work(session), Unmovable(session)  # once: every wait
     out = [
-        Pending(workload=k, reason=_protected_wait(session, problem.jobs[k], r, protected_by))
+        Pending(
+            workload=k, reason=_protected_wait(session, problem.jobs[k], r, protected_by, fixed)
+        )
         for k, r in waits.items()
         if len(session.tasks.get(k, [])) < problem.jobs[k].min_replicas
     ]
@@ -430,7 +433,7 @@ def _observed_id(job_id: str) -> str | None:
 
 
 def _protected_wait(
-    session: Session, job: JobRequest, reason: Reason, protected_by: Protected
+    session: Session, job: JobRequest, reason: Reason, protected_by: Protected, fixed: Unmovable
 ) -> Reason:
     """A wait for room, or under a limit, that only minRuntime (or for room, the project's
     past usage) causes says so. MinRuntime first: a project above its fair share may not
@@ -443,4 +446,5 @@ def _protected_wait(
         return kept
     if (bent := usage_wait(session, job, reason)) is not reason:
         return bent
-    return leaving_wait(session, job, reason, protected_by)
+    leaving = leaving_wait(session, job, reason, protected_by)
+    return fixed.wait(job, reason) if leaving is reason else leaving

@@ -81,6 +81,7 @@ from solvers.reasons.waiting import (
     ranked_lower,
     retry,
     submitted,
+    unmovable_wait,
     walltime_exceeds,
     walltime_exceeds_cluster,
 )
@@ -161,6 +162,7 @@ __all__ = [
     "succeeds",
     "then_for",
     "unknown_version",
+    "unmovable_wait",
     "walltime_exceeds",
     "walltime_exceeds_cluster",
 ]

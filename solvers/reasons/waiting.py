@@ -137,6 +137,25 @@ def _no_room(
     )
 
 
+def unmovable_wait(no_room: Reason, per_replica: int, count: int, fits: int, held: int) -> Reason:
+    """``no_room``, and that no eviction could make room for the job's shape: with every
+    preemptible job of its pools gone, ``fits`` of its ``count`` replicas would fit in one
+    pool at most; work no step evicts holds ``held`` GPUs on those nodes."""
+    room = (
+        f"no node there would have room for a replica of {per_replica} GPUs"
+        if fits == 0
+        else f"only {fits} of its {count} replicas of {per_replica} GPUs would fit in one pool"
+    )
+    return Reason(
+        code=no_room.code,
+        message=(
+            f"{no_room.message}; even with every preemptible job of its pools evicted, {room}: "
+            "work no eviction frees (non-preemptible work, jobs the cluster refused to evict "
+            f"lately, jobs not ours) holds {held} GPUs on those nodes"
+        ),
+    )
+
+
 def ending(job: str | None, why: str | None) -> Reason:
     """A workload whose job winds down (COMPLETING) and that nothing in the plan replaces:
     what it comes to is known once the job has ended."""
