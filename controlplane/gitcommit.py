@@ -42,8 +42,9 @@ def contains(spec_dir: Path, newer: str, older: str) -> bool | None:
 
 
 def branches_with(spec_dir: Path, commit: str) -> tuple[list[str], list[str]] | None:
-    """The branches here, local and remote-tracking (``origin/main``), that have ``commit``
-    in their history; None when git cannot tell."""
+    """The branches here that have ``commit`` in their history: local ones, and
+    remote-tracking ones (``origin/pr7``) no local branch follows (``origin/main`` that
+    ``main`` tracks counts as ``main``'s: pulling brings it); None when git cannot tell."""
     refs = _git(
         spec_dir,
         "for-each-ref",
@@ -56,11 +57,13 @@ def branches_with(spec_dir: Path, commit: str) -> tuple[list[str], list[str]] | 
     if refs is None:
         return None
     names = refs.split()
+    followed = _git(spec_dir, "for-each-ref", "--format=%(upstream)", "refs/heads") or ""
     local = [r.removeprefix("refs/heads/") for r in names if r.startswith("refs/heads/")]
+    local += [r for r in names if r in followed.split()]  # pulling brings those
     remote = [
         r.removeprefix("refs/remotes/")
         for r in names
-        if r.startswith("refs/remotes/") and not r.endswith("/HEAD")
+        if r.startswith("refs/remotes/") and not r.endswith("/HEAD") and r not in local
     ]
     return local, remote
 

@@ -97,3 +97,33 @@ def test_a_plan_applied_from_a_branch_only_a_remote_tracking_ref_still_has(
     assert f"git {pr[:12]}" in said and "only remote-tracking branches have it: origin/pr7" in said
     assert "pull" in said and "git fetch --prune" in said, said
     assert "git merge" in said and "git commit --allow-empty" in said, said
+
+
+def test_a_clone_that_fetched_but_did_not_merge_is_told_to_pull(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """The everyday case: a teammate pushed to main and applied; this clone fetched
+    (`origin/main`, its main's upstream, has the commit) but did not merge. Pulling is
+    the way on, and the refusal says only that (review: the remote-tracking branch message
+    suggested an empty commit here, which would undo the teammate's apply)."""
+    origin, repo = tmp_path / "origin.git", tmp_path / "repo"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    specs = repo / "specs"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", str(origin))
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "specs")
+    git(repo, "push", "-q", "-u", "origin", "main")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    vision = specs / "workloads" / "vision.yaml"
+    vision.write_text(vision.read_text().replace("walltime: 12h", "walltime: 10h", 1))
+    git(repo, "commit", "-qam", "teammate: 10h")
+    git(repo, "push", "-q", "origin", "main")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    git(repo, "reset", "-q", "--hard", "HEAD~1")  # fetched, not merged: as origin/main left it
+
+    refused = cp(capsys, "apply", specs, "--auto-approve")
+    said = " ".join(refused.err.split())
+    assert refused.code == 1 and "which comes after it; pull it" in said, said
+    assert "--allow-empty" not in said and "remote-tracking" not in said, said
