@@ -31,18 +31,22 @@ from controlplane.converge import VIRTUAL
 from controlplane.plan import shrinks
 from solvers import reasons
 from solvers.order import job_id_order
+from solvers.sitepolicy.refusals import holding
 from specs.actions import Action, Op
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-def outrun_candidates(actions: list[Action], observed: Snapshot) -> list[Action]:
+def outrun_candidates(actions: list[Action], observed: Snapshot, now: datetime) -> list[Action]:
     """The cancels of waiting candidates that would start on GPUs ``actions`` free for
-    other work, ``observed`` the world they were planned against."""
+    other work, ``observed`` the world they were planned against; none of a job whose
+    cancel failed lately (the eviction backoff: it is left as it is, holding its room)."""
+    kept = {(r.cluster, r.job) for r in holding(observed, now)}
     cancels: list[Action] = []
     for state in observed.clusters:
-        cancels += _outrun(state, [a for a in actions if a.cluster == state.name])
+        left = {j for c, j in kept if c == state.name}  # they start where they start
+        cancels += _outrun(state, [a for a in actions if a.cluster == state.name], left)
     return cancels
 
 
@@ -61,7 +65,7 @@ def _waiting(state: ClusterState, named: set[str]) -> list[Job]:
     return sorted(jobs, key=lambda j: (j.submitted_at or _EPOCH, job_id_order(j.id)))
 
 
-def _outrun(state: ClusterState, actions: list[Action]) -> list[Action]:
+def _outrun(state: ClusterState, actions: list[Action], left: set[str]) -> list[Action]:
     waiting = _waiting(state, {a.job for a in actions if a.job})
     if not waiting:
         return []
@@ -96,7 +100,7 @@ def _outrun(state: ClusterState, actions: list[Action]) -> list[Action]:
         if picks is None:
             continue  # it waits on, whatever the plan frees
         short = sorted({n for n, g in picks if room[n] < g})
-        if short:
+        if short and job.id not in left:
             others = sorted({w for n in short for w in takers.get(n, ())})
             why = reasons.candidate_outrun(job.id, short, others or ["other work"])
             cancels.append(

@@ -129,7 +129,7 @@ class Session:
         have the room now (a victim still winding down there makes it as it ends), so
         nothing else is planned onto them. One the cluster places holds a best fit."""
         waiting = sorted(
-            self.problem.queued.values(),
+            [*self.problem.queued.values(), *self.problem.kept_queued],
             key=lambda q: (q.job.submitted_at or _EPOCH, job_id_order(q.job.id)),
         )
         for q in waiting:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Collection
-from datetime import UTC, datetime
+from datetime import datetime
 
 from solvers.order import job_id_order, last_completed, round_winner
 from solvers.problem.edits import edited_while_running, followed
+from solvers.problem.nodes import node_table, utc
 from solvers.problem.partitions import drop_missing, missing_partitions
 from solvers.problem.records import (
     JobRequest,
@@ -87,7 +88,7 @@ def build_problem(
         cache.spec_part(desired, limits) if cache is not None else spec_part(desired, limits=limits)
     )
     queues, top, pools = part.queues, part.top, part.pools
-    nodes = _nodes(observed, pools, _utc(now))
+    nodes = node_table(observed, pools, utc(now))
     missing = missing_partitions(observed, pools)  # typos in the specs: no such partition
     orphans = [
         (c.name, j)
@@ -122,11 +123,11 @@ def build_problem(
     won: dict[str, tuple[str, Job]] = {}
     fan_out: dict[str, JobRequest] = {}
     segments: dict[str, Segments] = {}
-    created_now = _utc(now)
+    created_now = utc(now)
     for key, template in part.requests.items():
         req = _clone(template)  # solvers set where it runs, and site policy may block it
         req.placed = []
-        req.created = _utc(queued_since) if (queued_since := since.get(key)) else created_now
+        req.created = utc(queued_since) if (queued_since := since.get(key)) else created_now
         if missing:
             drop_missing(req, missing)
         wl = desired.workloads[key]
@@ -152,7 +153,8 @@ def build_problem(
             # a little longer: the workload is its other job
             active = [(c, j) for c, j in active if not _ending(j)]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
-        left = any((c, j.id) in kept for c, j in active)  # a cancel failed lately: as it is
+        # a cancel of one of its jobs failed lately: the workload's queued jobs stay as they are
+        left = any((c, j.id) in kept for c, j in active)
         if (
             not running
             and not left
@@ -173,12 +175,12 @@ def build_problem(
             if job.state is JobState.COMPLETING and req.placed:  # winding down: not grown back
                 req.replicas = req.min_replicas = len(req.placed)
                 req.ending, req.ending_why = True, job.reason
-                if job.failed_replicas and not left:  # nothing ends the rest but this plan
+                if job.failed_replicas and (cluster, job.id) not in kept:  # only this plan ends it
                     failing.append((cluster, job))
-            req.started_at = _utc(job.started_at) if job.started_at else None
+            req.started_at = utc(job.started_at) if job.started_at else None
             if _restarts_within_min_runtime(req, pools, now):  # growing would restart it
                 req.not_grown()
-            req.created = _utc(job.submitted_at or job.started_at or req.created)
+            req.created = utc(job.submitted_at or job.started_at or req.created)
             duplicates += [(c, j) for c, j in active if j is not job and not _ending(j)]
             jobs[key] = req
         elif active and not left and _outdated(active, wl.spec.digest):
@@ -202,6 +204,7 @@ def build_problem(
             completed.add(key)
         else:  # never ran, failed, or a segmented workload between segments
             jobs[key] = req
+    held = [(c, j) for c, j in duplicates if (c, j.id) in kept]  # left as they are
     duplicates = [(c, j) for c, j in duplicates if (c, j.id) not in kept]
     _release(nodes, duplicates)
     order = {qid: i for i, qid in enumerate(sorted(queues))}
@@ -226,6 +229,9 @@ def build_problem(
         failing=failing,
         queued=queued,
         won=won,
+        kept_queued=_kept_queued(
+            held, {k: q.request for k, q in queued.items()} | jobs, nodes, pools
+        ),
     )
 
 
@@ -264,41 +270,6 @@ def set_aside_fan_out(problem: Problem) -> None:
         problem.fan_out[key] = problem.jobs.pop(key)
 
 
-def _nodes(
-    observed: Snapshot, pools: dict[PoolKey, PoolInfo], now: datetime
-) -> dict[str, NodeInfo]:
-    nodes: dict[str, NodeInfo] = {}
-    for c in observed.clusters:
-        for n in c.nodes:
-            pool = (c.name, n.pool) if n.pool and (c.name, n.pool) in pools else None
-            window = next((w for w in n.reservations if not w.over(now)), None)
-            closes_in = (_utc(window.start) - now).total_seconds() if window else None
-            nodes[node_key(c.name, n.name)] = NodeInfo(
-                name=n.name,
-                cluster=c.name,
-                pool=pool,
-                capacity=n.gpus,
-                used=0,
-                # a reservation under way: the node takes no new work, as a drained one
-                schedulable=n.schedulable and (closes_in is None or closes_in > 0),
-                window=window,
-                closes_in=closes_in,
-            )
-        for j in c.jobs:
-            if not j.state.holds_gpus:
-                continue
-            for r in j.replicas:
-                if r.node and (node := nodes.get(node_key(c.name, r.node))) is not None:
-                    node.used += r.gpus
-                    if j.state is JobState.COMPLETING:
-                        node.leaving += r.gpus
-        for n in c.nodes:
-            if n.full:  # no new job starts there: none of its free GPUs is free for one
-                node = nodes[node_key(c.name, n.name)]
-                node.used = max(node.used, node.capacity)
-    return nodes
-
-
 def _kept(
     running: list[tuple[str, Job]],
     fan_out: bool,
@@ -322,6 +293,21 @@ def _kept(
             job_id_order(cj[1].id),
         ),
     )
+
+
+def _kept_queued(
+    held: list[tuple[str, Job]],
+    requests: dict[str, JobRequest],
+    nodes: dict[str, NodeInfo],
+    pools: dict[PoolKey, PoolInfo],
+) -> list[Queued]:
+    """The waiting ones of the extra jobs a refused cancel leaves (the eviction backoff)."""
+    return [
+        Queued(c, j, requests[j.workload or ""], pool if pool in pools else None)
+        for c, j in held
+        if not j.state.holds_gpus and (j.workload or "") in requests
+        for pool in [_pool_of(j, c, nodes)]
+    ]
 
 
 def _release(nodes: dict[str, NodeInfo], cancelled: list[tuple[str, Job]]) -> None:
@@ -352,13 +338,6 @@ def _pool_removed(cluster: str, job: Job, pools: dict[PoolKey, PoolInfo]) -> boo
         and (cluster, job.pool) not in pools
         and any(c == cluster for c, _ in pools)
     )
-
-
-def _utc(moment: datetime) -> datetime:
-    """The same moment on the one shared UTC clock. Times read from a snapshot each carry
-    their own time zone object, and two aware datetimes with different ones compare
-    through Python-level offset calls: sorting jobs by age was ~14x slower."""
-    return moment if moment.tzinfo is UTC or moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _restarts_within_min_runtime(

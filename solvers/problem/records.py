@@ -198,6 +198,9 @@ class Problem:
     won: dict[str, tuple[str, Job]] = field(default_factory=dict)
     # of ``submitted``, all but fan-out candidates: what each job asks, and where it waits
     queued: dict[str, Queued] = field(default_factory=dict)
+    # other waiting jobs of a workload whose cancel failed lately (the eviction backoff):
+    # left as they are, so they hold the room where they may start, as ``queued`` ones do
+    kept_queued: list[Queued] = field(default_factory=list)
     # in a plan's later round (a virtual world holding the plan's own starts): the
     # workloads running when the plan began; None in its first round
     running_at_start: frozenset[str] | None = None

@@ -148,3 +148,75 @@ def test_the_rest_of_a_gang_whose_replica_failed_is_left_alone() -> None:
     )
     assert _ops(plan(d, _snapshot([gang], None), now=NOW)) == [(Op.CANCEL, "7"), (Op.SUBMIT, None)]
     _left_alone(plan(d, _snapshot([gang], "7"), now=NOW), "7")
+
+
+def test_a_second_job_left_alone_keeps_its_room() -> None:
+    """Job 8, left as it is, may start on a100-02: nothing else is planned there (review:
+    other work was submitted onto its node, to find it taken)."""
+    d = desired(
+        [
+            cluster(pools=POOLS),
+            project("p", gpus=16),
+            workload("late", "p", gpus=8),
+            workload("other", "p", gpus=8),
+        ]
+    )
+    jobs = [_queued("7", "a100-01", d), _queued("8", "a100-02", d)]
+    made = plan(d, _snapshot(jobs, None), now=NOW)  # 8 cancelled: other takes its node
+    [submit] = [a for a in made.actions if a.op == Op.SUBMIT]
+    assert [r.node for r in submit.replicas or []] == ["a100-02"]
+    made = plan(d, _snapshot(jobs, "8"), now=NOW)
+    assert made.actions == [], _ops(made)
+    assert [p.workload for p in made.pending] == ["p/late", "p/other"]
+
+
+def test_a_fan_out_candidate_that_lost_its_round_is_left_alone() -> None:
+    """Candidate 11 lost its round (job 10 runs) and its cancel was refused: no cancel of
+    it, as a loser or as a candidate other work would outrun (review); it keeps the room
+    where it may start, and other work there waits."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+    ]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=16),
+            workload("w", "p", gpus=4, walltime="30m", strategy={"fanOut": True, "maxParallel": 4}),
+            workload("x", "p", gpus=4, walltime="30m", gpuTypes=["v100"]),
+        ]
+    )
+    started = NOW - timedelta(minutes=6)
+    common = {"workload": "p/w", "submitted_at": started, "plan_id": "pa"}
+    winner = Job(
+        id="10",
+        state=JobState.RUNNING,
+        pool="a100",
+        candidate="sim.a100.1x4.direct",
+        replicas=[Replica(node="a100-01", gpus=4)],
+        started_at=NOW - timedelta(minutes=5),
+        **common,  # type: ignore[arg-type]
+    )
+    loser = Job(
+        id="11",
+        state=JobState.PENDING,
+        pool="v100",
+        candidate="sim.v100.1x4.direct",
+        replicas=[Replica(node=None, gpus=4)],
+        **common,  # type: ignore[arg-type]
+    )
+    nodes = [
+        Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8),
+        Node(name="v100-01", pool="v100", gpu_type="v100", gpus=4),
+    ]
+
+    def planned(refused: str | None) -> Plan:
+        snap = _snapshot([winner, loser], refused)
+        snap.clusters[0].nodes = nodes
+        return plan(d, snap, now=NOW)
+
+    assert _ops(planned(None)) == [(Op.CANCEL, "11"), (Op.SUBMIT, None)]
+    made = planned("11")
+    assert made.actions == [], _ops(made)
+    assert [(r.job, r.workload) for r in made.refused] == [("11", "p/w")]
+    assert [p.workload for p in made.pending] == ["p/x"]
