@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping
 
+from controlplane.converge import VIRTUAL
 from controlplane.unreachable import STAND_IN
 from solvers import reasons
 from solvers.drift import Drift
@@ -97,6 +98,33 @@ def unlisted(problem: Problem, session: Session, listed: Collection[str]) -> lis
         for k, r in problem.not_grown.items()
         if k not in listed and session.tasks.get(k)
     ]
+
+
+def queued_waits(problem: Problem) -> list[Pending]:
+    """The workloads whose jobs wait in the clusters' own queues: the job (a fan-out
+    workload's candidates), and for one queued for the version before an edit, left as it
+    is while a refused cancel's backoff lasts, that."""
+    out = []
+    for key, job in problem.submitted.items():
+        reason = reasons.submitted(_observed_id(job.id), job.reason)
+        if key in problem.candidates:
+            reason = reasons.candidates_waiting(
+                [
+                    (_observed_id(j.id), j.candidate or c, j.reason)
+                    for c, j in problem.candidates[key]
+                ]
+            )
+        if (stale := problem.stale.get(key)) is not None and stale in problem.refused:
+            refusal, until = problem.refused[stale]
+            reason = reasons.replacement_refused(stale[1], refusal, until, queued=True)
+        out.append(Pending(workload=key, reason=reason))
+    return out
+
+
+def _observed_id(job_id: str) -> str | None:
+    """A job's id as the clusters know it; None for one a plan's earlier round submitted
+    on the virtual world (controlplane/converge.py): the plan submits it."""
+    return None if job_id.startswith(VIRTUAL) else job_id
 
 
 def winding_down(problem: Problem, listed: Collection[str]) -> list[Pending]:

@@ -64,14 +64,13 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from controlplane import unreachable
-from controlplane.converge import VIRTUAL, Round, converge
+from controlplane.converge import Round, converge
 from controlplane.impact import cluster_prices
 from controlplane.outrun import outrun_candidates
-from controlplane.placements import placements, prunes, submits_told, unlisted
+from controlplane.placements import placements, prunes, queued_waits, submits_told, unlisted
 from controlplane.plan import Plan, QueueStatus, SolverReport, nodes_removed, plan_id, refused
 from controlplane.quotas import quota_tables
 from controlplane.sequence import sort_actions
-from solvers import reasons
 from solvers.allocation import Allocation, allocate_best
 from solvers.drift import Drift, finished_edits, reconcile_drift
 from solvers.fanout import Estimate, plan_fan_out
@@ -413,23 +412,8 @@ def _pending(
         if k not in waits and session.tasks.get(k)
     ]
     out += unlisted(problem, session, {*waits, *drift.waiting})  # what nothing else lists
-    for key, job in problem.submitted.items():
-        reason = reasons.submitted(_observed_id(job.id), job.reason)
-        if key in problem.candidates:
-            reason = reasons.candidates_waiting(
-                [
-                    (_observed_id(j.id), j.candidate or c, j.reason)
-                    for c, j in problem.candidates[key]
-                ]
-            )
-        out.append(Pending(workload=key, reason=reason))
+    out += queued_waits(problem)  # jobs waiting in the clusters' own queues
     return sorted(out, key=lambda p: p.workload)
-
-
-def _observed_id(job_id: str) -> str | None:
-    """A job's id as the clusters know it; None for one a plan's earlier round submitted
-    on the virtual world (controlplane/converge.py): the plan submits it."""
-    return None if job_id.startswith(VIRTUAL) else job_id
 
 
 def _protected_wait(

@@ -118,6 +118,7 @@ def build_problem(
     stranded: list[tuple[str, Job]] = []
     pool_gone: list[tuple[str, Job]] = []
     failing: list[tuple[str, Job]] = []
+    stale: dict[str, tuple[str, str]] = {}
     queued: dict[str, Queued] = {}
     candidates: dict[str, list[tuple[str, Job]]] = {}
     won: dict[str, tuple[str, Job]] = {}
@@ -155,6 +156,8 @@ def build_problem(
         running = [(c, j) for c, j in active if j.state.holds_gpus]
         # a cancel of one of its jobs failed lately: the workload's queued jobs stay as they are
         left = any((c, j.id) in kept for c, j in active)
+        if left and not running and _outdated(active, wl.spec.digest):  # said in its wait
+            stale[key] = next((c, j.id) for c, j in active if (c, j.id) in kept)
         if (
             not running
             and not left
@@ -229,6 +232,7 @@ def build_problem(
         failing=failing,
         queued=queued,
         won=won,
+        stale=stale,
         kept_queued=_kept_queued(
             held, {k: q.request for k, q in queued.items()} | jobs, nodes, pools
         ),

@@ -201,6 +201,12 @@ class Problem:
     # other waiting jobs of a workload whose cancel failed lately (the eviction backoff):
     # left as they are, so they hold the room where they may start, as ``queued`` ones do
     kept_queued: list[Queued] = field(default_factory=list)
+    # workloads waiting in a cluster's queue for a spec edited since, left as they are for
+    # that backoff: the job (cluster, id) whose cancel failed
+    stale: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # the jobs whose cancel or eviction failed lately, by (cluster, id), while the backoff
+    # after it lasts: the failure, and when it ends (solvers/sitepolicy/refusals.py)
+    refused: dict[tuple[str, str], tuple[Refusal, datetime]] = field(default_factory=dict)
     # in a plan's later round (a virtual world holding the plan's own starts): the
     # workloads running when the plan began; None in its first round
     running_at_start: frozenset[str] | None = None

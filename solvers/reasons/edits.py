@@ -192,16 +192,20 @@ def unknown_version(job: str) -> Reason:
     )
 
 
-def replacement_refused(job: str, refusal: Refusal, until: datetime) -> Reason:
-    """An edit that needs a new job, while the cluster refused to act on the running one:
-    the old version runs on, and the cancel is tried again once its backoff is over."""
+def replacement_refused(
+    job: str, refusal: Refusal, until: datetime, *, queued: bool = False
+) -> Reason:
+    """An edit that needs a new job, while the cluster refused to act on the running one
+    (``queued``: on the one waiting in its queue): the old version runs on (waits on, and
+    may start as it is), and the cancel is tried again once its backoff is over."""
     times = "once" if refusal.count == 1 else f"{refusal.count} times in a row"
+    stays = "waits in the cluster's queue as it is (it may start as the version before)"
     return Reason(
         code=ReasonCode.SPEC_CHANGED,
         message=(
             f"the edit needs a new job, but the {refusal.op} of job {job} failed {times} "
-            f"({refusal.message or 'no message'}): it runs on as it is, and the new version "
-            f"waits; tried again after {stamp(until)}"
+            f"({refusal.message or 'no message'}): it {stays if queued else 'runs on as it is'}"
+            f", and the new version waits; tried again after {stamp(until)}"
         ),
     )
 

@@ -42,8 +42,10 @@ def holding(observed: Snapshot, now: datetime) -> list[Refusal]:
 
 def hold_refused(problem: Problem, held: list[Refusal]) -> None:
     """Mark the running jobs whose eviction failed lately (``held``, :func:`holding`): no
-    victims, and not replaced for an edit, until retry_at. (Those of workloads gone from
-    the specs are kept out of the prunes when the problem is built.)"""
+    victims, and not replaced for an edit, until retry_at; and keep every such failure on
+    the problem, for what waits to say. (The cancels of jobs that are held are left out
+    where the problem is built: ``build_problem``'s ``kept``.)"""
+    problem.refused = {(r.cluster, r.job): (r, retry_at(r)) for r in held}
     by_job = {(r.cluster, r.job): r for r in held}
     for req in problem.jobs.values():
         if req.running and (refusal := by_job.get((req.cluster or "", req.job_id or ""))):

@@ -18,7 +18,7 @@ from rich.console import Console
 from controlplane.cli.views.plan import print_plan
 from controlplane.plan import Plan
 from controlplane.reconcile import plan
-from specs.actions import Op
+from specs.actions import Op, ReasonCode
 from specs.desired import DesiredState
 from specs.snapshot import ClusterState, Job, JobState, Node, Refusal, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, project, workload
@@ -86,7 +86,15 @@ def test_a_job_queued_for_an_old_version_is_left_alone_and_no_new_one_submitted(
         (Op.CANCEL, "7"),
         (Op.SUBMIT, None),
     ]
-    _left_alone(plan(edited, _snapshot(jobs, "7"), now=NOW), "7")
+    _left_alone(made := plan(edited, _snapshot(jobs, "7"), now=NOW), "7")
+    [wait] = made.pending  # the edit is said where the workload is listed (review)
+    assert wait.workload == "p/late" and wait.reason.code == ReasonCode.SPEC_CHANGED
+    assert wait.reason.message == (
+        "the edit needs a new job, but the cancel of job 7 failed once (job 7: "
+        "Access/permission denied): it waits in the cluster's queue as it is (it may start "
+        "as the version before), and the new version waits; tried again after "
+        "2026-11-22T10:00:30Z"
+    ), wait.reason.message
     # once the backoff (a minute after the first failure) has passed, it is tried again
     assert _ops(plan(edited, _snapshot(jobs, "7", minutes_ago=2), now=NOW)) == [
         (Op.CANCEL, "7"),
