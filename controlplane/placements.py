@@ -29,11 +29,10 @@ def prunes(problem: Problem) -> list[Action]:
     queued for an edited spec, on nodes others took or in a pool the specs removed, and
     second jobs of one workload."""
     namesakes = _namesakes(problem)
-    out = [
-        _cancel(c, job, reasons.pruned(w, namesakes.get(w), moved=_project_kept(problem, w)))
-        for c, job in problem.orphans
-        for w in [job.workload or ""]
-    ]
+    out = []
+    for c, job in problem.orphans:
+        namesake, moved = namesakes.get(job.workload or "", (None, False))
+        out.append(_cancel(c, job, reasons.pruned(job.workload or "", namesake, moved=moved)))
     out += [_cancel(c, job, reasons.queued_for_old_version(job.id)) for c, job in problem.outdated]
     for c, job in problem.stranded:
         out.append(_cancel(c, job, _stranded_why(problem, c, job)))
@@ -73,21 +72,34 @@ def _stranded_why(problem: Problem, cluster: str, job: Job) -> Reason:
     return reasons.queued_on_taken_nodes(job.id, stuck, gone)
 
 
-def _namesakes(problem: Problem) -> dict[str, str]:
-    """Pruned workloads -> a workload of the specs with the same name in another project
-    (the project renamed without saying so, or the workload moved to that project)."""
+def _namesakes(problem: Problem) -> dict[str, tuple[str, bool]]:
+    """Pruned workloads -> a workload of the specs with the same name in another project,
+    and whether it was moved there: a project gone from the specs was renamed without
+    saying so, most likely; one still there lost the workload to the other project where
+    that one has not run yet (a namesake that ran or runs is another workload)."""
     gone = [w for _, job in problem.orphans if (w := job.workload or "")]
     if not gone:
         return {}
     by_name: dict[str, str] = {}
     for key in sorted(problem.jobs, reverse=True):  # the first in name order wins
         by_name[key.partition("/")[2]] = key
-    return {w: by_name[name] for w in gone if (name := w.partition("/")[2]) in by_name}
+    out = {}
+    for w in gone:
+        namesake = by_name.get(w.partition("/")[2])
+        if namesake is None:
+            continue
+        if f"project:{w.partition('/')[0]}" not in problem.queues:
+            out[w] = (namesake, False)  # its project renamed
+        elif not _ran(problem, namesake):
+            out[w] = (namesake, True)
+    return out
 
 
-def _project_kept(problem: Problem, workload: str) -> bool:
-    """The pruned workload's project is still in the specs (not renamed)."""
-    return f"project:{workload.partition('/')[0]}" in problem.queues
+def _ran(problem: Problem, key: str) -> bool:
+    """The workload has a job, or had one that completed."""
+    return (
+        problem.jobs[key].job_id is not None or key in problem.submitted or key in problem.completed
+    )
 
 
 def unlisted(problem: Problem, session: Session, listed: Collection[str]) -> list[Pending]:

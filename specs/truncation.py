@@ -55,12 +55,14 @@ def cut_short(value: object) -> str | None:
 def separator_at_end(text: str, documents: Sequence[Node]) -> tuple[int, str] | None:
     """Where and how a file shows it was cut just after a ``---``: its last document is
     empty and an earlier one has content (the line of that ``---``, the message), or None.
-    A file of comments and markers only is one somebody wrote (:func:`blank` has the
-    empty ones)."""
+    A comment after it (a document commented out) and a file of comments and markers only
+    are written so (:func:`blank` has the empty ones)."""
     if len(documents) < 2 or not _empty(documents[-1]) or all(map(_empty, documents[:-1])):
         return None
     lines = text.splitlines()
     line = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("---")), 0)
+    if any(rest.lstrip().startswith("#") for rest in lines[line + 1 :]):
+        return None  # a document commented out after it: written so
     return line + 1, (
         "the file ends in '---' and nothing after it: it looks cut short at the start of a "
         "document (a file saved half-written?); if the file is whole, remove that last '---'"

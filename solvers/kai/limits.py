@@ -117,16 +117,14 @@ def above_limit(session: Session, q: Queue) -> str | None:
         )
         kept = _kept_by_min_runtime(s, q, cap)
         protected_now = {k for k, _ in kept}
-        refused = sorted(
-            (key, job.job_id or "", until)
-            for key, nodes in s.tasks.items()
-            if nodes
-            and (until := (job := s.problem.jobs[key]).refused_until) is not None
-            and job.queue in inside
-            and job.preemptible
-            and cap.counts(job)
-            and key not in protected_now
-        )
+        refused: list[tuple[str, str, datetime]] = []
+        for key, nodes in s.tasks.items():
+            job = s.problem.jobs[key]
+            if job.refused_until is None or job.ending or not nodes or key in protected_now:
+                continue
+            if job.queue in inside and job.preemptible and cap.counts(job):
+                refused.append((key, job.job_id or "", job.refused_until))
+        refused.sort()
         out.append(
             reasons.above_limit(
                 q, cap.held(), kept, fixed, cap.limit, cap.gpu_type, cap.unseen(), refused

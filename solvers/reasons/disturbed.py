@@ -225,8 +225,8 @@ def pruned(workload: str, namesake: str | None = None, *, moved: bool = False) -
     if namesake is not None:
         old, new = workload.partition("/")[0], namesake.partition("/")[0]
         message += (
-            f"; {namesake} has its name: moved to project {new}? A workload's project is "
-            f"part of its name: it starts there as a new job (to keep this one running, "
+            f"; {namesake} has its name: moved to project {new}? a workload's project is "
+            f"part of its name, so it starts there as a new job (to keep this one running, "
             f"move it back)"
             if moved
             else f"; {namesake} has its name: if project {old} was renamed {new}, list {old} "

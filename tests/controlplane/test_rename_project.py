@@ -140,6 +140,27 @@ def test_a_workload_moved_to_another_project_says_it_starts_there_afresh(
     assert "starts there as a new job" in message and "renamedFrom" not in message, message
 
 
+def test_a_deleted_workload_whose_name_another_project_runs_gets_no_hint(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """other/train has run all along: it is another workload, not vision/train moved
+    (review: names like train are common to many projects)."""
+    docs = [
+        cluster(),
+        project("vision", gpus=8),
+        project("other", gpus=8),
+        workload("train", "vision", gpus=4, walltime="3d"),
+        workload("train", "other", gpus=2, walltime="3d"),
+    ]
+    specs = write_specs(tmp_path / "s", docs)
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", T0.isoformat()).code == 0
+    vision_train = docs[3]
+    write_specs(specs, [d for d in docs if d is not vision_train])
+    plan = _plan(capsys, specs)
+    [cancel] = [a for a in plan["actions"] if a["op"] == "cancel"]
+    assert cancel["reason"]["message"] == "workload vision/train is no longer in the specs"
+
+
 def test_an_old_name_still_in_the_specs_or_claimed_twice_is_an_error(
     tmp_path: Path, capsys: Capsys
 ) -> None:

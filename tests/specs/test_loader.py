@@ -600,7 +600,7 @@ def test_an_empty_spec_file_is_an_error(repo: Path, text: str) -> None:
 
 @pytest.mark.parametrize(
     "tail",
-    ["---\n", "---\n\n", "--- \n", "---", "---\n# the notebook\n", "---\n...\n"],
+    ["---\n", "---\n\n", "--- \n", "---", "---\n...\n"],
 )
 @pytest.mark.parametrize("first", ["whole", "a"])
 def test_a_file_cut_at_a_document_separator_is_an_error(repo: Path, tail: str, first: str) -> None:
@@ -616,6 +616,12 @@ def test_a_file_cut_at_a_document_separator_is_an_error(repo: Path, tail: str, f
         "short at the start of a document (a file saved half-written?); if the file is "
         "whole, remove that last '---'"
     )
+
+
+def test_a_document_commented_out_at_the_end_still_loads(repo: Path) -> None:
+    """Commenting out a file's last document is an edit people make (review): not a cut."""
+    write(repo, "x.yaml", dump(workload("whole")) + "---\n# apiVersion: controlplane/v1\n")
+    assert list(load_specs(repo).desired.workloads) == ["chem/whole"]
 
 
 @pytest.mark.parametrize(
