@@ -12,7 +12,7 @@ from adapters.base import ActionResult, Adapter, TemporaryError
 from adapters.simulator.adapter import SimulatorAdapter
 from adapters.simulator.engine import SimulatedCluster
 from specs.actions import Action
-from specs.snapshot import ClusterState, Job, JobState
+from specs.snapshot import ClusterState, Job, JobState, Refusal
 
 
 class Flaky:
@@ -106,3 +106,16 @@ class Refusing:
             self.refused.append(action.job)
             return ActionResult(ok=False, message=f"job {action.job}: Access/permission denied")
         return self.inner.execute(action, plan_id=plan_id)
+
+
+def refusal(job: str, at: datetime, *, op: str = "cancel", count: int = 1) -> Refusal:
+    """The store's record that the cluster refused ``op`` on job ``job`` of cluster sim,
+    ``count`` times in a row, the last at ``at`` (as Slurm denies a job another user owns)."""
+    return Refusal(
+        cluster="sim",
+        job=job,
+        op=op,
+        count=count,
+        at=at,
+        message=f"job {job}: Access/permission denied",
+    )

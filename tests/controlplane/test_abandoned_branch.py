@@ -31,16 +31,7 @@ def test_a_plan_applied_from_a_deleted_branch_says_how_to_go_on(
     git(repo, "commit", "-qm", "specs")
     assert cp(capsys, "apply", specs, "--auto-approve").code == 0
 
-    git(repo, "checkout", "-qb", "pr7")
-    vision = specs / "workloads" / "vision.yaml"
-    vision.write_text(vision.read_text().replace("walltime: 12h", "walltime: 10h", 1))
-    git(repo, "commit", "-qam", "augment workers: 10h")
-    pr = git(repo, "rev-parse", "HEAD")
-    saved = tmp_path / "pr7.json"
-    assert cp(capsys, "plan", specs, "--out", saved).code == 0
-    assert cp(capsys, "apply", saved, "--dir", specs, "--auto-approve").code == 0
-    git(repo, "checkout", "-q", "main")
-    git(repo, "branch", "-qD", "pr7")
+    pr = _applied_from_a_deleted_branch(repo, specs, capsys, push=False)
 
     refused = cp(capsys, "apply", specs, "--auto-approve")
     assert refused.code == 1
@@ -67,28 +58,9 @@ def test_a_plan_applied_from_a_branch_only_a_remote_tracking_ref_still_has(
     ran `git fetch --prune`, so its `origin/pr7` still has the commit, and the refusal said
     "pull it" only (closing note of issue 10): pulling brings nothing. It names the
     remote-tracking branch and gives both ways on."""
-    origin, repo = tmp_path / "origin.git", tmp_path / "repo"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    specs = repo / "specs"
-    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "remote", "add", "origin", str(origin))
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "specs")
-    git(repo, "push", "-q", "origin", "main")
-    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    origin, repo, specs = _pushed_and_applied(tmp_path, capsys)
 
-    git(repo, "checkout", "-qb", "pr7")
-    vision = specs / "workloads" / "vision.yaml"
-    vision.write_text(vision.read_text().replace("walltime: 12h", "walltime: 10h", 1))
-    git(repo, "commit", "-qam", "augment workers: 10h")
-    git(repo, "push", "-q", "origin", "pr7")
-    pr = git(repo, "rev-parse", "HEAD")
-    saved = tmp_path / "pr7.json"
-    assert cp(capsys, "plan", specs, "--out", saved).code == 0
-    assert cp(capsys, "apply", saved, "--dir", specs, "--auto-approve").code == 0
-    git(repo, "checkout", "-q", "main")
-    git(repo, "branch", "-qD", "pr7")
+    pr = _applied_from_a_deleted_branch(repo, specs, capsys, push=True)
     git(origin, "branch", "-qD", "pr7")  # deleted upstream; origin/pr7 stays here
 
     refused = cp(capsys, "apply", specs, "--auto-approve")
@@ -106,16 +78,7 @@ def test_a_clone_that_fetched_but_did_not_merge_is_told_to_pull(
     (`origin/main`, its main's upstream, has the commit) but did not merge. Pulling is
     the way on, and the refusal says only that (review: the remote-tracking branch message
     suggested an empty commit here, which would undo the teammate's apply)."""
-    origin, repo = tmp_path / "origin.git", tmp_path / "repo"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    specs = repo / "specs"
-    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "remote", "add", "origin", str(origin))
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "specs")
-    git(repo, "push", "-q", "-u", "origin", "main")
-    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    _, repo, specs = _pushed_and_applied(tmp_path, capsys)
     vision = specs / "workloads" / "vision.yaml"
     vision.write_text(vision.read_text().replace("walltime: 12h", "walltime: 10h", 1))
     git(repo, "commit", "-qam", "teammate: 10h")
@@ -127,3 +90,37 @@ def test_a_clone_that_fetched_but_did_not_merge_is_told_to_pull(
     said = " ".join(refused.err.split())
     assert refused.code == 1 and "which comes after it; pull it" in said, said
     assert "--allow-empty" not in said and "remote-tracking" not in said, said
+
+
+def _pushed_and_applied(tmp_path: Path, capsys: Capsys) -> tuple[Path, Path, Path]:
+    """A spec repo whose main is pushed to a bare origin (and tracks it), applied: the
+    origin, the clone and its specs."""
+    origin, repo = tmp_path / "origin.git", tmp_path / "repo"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    specs = repo / "specs"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", str(origin))
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "specs")
+    git(repo, "push", "-q", "-u", "origin", "main")
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    return origin, repo, specs
+
+
+def _applied_from_a_deleted_branch(repo: Path, specs: Path, capsys: Capsys, *, push: bool) -> str:
+    """Branch pr7 (``push``: pushed to origin) edits a walltime; its plan file is applied,
+    and the branch deleted here. Its commit."""
+    git(repo, "checkout", "-qb", "pr7")
+    vision = specs / "workloads" / "vision.yaml"
+    vision.write_text(vision.read_text().replace("walltime: 12h", "walltime: 10h", 1))
+    git(repo, "commit", "-qam", "augment workers: 10h")
+    if push:
+        git(repo, "push", "-q", "origin", "pr7")
+    pr = git(repo, "rev-parse", "HEAD")
+    saved = repo.parent / "pr7.json"
+    assert cp(capsys, "plan", specs, "--out", saved).code == 0
+    assert cp(capsys, "apply", saved, "--dir", specs, "--auto-approve").code == 0
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-qD", "pr7")
+    return pr

@@ -8,8 +8,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from controlplane.reconcile import plan
-from specs.snapshot import ClusterState, Job, JobState, Node, Refusal, Replica, Snapshot
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, project, workload
+from tests.builders.incidents import refusal
 
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1}]
 
@@ -25,17 +26,6 @@ def _running(job_id: str, name: str, d: object) -> Job:
         plan_id="abc",
         pool="a100",
         spec_digest=d.workloads[f"a/{name}"].spec.digest,  # type: ignore[attr-defined]
-    )
-
-
-def _refusal(job: str) -> Refusal:
-    return Refusal(
-        cluster="sim",
-        job=job,
-        op="preempt",
-        count=2,
-        at=NOW - timedelta(seconds=30),
-        message=f"job {job}: Access/permission denied",
     )
 
 
@@ -55,7 +45,9 @@ def test_a_queue_above_its_limit_names_the_jobs_the_cluster_refused_to_evict() -
         return Snapshot(
             now=NOW,
             clusters=[ClusterState(name="sim", nodes=[node], jobs=jobs)],
-            refusals=[_refusal(j) for j in refused],
+            refusals=[
+                refusal(j, NOW - timedelta(seconds=30), op="preempt", count=2) for j in refused
+            ],
         )
 
     assert len([a for a in plan(d, snapshot(), now=NOW).actions if a.op.evicts]) == 1

@@ -20,11 +20,11 @@ from controlplane.plan import Plan
 from controlplane.reconcile import plan
 from specs.actions import Op, ReasonCode
 from specs.desired import DesiredState
-from specs.snapshot import ClusterState, Job, JobState, Node, Refusal, Replica, Snapshot
+from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, project, workload
+from tests.builders.incidents import refusal
 
 POOLS = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 2}]
-DENIED = "job {}: Access/permission denied"
 
 
 def _specs(gpus: int = 8) -> DesiredState:
@@ -48,20 +48,7 @@ def _queued(job_id: str, node: str, d: DesiredState, **fields: object) -> Job:
 
 def _snapshot(jobs: list[Job], refused: str | None, minutes_ago: float = 0.5) -> Snapshot:
     nodes = [Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2)]
-    refusals = (
-        [
-            Refusal(
-                cluster="sim",
-                job=refused,
-                op="cancel",
-                count=1,
-                at=NOW - timedelta(minutes=minutes_ago),
-                message=DENIED.format(refused),
-            )
-        ]
-        if refused
-        else []
-    )
+    refusals = [refusal(refused, NOW - timedelta(minutes=minutes_ago))] if refused else []
     return Snapshot(
         now=NOW, clusters=[ClusterState(name="sim", nodes=nodes, jobs=jobs)], refusals=refusals
     )
