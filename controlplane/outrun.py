@@ -24,25 +24,26 @@ would start is cancelled; the cancels run before any eviction
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 
 from controlplane.converge import VIRTUAL
 from controlplane.plan import shrinks
 from solvers import reasons
 from solvers.order import job_id_order
-from solvers.sitepolicy.refusals import holding
 from specs.actions import Action, Op
 from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-def outrun_candidates(actions: list[Action], observed: Snapshot, now: datetime) -> list[Action]:
+def outrun_candidates(
+    actions: list[Action], observed: Snapshot, kept: Collection[tuple[str, str]]
+) -> list[Action]:
     """The cancels of waiting candidates that would start on GPUs ``actions`` free for
     other work, ``observed`` the world they were planned against; none of a job whose
-    cancel failed lately (the eviction backoff: it is left as it is, holding its room)."""
-    kept = {(r.cluster, r.job) for r in holding(observed, now)}
+    cancel failed lately (``kept``, (cluster, job id): the eviction backoff leaves it as it
+    is, holding its room)."""
     cancels: list[Action] = []
     for state in observed.clusters:
         left = {j for c, j in kept if c == state.name}  # they start where they start

@@ -334,7 +334,7 @@ def _cycle(
     # 9. fan-out: the quota gate, then the chosen candidates
     fan = plan_fan_out(problem, session, specs, forecasts)
     actions += fan.actions
-    actions += outrun_candidates(actions, observed, now)  # GPUs freed for others, not them
+    actions += outrun_candidates(actions, observed, problem.refused)  # freed for others
     # 10. checkpoint segments: KAI's submits ask for the next segment (fan-out's already do);
     #     a submit says what it follows (a failed job, an edit's cancelled old job)
     actions = submits_told(problem, observed, specs, actions)

@@ -46,7 +46,6 @@ def hold_refused(problem: Problem, held: list[Refusal]) -> None:
     the problem, for what waits to say. (The cancels of jobs that are held are left out
     where the problem is built: ``build_problem``'s ``kept``.)"""
     problem.refused = {(r.cluster, r.job): (r, retry_at(r)) for r in held}
-    by_job = {(r.cluster, r.job): r for r in held}
     for req in problem.jobs.values():
-        if req.running and (refusal := by_job.get((req.cluster or "", req.job_id or ""))):
-            req.refused, req.refused_until = refusal, retry_at(refusal)
+        if req.running and (found := problem.refused.get((req.cluster or "", req.job_id or ""))):
+            req.refused, req.refused_until = found
