@@ -328,6 +328,8 @@ def test_sigkill_then_rerun_converges_without_duplicates(
 
         def reached() -> bool:
             now = statuses(sc.db, plan.id)
+            if len(now) <= seq:  # the apply has not stored the plan's actions yet
+                return False
             if point == "started":
                 return now[seq] != "pending"
             if point == "done":
