@@ -154,10 +154,20 @@ def build_problem(
             # a little longer: the workload is its other job
             active = [(c, j) for c, j in active if not _ending(j)]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
-        # a cancel of one of its jobs failed lately: the workload's queued jobs stay as they are
-        left = any((c, j.id) in kept for c, j in active)
-        if left and not running and _outdated(active, wl.spec.digest):  # said in its wait
-            stale[key] = next((c, j.id) for c, j in active if (c, j.id) in kept)
+        # a queued job whose cancel failed lately stays as it is, the workload's job; the
+        # rest go as they would
+        left = [cj for cj in active if (cj[0], cj[1].id) in kept]
+        if left and not running:
+            rest = [cj for cj in active if not any(cj is k for k in left)]
+            if _outdated(active, wl.spec.digest):  # said in its wait
+                stale[key] = (left[0][0], left[0][1].id)
+                outdated += rest
+            elif stranded_on(active, nodes):
+                stranded += rest
+            else:  # the rest in pools that stay are its jobs as before (one, and extra ones)
+                rest = [cj for cj in rest if _pool_removed(*cj, pools)]
+                pool_gone += rest
+            active = [cj for cj in active if not any(cj is r for r in rest)]
         if (
             not running
             and not left

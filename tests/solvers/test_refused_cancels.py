@@ -215,3 +215,46 @@ def test_a_fan_out_candidate_that_lost_its_round_is_left_alone() -> None:
     assert made.actions == [], _ops(made)
     assert [(r.job, r.workload) for r in made.refused] == [("11", "p/w")]
     assert [p.workload for p in made.pending] == ["p/x"]
+
+
+def test_only_the_refused_job_of_a_workload_is_left_alone() -> None:
+    """Two jobs queued for the old version, the cancel of one (8) refused: the other (7)
+    is cancelled as before, and 8 stays the workload's job (it was per workload: both
+    stayed, though only one cancel had failed)."""
+    old = _specs(gpus=8)
+    jobs = [_queued("7", "a100-01", old), _queued("8", "a100-02", old)]
+    edited = _specs(gpus=4)
+    assert _ops(plan(edited, _snapshot(jobs, None), now=NOW)) == [
+        (Op.CANCEL, "7"),
+        (Op.CANCEL, "8"),
+        (Op.SUBMIT, None),
+    ]
+    made = plan(edited, _snapshot(jobs, "8"), now=NOW)
+    assert _ops(made) == [(Op.CANCEL, "7")]
+    assert [(r.job, r.op) for r in made.refused] == [("8", "cancel")]
+    [wait] = made.pending
+    assert wait.workload == "p/late" and wait.reason.code == ReasonCode.SPEC_CHANGED
+    assert "the cancel of job 8 failed once" in wait.reason.message, wait.reason.message
+
+
+def test_only_the_refused_one_of_two_stranded_jobs_is_left_alone() -> None:
+    """Both queued jobs sit on nodes others took; 8's cancel was refused: 7 is cancelled,
+    and 8 stays the workload's job."""
+    d = _specs()
+    theirs = [
+        Job(
+            id=f"9{i}",
+            workload=None,
+            state=JobState.RUNNING,
+            replicas=[Replica(node=f"a100-0{i}", gpus=4)],
+            started_at=NOW - timedelta(minutes=5),
+            pool="a100",
+        )
+        for i in (1, 2)
+    ]
+    jobs = [_queued("7", "a100-01", d), _queued("8", "a100-02", d), *theirs]
+    # no node has room for a new one either: both go, and the workload waits
+    assert _ops(plan(d, _snapshot(jobs, None), now=NOW)) == [(Op.CANCEL, "7"), (Op.CANCEL, "8")]
+    made = plan(d, _snapshot(jobs, "8"), now=NOW)
+    assert _ops(made) == [(Op.CANCEL, "7")]
+    assert [(r.job, r.op) for r in made.refused] == [("8", "cancel")]
