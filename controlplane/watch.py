@@ -296,7 +296,7 @@ class Watcher:
             partial=report.ok and partial,
         )
 
-    def _guard(self, plan: Plan, observed: Snapshot) -> bool:
+    def _guard(self, plan: Plan, observed: Snapshot, *, again: bool = False) -> bool:
         """The guards: may this plan be applied without asking?"""
         self._blocked = None if plan.empty else self._changed_since_read()
         if self._blocked is not None:

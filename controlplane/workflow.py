@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from adapters.base import Adapter
 from controlplane import apply as applying
@@ -61,7 +61,15 @@ if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
 
 Clock = Callable[[], datetime]
-Approve = Callable[[Plan, Snapshot], bool]  # shown a plan and its observation: go ahead?
+
+
+class Approve(Protocol):
+    """Shown a plan and its observation: go ahead? ``again``: it is the plan last applied,
+    told as of now (nothing new to do; the store has it)."""
+
+    def __call__(self, plan: Plan, observed: Snapshot, *, again: bool = False) -> bool: ...
+
+
 # what problems take from the specs, kept between the plans of one process (cp watch):
 # loaded specs carry a content digest
 _PROBLEMS = ProblemCache()
@@ -355,7 +363,7 @@ def apply_specs(
             # applied (what is named is that one: `cp show` finds it), told as of now
             told = last.told_now(plan)
             if approve is not None:
-                approve(told, snap)  # shown as every plan is; there is nothing to approve
+                approve(told, snap, again=True)  # shown as every plan is; nothing to approve
             return told, None
         if loop and (twin := applying.unapplied_twin(store, plan)) is not None:
             plan = twin.told_now(plan)  # held back a cycle ago, say: named, not stored again

@@ -77,7 +77,7 @@ def test_a_plan_applied_after_an_interrupted_one_supersedes_it(world: World) -> 
     with holding_lease(store) as lease:
         run_plan(old, world.adapters, store, observed=None, lease=lease, stop=lambda: True)
     assert store.plan_status(old.id) == "interrupted"
-    newer, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s: True)
+    newer, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s, **_: True)
     assert report is not None and report.ok and newer.id != old.id
     assert store.plan_status(old.id) == "superseded"
     with pytest.raises(StalePlanError, match=f"plan {newer.id} was applied after it"):
@@ -93,7 +93,7 @@ def test_an_action_cut_off_mid_way_is_not_left_started_for_ever(world: World) ->
     store.set_plan_status(old.id, "applying")
     store.mark(old.id, 0, "started")  # then the process was killed
     store.set_plan_status(old.id, "interrupted")
-    newer, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s: True)
+    newer, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s, **_: True)
     assert report is not None and report.ok
     [row] = [r for r in store.actions(old.id) if r.seq == 0]
     assert row.status == "interrupted"
@@ -109,10 +109,10 @@ def test_an_approval_that_outlasts_the_lease_checks_the_plan_again(world: World)
     the clusters as they are now, as a saved plan is."""
     applied_meanwhile = []
 
-    def approve_late(plan: Plan, snap: object) -> bool:
+    def approve_late(plan: Plan, snap: object, **_: object) -> bool:
         # while the prompt waits, another reconciler applies these specs (and releases
         # the lease this apply held)
-        _, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s: True)
+        _, report = workflow.apply_specs(world.specs, world.loaded, approve=lambda p, s, **_: True)
         applied_meanwhile.append(report)
         return True
 
@@ -136,7 +136,7 @@ def test_an_approval_that_outlasts_the_lease_is_refused_once_another_plan_applie
     applied after it was made refuses it."""
     t0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
     later = t0 + timedelta(hours=1)  # past the quick start's minRuntime
-    ok = workflow.apply_specs(world.specs, world.loaded, now=t0, approve=lambda p, s: True)[1]
+    ok = workflow.apply_specs(world.specs, world.loaded, now=t0, approve=lambda p, s, **_: True)[1]
     assert ok is not None and ok.ok
     extra = world.specs / "workloads" / "extra.yaml"
     extra.write_text(
@@ -145,12 +145,12 @@ def test_an_approval_that_outlasts_the_lease_is_refused_once_another_plan_applie
     )
     added = workflow.load(world.specs)
 
-    def approve_late(plan: Plan, snap: object) -> bool:
+    def approve_late(plan: Plan, snap: object, **_: object) -> bool:
         assert "nlp/extra" in [a.workload for a in plan.actions]  # and what it preempts
         extra.unlink()  # reverted while the prompt waits, and applied by another reconciler
         reverted = workflow.load(world.specs)
         other, report = workflow.apply_specs(
-            world.specs, reverted, now=later, approve=lambda p, s: True
+            world.specs, reverted, now=later, approve=lambda p, s, **_: True
         )
         assert other.actions == [] and report is None
         return True

@@ -122,10 +122,10 @@ def apply(
             )
         elif target.is_dir():
 
-            def approve(plan: Plan, observed: Snapshot) -> bool:
+            def approve(plan: Plan, observed: Snapshot, *, again: bool = False) -> bool:
                 if not as_json:
                     plan_view.print_plan(out, plan)
-                    if plan.created_at < observed.now:  # the store's, nothing new to do
+                    if again:  # the store's, nothing new to do
                         out.print(plan_view.shown_again(plan), highlight=False)
                 elif not (auto_approve or plan.empty):  # what is asked about, beside the JSON
                     plan_view.print_plan(err, plan)

@@ -35,3 +35,18 @@ def test_an_apply_with_nothing_new_says_it_shows_the_plan_last_applied(
     said = " ".join(again.out.split())
     assert "policy change" not in said, said
     assert "the plan last applied (made 2026-12-01T00:02:00Z): nothing has changed since" in said
+
+
+def test_the_plan_last_applied_is_said_even_when_made_at_this_very_time(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Told by a flag, not by its time: with the same --now twice (a script's fixed clock,
+    or two applies in one second) the plan last applied was made at the observation's
+    time, and was shown as if new."""
+    specs = tmp_path / "specs"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    for at in ("00:00", "00:01", "00:01"):  # started; nothing to do; the same again
+        done = cp(capsys, "apply", specs, "--auto-approve", "--now", f"2026-12-01T{at}:00Z")
+        assert done.code == 0
+    said = " ".join(done.out.split())
+    assert "the plan last applied (made 2026-12-01T00:01:00Z): nothing has changed since" in said
