@@ -419,9 +419,11 @@ def _pending(
 def _protected_wait(
     session: Session, job: JobRequest, reason: Reason, protected_by: Protected, fixed: Unmovable
 ) -> Reason:
-    """A wait for room, or under a limit, that only minRuntime (or for room, the project's
-    past usage) causes says so. MinRuntime first: a project above its fair share may not
-    reclaim, but may still preempt its own lower-priority work once protection ends."""
+    """A wait for room, or under a limit, that only minRuntime (or for room: the project's
+    past usage, work winding down) causes says so, and a wait for room no eviction could
+    make says what unmovable work holds it. MinRuntime first: a project above its fair
+    share may not reclaim, but may still preempt its own lower-priority work once
+    protection ends."""
     if reason.code is ReasonCode.OVER_LIMIT:
         return protection_wait(session, job, protected_by, at_limit=True) or reason
     if reason.code not in (ReasonCode.NO_CAPACITY, ReasonCode.GANG_UNPLACEABLE):
