@@ -365,7 +365,8 @@ def applied_diff(last: Plan | None, head: Plan) -> PolicyDiff | None:
     changes = table_changes(last, head)
     if not changes:
         return None
-    queues = {(c.kind, c.name) for c in changes}
+    # a queue renamed, nothing else: its fair share and allocation are the same queue's
+    queues = {(c.kind, c.name) for c in changes if c.field != "name"}
     return PolicyDiff(
         against=f"the plan last applied ({last.id})",
         changes=changes,

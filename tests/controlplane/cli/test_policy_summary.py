@@ -4,8 +4,17 @@ a budget lowered read "1 policy change, 1 allocation changed" over a row 12 -> 1
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
+import pytest
+
 from controlplane.cli.views.policy import summary
 from controlplane.plan import PolicyChange, PolicyDiff, ShareChange
+from tests.builders.cli import cp
+
+ROOT = Path(__file__).resolve().parents[3]
+Capsys = pytest.CaptureFixture[str]
 
 
 def _row(name: str, fair: tuple[float, float], held: tuple[float, float]) -> ShareChange:
@@ -39,3 +48,25 @@ def test_a_row_where_nothing_moved_is_not_counted() -> None:
         "Against the plan last applied (abc): 1 policy change, 1 fair share moved, "
         "1 allocation changed."
     )
+
+
+def test_a_pure_rename_shows_no_fair_share_row(tmp_path: Path, capsys: Capsys) -> None:
+    """A project renamed (renamedFrom), nothing else changed: its name is the policy
+    change, and no "Fair shares" row "8 -> 8, 11 -> 11" follows it."""
+    specs = tmp_path / "specs"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-12-01T00:00:00Z").code == 0
+    org = specs / "org.yaml"
+    org.write_text(
+        org.read_text().replace(
+            "metadata: {name: vision}\nspec:\n",
+            "metadata: {name: cv}\nspec:\n  renamedFrom: [vision]\n",
+        )
+    )
+    for path in (specs / "workloads").glob("*.yaml"):
+        path.write_text(path.read_text().replace("project: vision", "project: cv"))
+    made = cp(capsys, "plan", specs, "--now", "2026-12-01T00:05:00Z")
+    assert made.code == 0
+    said = " ".join(made.out.split())
+    assert "project cv name vision cv" in said, said
+    assert "Fair shares" not in said, said
