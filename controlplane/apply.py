@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from adapters.base import TEMPORARY, Adapter, AdapterError, Preflight
 from controlplane import staleness
@@ -37,6 +37,7 @@ from controlplane.plan import Plan
 from specs.actions import Action, Op
 from specs.desired import DesiredState
 from specs.observation import Observation
+from specs.snapshot import Snapshot
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
@@ -72,6 +73,13 @@ class ApplyReport:
 
 
 OnOutcome = Callable[[ActionOutcome], None]  # told of each action as it finishes
+
+
+class Approve(Protocol):
+    """Shown a plan and its observation: go ahead? ``again``: it is the plan last applied,
+    told as of now (nothing new to do; the store has it)."""
+
+    def __call__(self, plan: Plan, observed: Snapshot, *, again: bool = False) -> bool: ...
 
 
 def not_overtaken(store: Store, plan: Plan, seen: Plan | None) -> None:

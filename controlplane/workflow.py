@@ -26,14 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from controlplane import apply as applying
 from controlplane import collector, staleness
 from controlplane.activity import busy, note
 from controlplane.actor import actor
-from controlplane.apply import REPLAN, ApplyReport, OnOutcome, run_plan
+from controlplane.apply import REPLAN, ApplyReport, Approve, OnOutcome, run_plan
 from controlplane.errors import (
     CheckoutBehindError,
     ControlPlaneError,
@@ -61,13 +61,6 @@ if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
 
 Clock = Callable[[], datetime]
-
-
-class Approve(Protocol):
-    """Shown a plan and its observation: go ahead? ``again``: it is the plan last applied,
-    told as of now (nothing new to do; the store has it)."""
-
-    def __call__(self, plan: Plan, observed: Snapshot, *, again: bool = False) -> bool: ...
 
 
 # what problems take from the specs, kept between the plans of one process (cp watch):
