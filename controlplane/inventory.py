@@ -50,7 +50,7 @@ class WorkloadRow:
     type: str
     priority: int
     preemptible: bool
-    gpus: int  # GPUs it holds (running) or asks for at its minimum (otherwise)
+    gpus: int  # GPUs it holds (running), ran with (completed), or asks at least (otherwise)
     cluster: str | None
     pool: str | None
     job: str | None
@@ -148,7 +148,8 @@ def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[Wor
         else:
             state = "pending"
         step = actions.get(key)
-        gpus = job.gpus if job is not None and holding else spec.gpus * spec.effective_min_replicas
+        ran = job is not None and (bool(holding) or state == "completed")
+        gpus = job.gpus if job is not None and ran else spec.gpus * spec.effective_min_replicas
         rows.append(
             WorkloadRow(
                 name=key,

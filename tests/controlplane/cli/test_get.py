@@ -238,3 +238,37 @@ def test_an_age_is_shown_to_its_two_largest_units(
     shown = cp(capsys, "get", "jobs", specs, "--observed", snapshot).out
     line = next(x for x in shown.splitlines() if x.startswith("7 "))
     assert age in line.split(), line
+
+
+def test_a_completed_elastic_workload_shows_what_its_job_ran_with(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """It showed its minimum (2 x 2 GPUs) though its job completed on 3 replicas (trial T);
+    a workload that waits still shows what it asks for at least."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            project("chem", gpus=8),
+            workload("grown", "chem", gpus=2, replicas=4, minReplicas=2),
+            workload("waits", "chem", gpus=2, replicas=4, minReplicas=2),
+        ],
+    )
+    snapshot = write_snapshot(
+        tmp_path / "snap.json",
+        [
+            job(
+                "13",
+                "chem/grown",
+                ("a100-01", 2),
+                ("a100-01", 2),
+                ("a100-02", 2),
+                state="COMPLETED",
+                endedAt="2026-11-22T09:30:00+00:00",
+            )
+        ],
+    )
+    res = cp(capsys, "get", "workloads", specs, "--observed", snapshot, "-o", "json")
+    rows = {w["name"]: w for w in res.json()["items"]}
+    assert (rows["chem/grown"]["state"], rows["chem/grown"]["gpus"]) == ("completed", 6)
+    assert (rows["chem/waits"]["state"], rows["chem/waits"]["gpus"]) == ("pending", 4)
