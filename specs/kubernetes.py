@@ -69,12 +69,15 @@ def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:
     labels, namespace names the API server accepts, and an image for every workload that
     may run there."""
     k8s = {n: s for n, c in desired.clusters.items() if (s := _kubernetes(c)) is not None}
-    yield from _check_system_namespaces(desired, at, k8s)
+    places = _places(desired)
+    yield from _check_system_namespaces(desired, at, k8s, places)
     for name, settings in sorted(k8s.items()):
         yield from _check_selectors(at, name, desired.clusters[name])
         if settings.namespace is not None:
             continue
         for project, doc in sorted(desired.projects.items()):
+            if not _may_run_on(places, project, name):
+                continue
             derived = settings.namespace_for(project, doc.spec.namespace)
             if not re.match(DNS_LABEL, derived):
                 yield at(
@@ -103,7 +106,7 @@ def check_kubernetes(desired: DesiredState, at: At) -> Iterator[Diagnostic]:
 
 
 def _check_system_namespaces(
-    desired: DesiredState, at: At, k8s: dict[str, KubernetesSettings]
+    desired: DesiredState, at: At, k8s: dict[str, KubernetesSettings], places: Places
 ) -> Iterator[Diagnostic]:
     """Work put in one of Kubernetes' own namespaces runs beside the cluster's components,
     under their quotas and policies, and is cleaned up there: allowed, but said once."""
@@ -129,6 +132,7 @@ def _check_system_namespaces(
             for name, settings in k8s.items()
             if settings.namespace is None or own is not None
             if (ns := settings.namespace_for(project, own)) in SYSTEM_NAMESPACES
+            if _may_run_on(places, project, name)
         }
         if derived:
             clusters = ", ".join(f"'{name}'" for name in sorted(derived))
@@ -141,6 +145,29 @@ def _check_system_namespaces(
                 f"its workloads would run in namespace '{namespace}' on {on}, {where}",
                 severity="warning",
             )
+
+
+Places = dict[str, set[str] | None]  # project -> the clusters its work may use (None: any)
+
+
+def _places(desired: DesiredState) -> Places:
+    """The clusters each project's workloads may run on (spec.clusters), for the projects
+    that have workloads."""
+    out: Places = {}
+    for w in desired.workloads.values():
+        project, clusters = w.spec.project, w.spec.clusters
+        if clusters is None:
+            out[project] = None
+        elif (known := out.setdefault(project, set())) is not None:
+            known.update(clusters)
+    return out
+
+
+def _may_run_on(places: Places, project: str, cluster: str) -> bool:
+    """Whether work of ``project`` may run on ``cluster``, so that its namespace there is
+    made: a project without workloads yet may get one that does."""
+    allowed = places.get(project)
+    return allowed is None or cluster in allowed
 
 
 def _check_selectors(at: At, name: str, cluster: Cluster) -> Iterator[Diagnostic]:

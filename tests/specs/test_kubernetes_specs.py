@@ -153,3 +153,25 @@ def test_a_namespace_of_kubernetes_itself_is_warned_of(tmp_path: Path) -> None:
     (tmp_path / "specs.yaml").write_text(dump(k8s(namespacePrefix="kube-"), project("system")))
     [derived] = load_specs(tmp_path).warnings
     assert derived.field == "metadata.name" and "namespace 'kube-system'" in derived.message
+
+
+def test_a_project_whose_work_runs_elsewhere_is_not_told_of_its_namespace(tmp_path: Path) -> None:
+    """Every workload of the project runs on other clusters (spec.clusters): the namespace
+    its name would give on the Kubernetes cluster is never made, so neither the warning of
+    a system namespace nor the error of an invalid name is said. A project without
+    workloads yet, or with one that may run there, still is."""
+    hpc = cluster("hpc")
+    pinned = workload("w", "chem_lab", gpus=1, clusters=["hpc"])
+    assert load(tmp_path, hpc, k8s(), project("chem_lab"), pinned) == []
+    anywhere = workload("v", "chem_lab", gpus=1)
+    [found] = load(tmp_path, hpc, k8s(), project("chem_lab"), pinned, anywhere)
+    assert "namespace 'cp-chem_lab', which is not a valid namespace name" in found.message
+    (tmp_path / "specs.yaml").write_text(
+        dump(
+            hpc,
+            k8s(),
+            project("chem", namespace="kube-system"),
+            workload("w", "chem", gpus=1, clusters=["hpc"]),
+        )
+    )
+    assert load_specs(tmp_path).warnings == []
