@@ -98,8 +98,7 @@ class Session:
     def before(cls, problem: Problem) -> Session:
         """The state a pass starts from: running work charged to its queues and holding its
         GPUs, waiting fan-out candidates holding theirs; no fair shares yet. Work winding
-        down (``ending``) holds its GPUs but is charged to no queue: it is as good as gone,
-        and never a victim again."""
+        down (``ending``) holds its GPUs, charged to no queue: as good as gone, no victim."""
         distinct = frozenset(k for k, p in problem.pools.items() if p.one_replica_per_node)
         limits = {k: p.max_walltime for k, p in problem.pools.items()}
         s = cls(problem, FreeIndex(problem.nodes, distinct, limits), per_type=problem.typed)
@@ -118,6 +117,8 @@ class Session:
                         if gpu_type is not None and q.typed is not None:
                             typed = q.id, gpu_type
                             s.unseen_t[typed] = s.unseen_t.get(typed, 0.0) + gpus
+        for kept in problem.kept_running:  # a second job a refused cancel leaves running
+            s.charge(kept.request, kept.job.gpus, kept.pool)
         s.hold_queued()
         s.hold_candidates()
         return s

@@ -221,6 +221,7 @@ def build_problem(
     duplicates = [(c, j) for c, j in duplicates if (c, j.id) not in kept]
     _release(nodes, duplicates)
     order = {qid: i for i, qid in enumerate(sorted(queues))}
+    alone = _left_alone(held, {k: q.request for k, q in queued.items()} | jobs, nodes, pools)
     return Problem(
         now,
         queues,
@@ -243,9 +244,8 @@ def build_problem(
         queued=queued,
         won=won,
         stale=stale,
-        kept_queued=_kept_queued(
-            held, {k: q.request for k, q in queued.items()} | jobs, nodes, pools
-        ),
+        kept_queued=[q for q in alone if not q.job.state.holds_gpus],
+        kept_running=[q for q in alone if q.job.state.holds_gpus],
     )
 
 
@@ -309,17 +309,17 @@ def _kept(
     )
 
 
-def _kept_queued(
+def _left_alone(
     held: list[tuple[str, Job]],
     requests: dict[str, JobRequest],
     nodes: dict[str, NodeInfo],
     pools: dict[PoolKey, PoolInfo],
 ) -> list[Queued]:
-    """The waiting ones of the extra jobs a refused cancel leaves (the eviction backoff)."""
+    """The extra jobs a refused cancel leaves (the eviction backoff), running or waiting."""
     return [
         Queued(c, j, requests[j.workload or ""], pool if pool in pools else None)
         for c, j in held
-        if not j.state.holds_gpus and (j.workload or "") in requests
+        if (j.workload or "") in requests
         for pool in [_pool_of(j, c, nodes)]
     ]
 

@@ -198,9 +198,11 @@ class Problem:
     won: dict[str, tuple[str, Job]] = field(default_factory=dict)
     # of ``submitted``, all but fan-out candidates: what each job asks, and where it waits
     queued: dict[str, Queued] = field(default_factory=dict)
-    # other waiting jobs of a workload whose cancel failed lately (the eviction backoff):
-    # left as they are, so they hold the room where they may start, as ``queued`` ones do
+    # other jobs of a workload whose cancel failed lately (the eviction backoff), left as
+    # they are: a waiting one holds the room where it may start, as ``queued`` ones do,
+    # and a running one's GPUs count against its queues, as running work's do
     kept_queued: list[Queued] = field(default_factory=list)
+    kept_running: list[Queued] = field(default_factory=list)
     # workloads waiting in a cluster's queue for a spec edited since, left as they are for
     # that backoff: the job (cluster, id) whose cancel failed
     stale: dict[str, tuple[str, str]] = field(default_factory=dict)

@@ -258,3 +258,43 @@ def test_only_the_refused_one_of_two_stranded_jobs_is_left_alone() -> None:
     made = plan(d, _snapshot(jobs, "8"), now=NOW)
     assert _ops(made) == [(Op.CANCEL, "7")]
     assert [(r.job, r.op) for r in made.refused] == [("8", "cancel")]
+
+
+def test_a_running_second_job_left_alone_counts_against_its_project() -> None:
+    """Jobs 7 and 8 both run p/late (an apply stopped between a replacement's submit and
+    its cancel, say); 7's cancel was refused, so it runs on: its 8 GPUs are p's. With
+    them p is at its limit of 16, and p/other waits though a node is free (the GPUs were
+    charged to no queue: p/other started, and p held 24 of its limit of 16)."""
+    pools = [{"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 3}]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=8, limit=16),
+            workload("late", "p", gpus=8),
+            workload("other", "p", gpus=8),
+        ]
+    )
+    digest = d.workloads["p/late"].spec.digest
+    running = [
+        Job(
+            id=job_id,
+            workload="p/late",
+            state=JobState.RUNNING,
+            replicas=[Replica(node=node, gpus=8)],
+            started_at=NOW - timedelta(minutes=minutes),
+            submitted_at=NOW - timedelta(minutes=minutes),
+            plan_id="abc",
+            pool="a100",
+            spec_digest=digest,
+        )
+        for job_id, node, minutes in (("7", "a100-01", 30), ("8", "a100-02", 20))
+    ]
+    snap = _snapshot(running, "7")
+    snap.clusters[0].nodes = [
+        Node(name=f"a100-0{i}", pool="a100", gpu_type="a100_80", gpus=8) for i in (1, 2, 3)
+    ]
+    made = plan(d, snap, now=NOW)
+    assert made.actions == [], _ops(made)
+    [wait] = made.pending
+    assert (wait.workload, wait.reason.code) == ("p/other", ReasonCode.OVER_LIMIT)
+    assert made.projects["p"].allocated == 16
