@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import defer
 from sqlmodel import Session, col, select
 
 from controlplane.errors import AmbiguousPlanError
@@ -236,9 +237,9 @@ class History:
         rename), newest first, each with who applied it: the actor of the latest start (or
         resume) of its plan's apply before it began."""
         with self.db.session() as db:
-            q = select(ActionRow, PlanRow).where(
-                ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending"
-            )
+            # each row's plan: its id and time, not its body (1.6 GB for 3,000 rows)
+            q = select(ActionRow, PlanRow).options(defer(PlanRow.body))  # type: ignore[arg-type]
+            q = q.where(ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending")
             if workloads:
                 q = q.where(col(ActionRow.workload).in_(workloads))
             q = q.order_by(col(ActionRow.started_at).desc(), col(ActionRow.id).desc())
