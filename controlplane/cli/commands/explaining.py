@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -38,6 +38,26 @@ from specs.diagnostics import workload_hint
 from specs.loader import LoadResult
 from specs.renames import earlier_names, names_of
 
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import Store
+    from controlplane.store.history import HistoryRow
+
+
+SHOWN = 10  # history records explain shows; the rest are cp history's
+
+
+def _past(store: Store | None, names: list[str]) -> tuple[list[HistoryRow], bool]:
+    """The newest records of a workload's history, and whether there are older ones."""
+    rows = store.history(names, SHOWN + 1) if store is not None else []
+    return rows[:SHOWN], len(rows) > SHOWN
+
+
+def _more(spec_dir: Path, workload: str, older: bool) -> None:
+    if older:
+        out.print(
+            f"  … older records: cp history {spec_dir} --workload {workload}", highlight=False
+        )
+
 
 def _explain_gone(
     spec_dir: Path,
@@ -55,7 +75,7 @@ def _explain_gone(
     workload = names[0]  # and its names before its project was renamed
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db)
     store = found.store or workflow.open_store(spec_dir, db, reading=True)
-    past = store.history(names, 10)
+    past, older = _past(store, names)
     jobs = [(c, j) for name in names for c, j in found.snapshot.jobs_of(name)]
     actions = [a for a in found.plan.actions if a.workload in names]
     if not past and not jobs and not actions:
@@ -77,6 +97,7 @@ def _explain_gone(
             "actions": [a.model_dump(mode="json", by_alias=True) for a in actions],
             "pending": [],
             "history": history_json(past),
+            "historyMore": older,
             "inSpecs": False,
             "jobs": [j for name in names for j in jobs_json(found.snapshot, name)],
             "finished": None,
@@ -99,6 +120,7 @@ def _explain_gone(
     if past:
         out.print("\nWhat was done to it, newest first:")
         print_history(out, past)
+        _more(spec_dir, workload, older)
 
 
 # the states in which the plan may still place a workload (a blocked one waits for a limit,
@@ -149,7 +171,7 @@ def explain(
     pending = [p for p in plan.pending if p.workload == workload]
     # a completed workload edited since: not run again (said in place of "nothing to do")
     edited = next((p for p in plan.finished if p.workload == workload), None)
-    past = found.store.history(names_of(desired, workload), 10) if found.store else []
+    past, older = _past(found.store, names_of(desired, workload))
     chain = plan.quota_chain(desired.workloads[workload].spec.project)
     # the errors of the clusters it waits for (its reason names them, the plan has them)
     silent = (
@@ -170,6 +192,7 @@ def explain(
         doc["finished"] = edited.model_dump(mode="json", by_alias=True) if edited else None
         doc["unreachable"] = silent
         doc["reservations"] = reservations_json(reserved)
+        doc["historyMore"] = older
         write_json(doc)
     else:
         waiting_jobs = [
@@ -193,3 +216,4 @@ def explain(
             reserved,
             placing,
         )
+        _more(spec_dir, workload, older)
