@@ -14,9 +14,10 @@ if recorded, and writes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
-from sqlmodel import col, select
+from sqlalchemy import ColumnElement
+from sqlmodel import col, or_, select
 
 from controlplane.store import pricebook
 from controlplane.store.database import Database
@@ -54,8 +55,14 @@ class Runs:
         (cluster, GPU type) -> cost per GPU-hour, kept with each run of those."""
         complete = set(seen if complete is None else complete)
         reported = {(c, r.job, _aware(r.started_at)) for c, runs in seen.items() for r in runs}
+        # what this may change: the runs still open, and those reported (none started
+        # before the earliest of them); the rest of the history stays as recorded, unread
+        changing: ColumnElement[bool] = col(RunRow.ended_at).is_(None)
+        if reported:
+            since = min(start for _, _, start in reported).astimezone(UTC)
+            changing = or_(changing, col(RunRow.started_at) >= since)
         with self.db.session() as db:
-            for row in _merged(list(db.exec(select(RunRow))), seen, now):
+            for row in _merged(list(db.exec(select(RunRow).where(changing))), seen, now):
                 key = (row.cluster, row.job, _aware(row.started_at))
                 row.price = (prices or {}).get((row.cluster, row.gpu_type or ""), row.price)
                 if row.ended_at is None and row.cluster in complete and key not in reported:
