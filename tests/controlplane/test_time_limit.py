@@ -76,6 +76,9 @@ def test_the_command_line_shows_what_was_cut_short(
     assert res.json()["solver"]["cutShort"]
     text = cp(capsys, "plan", specs, "--time-limit", "0")
     assert "Cut short (the plan is what was reached)" in text.out
+    # and in the summary line (a long plan's first lines have scrolled away: trial U)
+    said = " ".join(text.out.split())
+    assert "waiting; cut short (cp-sat, consolidation, reclaim, preemption, converge): the " in said
     markdown = cp(capsys, "plan", specs, "--time-limit", "0", "--markdown")
     assert "> Cut short" in markdown.out
 

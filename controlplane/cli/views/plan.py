@@ -49,7 +49,12 @@ def summary(plan: Plan) -> str:
     if shrinking:
         parts.append(f"{counted(shrinking, 'node')} to shrink")
     body = ", ".join(parts) if parts else "no changes"
-    return f"Plan: {body}; {len(plan.pending):,} waiting."
+    said = f"Plan: {body}; {len(plan.pending):,} waiting"
+    if not plan.solver.cut_short:
+        return said + "."
+    # said again where a long plan ends: its first lines have scrolled away by then
+    steps = dict.fromkeys(entry.partition(" (round")[0] for entry in plan.solver.cut_short)
+    return f"{said}; cut short ({', '.join(steps)}): the next plan may do more."
 
 
 def node_removed(removed: NodeRemoved) -> str:
