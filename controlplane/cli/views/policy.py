@@ -185,7 +185,7 @@ def policy_sections(diff: PolicyDiff) -> list[Section]:
     if diff.shares:
         sections.append(
             Section(
-                title=f"Fair shares before -> after ({len(diff.shares):,})",
+                title=f"Fair shares and allocations before -> after ({len(diff.shares):,} queues)",
                 columns=["queue", "fair share", "allocated"],
                 align=["---", "---:", "---:"],
                 rows=[

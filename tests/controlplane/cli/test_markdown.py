@@ -178,6 +178,24 @@ def test_an_open_section_is_served_before_the_folded_ones() -> None:
     assert len(re.findall(r"^\| w\d \|", text, re.M)) >= 3, text
 
 
+def test_a_small_folded_section_stays_whole_beside_a_big_open_one() -> None:
+    """A quota change's comment: the open actions took every character, and the folded
+    fair-share table (1.3 KB of a 60 KB comment) showed no row, only "… and 27 more"
+    (trial U). A section small beside the bound (a twentieth of it) is shown whole first."""
+    big = Section(
+        title="Preempt (2000)",
+        columns=["workload", "why"],
+        noun="actions",
+        rows=[f"| w{i} | {'because ' * 5} |" for i in range(2000)],
+        open=True,
+    )
+    shares = _sections([20])[0]
+    text = render("top\n\n", [big, shares], max_chars=20_000)
+    assert len(text) <= 20_000
+    assert len(re.findall(r"^\| 0-\d+ \|", text, re.M)) == 20, "the fair shares whole"
+    assert "more of section 0" not in text and "more actions" in text
+
+
 def test_a_cut_comment_still_names_every_eviction(tmp_path: Path, capsys: Capsys) -> None:
     """1,500 new workloads: the open "affects" table, sorted by name, took the room, and
     the one-row Preempt section, folded, was cut to "… and 1 more to preempt": no line of
