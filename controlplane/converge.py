@@ -36,6 +36,7 @@ from adapters.simulator.engine import SimulatedCluster
 from controlplane.plan import DISPLAY_RANK, Plan, SolverReport, execution_order, shrinks
 from solvers.kai.handover import handed_on
 from solvers.policy import Deadline
+from solvers.reasons import room_as_ended
 from specs.actions import Action, Op
 from specs.snapshot import Job, JobState, Replica, Snapshot
 
@@ -109,7 +110,7 @@ def converge(
     if len(rounds) == 1 or (len(rounds) == 2 and not rounds[1]):
         return Converged(first, latest, first.actions, len(rounds))
     net = _handed_on(net_actions(observed, world, rounds), world, gave_to)
-    return Converged(first, latest, net, len(rounds))
+    return Converged(first, latest, _room_as_ended(net), len(rounds))
 
 
 def _handed_on(actions: list[Action], final: Snapshot, gave_to: dict[str, str]) -> list[Action]:
@@ -121,6 +122,30 @@ def _handed_on(actions: list[Action], final: Snapshot, gave_to: dict[str, str]) 
     for a in actions:
         if a.op in (Op.PREEMPT, Op.CANCEL) or shrinks(a):
             a = a.model_copy(update={"reason": handed_on(a.reason, a.workload, gave_to, placed)})
+        out.append(a)
+    return out
+
+
+def _room_as_ended(actions: list[Action]) -> list[Action]:
+    """What a start says of the work that made room for it, as the plan ends: a round's
+    words ("X moves to make room") of a victim a later round evicted, placed again
+    elsewhere or put back where it ran, are made true of the net actions."""
+    acted = {a.workload: a for a in actions}
+
+    def fate(workload: str) -> str | None:
+        a = acted.get(workload)
+        if a is None:
+            return "stays"
+        if a.op == Op.MOVE:
+            return "moved"
+        return "taken" if a.op in (Op.PREEMPT, Op.CANCEL) or shrinks(a) else None
+
+    out = []
+    for a in actions:
+        if "make room" in a.reason.message or "makes room" in a.reason.message:
+            told = room_as_ended(a.reason.message, fate)
+            if told != a.reason.message:
+                a = a.model_copy(update={"reason": a.reason.model_copy(update={"message": told})})
         out.append(a)
     return out
 

@@ -53,6 +53,7 @@ from solvers.reasons.started import (
     fan_out_candidate,
     granted,
     resumed,
+    room_as_ended,
     room_made,
     started_short,
 )
@@ -152,6 +153,7 @@ __all__ = [
     "reserved_nodes",
     "resumed",
     "retry",
+    "room_as_ended",
     "room_made",
     "saves_first",
     "shape",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import re
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from solvers.reasons.words import gpus
@@ -35,6 +36,45 @@ def room_made(
 
 # why a step puts a workload ahead of waiting work it did not disturb
 _AHEAD = {"reclaim": "by fair share", "preemption": "by priority", "consolidation": "packed"}
+
+# the clauses of room_made that name victims (workload names have no spaces or commas)
+_STEP = r"(?P<step>reclaim|preemption|consolidation)"
+_NAMES = r"(?P<names>[\w./-]+(?:, [\w./-]+)*)"
+_TAKEN = re.compile(rf"{_STEP} of {_NAMES} makes room")
+_MOVED = re.compile(rf"{_NAMES} moves? to make room \({_STEP}\)")
+
+
+def room_as_ended(message: str, fate: Callable[[str], str | None]) -> str:
+    """``message`` with its :func:`room_made` clauses made true of what the whole plan
+    does to each victim (``fate``: "moved", "taken", "stays" where nothing is done to it,
+    or None: as told). A later round of a plan may evict a victim that
+    moved for this workload, place one it evicted again elsewhere, or put it back where it
+    ran: the round's words said "X moves to make room" of a job the plan preempts."""
+    parts: list[str] = []
+    steps: dict[str, tuple[int, list[str], set[str]]] = {}  # where, victims, moved
+    for part in message.split("; "):
+        found = _TAKEN.fullmatch(part) or _MOVED.fullmatch(part)
+        if found is None:
+            parts.append(part)
+            continue
+        if found["step"] not in steps:
+            steps[found["step"]] = (len(parts), [], set())
+            parts.append("")
+        _, victims, moved = steps[found["step"]]
+        names = found["names"].split(", ")
+        victims += names
+        if found.re is _MOVED:
+            moved.update(names)
+    for step, (at, victims, moved) in steps.items():
+        told = {v: "moved" if v in moved else "taken" for v in victims}
+        now = {v: fate(v) or told[v] for v in victims}
+        parts[at] = room_made(
+            step,
+            [v for v in victims if now[v] != "stays"],
+            (),
+            {v for v in victims if now[v] == "moved"},
+        )
+    return "; ".join(p for p in parts if p)
 
 
 def granted(
