@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from controlplane import inventory, reservations, workflow
+from controlplane.apply import unapplied_twin
 from controlplane.cli.app import (
     DbOpt,
     DirAfterArg,
@@ -163,8 +164,9 @@ def explain(
         return
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
     plan = found.plan
-    if found.store is not None:
-        found.store.save_plan(plan)  # as `cp plan` does: `cp show` finds what was explained
+    # stored as `cp plan` does (`cp show` finds what was explained), once per decision
+    if found.store is not None and unapplied_twin(found.store, plan) is None:
+        found.store.save_plan(plan)
     row = next(r for r in inventory.workloads(desired, found.snapshot, plan) if r.name == workload)
     running = exposure(desired, found.snapshot, plan, workload)
     actions = [a for a in plan.actions if a.workload == workload]
