@@ -14,7 +14,7 @@ if recorded, and writes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import ColumnElement
 from sqlmodel import col, or_, select
@@ -56,15 +56,17 @@ class Runs:
         complete = set(seen if complete is None else complete)
         reported = {(c, r.job, _aware(r.started_at)) for c, runs in seen.items() for r in runs}
         # what this may change: the runs still open, and those reported (none started
-        # before the earliest of them); the rest of the history stays as recorded, unread
+        # before the earliest of them; a day earlier, for a time stored with another
+        # zone's wall clock); the rest of the history stays as recorded, unread
         changing: ColumnElement[bool] = col(RunRow.ended_at).is_(None)
         if reported:
-            since = min(start for _, _, start in reported).astimezone(UTC)
+            since = min(start for _, _, start in reported).astimezone(UTC) - timedelta(days=1)
             changing = or_(changing, col(RunRow.started_at) >= since)
         with self.db.session() as db:
             for row in _merged(list(db.exec(select(RunRow).where(changing))), seen, now):
                 key = (row.cluster, row.job, _aware(row.started_at))
-                row.price = (prices or {}).get((row.cluster, row.gpu_type or ""), row.price)
+                if row.ended_at is None or key in reported:  # a past run keeps its price
+                    row.price = (prices or {}).get((row.cluster, row.gpu_type or ""), row.price)
                 if row.ended_at is None and row.cluster in complete and key not in reported:
                     # its job is gone unreported (a deleted Kubernetes job, a Slurm job
                     # forgotten without accounting): it ended after it was last seen

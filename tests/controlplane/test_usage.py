@@ -9,6 +9,7 @@ accounting (the simulator's job records), driven through apply and observe.
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -257,8 +258,6 @@ def test_an_observation_leaves_past_runs_as_they_were_recorded(tmp_path: Path) -
     3.6 s apply after 1,347 runs, 9 s for `cp observe` after 21,000), and set the price
     of every past run to today's: a run that ended last week at 2.0 an hour read 3.0 once
     the price was raised. Only open runs and those the observation reports are written."""
-    import sqlite3
-
     from controlplane.workflow import open_store
 
     root = specs(tmp_path / "s")
@@ -273,10 +272,27 @@ def test_an_observation_leaves_past_runs_as_they_were_recorded(tmp_path: Path) -
         gpu_type="a100_80",
         state=JobState.COMPLETED,
     )
-    store.record_runs({"sim": [old]}, start + timedelta(hours=3), prices={("sim", "a100_80"): 2.0})
+    # 3 runs on, reported again later as ended; 4 runs on, and is gone unreported
+    running = [
+        JobRun(job=job, workload="p/first", started_at=start, gpus=1, gpu_type="a100_80")
+        for job in ("3", "4")
+    ]
+    first = start + timedelta(hours=3)
+    store.record_runs({"sim": [old, *running]}, first, prices={("sim", "a100_80"): 2.0})
     later = start + timedelta(days=7)
     new = JobRun(job="2", workload="p/first", started_at=later, gpus=4, gpu_type="a100_80")
-    store.record_runs({"sim": [new]}, later, prices={("sim", "a100_80"): 3.0})
+    ended = running[0].model_copy(
+        update={"ended_at": start + timedelta(hours=5), "state": JobState.COMPLETED}
+    )
+    store.record_runs({"sim": [new, ended]}, later, prices={("sim", "a100_80"): 3.0})
     with sqlite3.connect(root / ".cp" / "controlplane.db") as db:
-        prices = dict(db.execute("SELECT job, price FROM runs").fetchall())
-    assert prices == {"1": 2.0, "2": 3.0}, prices
+        rows = db.execute("SELECT job, price, ended_at FROM runs").fetchall()
+    prices = {job: price for job, price, _ in rows}
+    ends = {job: end and end[:16] for job, _, end in rows}
+    assert prices == {"1": 2.0, "2": 3.0, "3": 3.0, "4": 3.0}, prices
+    assert ends == {
+        "1": "2026-11-02 02:00",
+        "2": None,
+        "3": "2026-11-02 05:00",
+        "4": "2026-11-02 03:00",
+    }, ends
