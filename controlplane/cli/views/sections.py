@@ -2,14 +2,14 @@
 where they must be with "… and N more".
 
 A GitHub comment holds 65,536 characters; a plan of 3,000 workloads is several hundred
-thousand. So a comment is built from :class:`Section` values (a title, a table, its rows)
-and :func:`render` fits them into ``max_chars``: sections small beside it (a twentieth)
-whole, then the open sections, then the folded ones; among each, sections small enough
-are shown whole, and what is left is shared equally among the larger ones, each cut with
-"… and N more" saying how many of its rows were left out, and a line at the top saying
-how many in all.
-What the sections hold is the callers' business (views/markdown.py: a plan's actions,
-waiting work, warnings and quotas; views/policy.py: a policy diff). Plain text only.
+thousand. So a comment is built from :class:`Section` values (a title, a table, its
+rows) and :func:`render` fits them into ``max_chars``: sections small beside it (a
+twentieth) whole, within a quarter of it, then the open sections, then the folded ones;
+among each, sections small enough are shown whole, and what is left is shared equally
+among the larger ones, each cut with "… and N more" saying how many of its rows were
+left out, and a line at the top saying how many in all. What the sections hold is the
+callers' business (views/markdown.py: a plan's actions, waiting work, warnings and
+quotas; views/policy.py: a policy diff). Plain text only.
 """
 
 from __future__ import annotations
@@ -74,12 +74,13 @@ def render(
     budget = max_chars - fixed
     sizes = [sum(len(r) + 1 for r in s.rows) for s in sections]
     counts = [0] * len(sections)
-    # a section small beside the bound (a twentieth) is shown whole first, open or folded:
-    # a 1.3 KB fair-share table showed no row beside a plan's 58 KB of actions
-    small = [i for i, size in enumerate(sizes) if size <= max_chars // 20]
-    if sum(sizes[i] for i in small) <= budget:
-        for i in small:
-            counts[i], budget = len(sections[i].rows), budget - sizes[i]
+    # a section small beside the bound (a twentieth) is shown whole first, open or folded,
+    # smallest first, within a quarter of the room: a 1.3 KB fair-share table showed no
+    # row beside a plan's 58 KB of actions
+    room = budget // 4
+    for i in sorted(range(len(sections)), key=lambda i: (sizes[i], i)):
+        if sizes[i] <= max_chars // 20 and sizes[i] <= room:
+            counts[i], room, budget = len(sections[i].rows), room - sizes[i], budget - sizes[i]
     # then the open sections (what a reviewer must not miss) share the room, the folded
     # ones what they leave
     for unfolded in (True, False):
