@@ -110,7 +110,7 @@ def converge(
     if len(rounds) == 1 or (len(rounds) == 2 and not rounds[1]):
         return Converged(first, latest, first.actions, len(rounds))
     net = _handed_on(net_actions(observed, world, rounds), world, gave_to)
-    return Converged(first, latest, _room_as_ended(net), len(rounds))
+    return Converged(first, latest, _room_as_ended(net, observed), len(rounds))
 
 
 def _handed_on(actions: list[Action], final: Snapshot, gave_to: dict[str, str]) -> list[Action]:
@@ -126,19 +126,27 @@ def _handed_on(actions: list[Action], final: Snapshot, gave_to: dict[str, str]) 
     return out
 
 
-def _room_as_ended(actions: list[Action]) -> list[Action]:
+def _room_as_ended(actions: list[Action], observed: Snapshot) -> list[Action]:
     """What a start says of the work that made room for it, as the plan ends: a round's
     words ("X moves to make room") of a victim a later round evicted, placed again
     elsewhere or put back where it ran, are made true of the net actions."""
-    acted = {a.workload: a for a in actions}
+    running = {(c.name, j.id) for c in observed.clusters for j in c.jobs if j.state.holds_gpus}
+    done: dict[str, list[Action]] = {}
+    for a in actions:
+        done.setdefault(a.workload, []).append(a)
 
     def fate(workload: str) -> str | None:
-        a = acted.get(workload)
-        if a is None:
+        """Moved, taken (its running job evicted, or shrunk), stays (nothing done to it),
+        or None: something else, told as it was."""
+        mine = done.get(workload, [])
+        if not mine:
             return "stays"
-        if a.op == Op.MOVE:
+        if any(a.op == Op.MOVE for a in mine):
             return "moved"
-        return "taken" if a.op in (Op.PREEMPT, Op.CANCEL) or shrinks(a) else None
+        evicted = (Op.PREEMPT, Op.CANCEL)
+        if any(shrinks(a) or (a.op in evicted and (a.cluster, a.job) in running) for a in mine):
+            return "taken"
+        return None
 
     out = []
     for a in actions:

@@ -11,7 +11,7 @@ from pathlib import Path
 from benchmarks.busy import busy_org, write_org
 from controlplane.reconcile import plan
 from controlplane.statefiles import read_snapshot
-from solvers.reasons import room_as_ended
+from solvers.reasons import room_as_ended, room_made
 from specs.actions import Op
 from specs.loader import load_specs
 
@@ -32,6 +32,17 @@ def test_each_victim_is_told_as_the_plan_leaves_it() -> None:
     assert room_as_ended(only, FATES.get) == "within-deserved: holds 8"
     plain = "within-deserved: the cancel of job 7 of a/x makes room"
     assert room_as_ended(plain, FATES.get) == plain
+
+
+def test_what_room_made_says_reads_back_unchanged() -> None:
+    """The rewrite reads the words room_made writes: were those to change, this fails
+    (review: a rewrite by pattern would otherwise stop without a word)."""
+    for step in ("reclaim", "preemption", "consolidation"):
+        said = room_made(step, ["a/x", "b/y-2", "c/z.1"], ["d/w"], {"b/y-2"})
+        assert f"{step} of a/x, c/z.1 makes room" in said and "b/y-2 moves" in said
+        assert room_as_ended(said, lambda _: None) == said
+        everyone_moved = room_as_ended(said, lambda _: "moved")
+        assert everyone_moved.startswith(f"a/x, b/y-2, c/z.1 move to make room ({step})")
 
 
 def test_a_busy_plans_starts_name_their_victims_as_the_plan_leaves_them(
