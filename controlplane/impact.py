@@ -366,6 +366,7 @@ def applied_diff(last: Plan | None, head: Plan) -> PolicyDiff | None:
     if not changes:
         return None
     # a queue renamed, nothing else: its fair share and allocation are the same queue's
+    # (accepted: a rename may move a tie broken by name, and that row is not shown)
     queues = {(c.kind, c.name) for c in changes if c.field != "name"}
     return PolicyDiff(
         against=f"the plan last applied ({last.id})",

@@ -148,7 +148,7 @@ def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[Wor
         else:
             state = "pending"
         step = actions.get(key)
-        ran = job is not None and (bool(holding) or state == "completed")
+        ran = job is not None and job.gpus > 0 and (bool(holding) or state == "completed")
         gpus = job.gpus if job is not None and ran else spec.gpus * spec.effective_min_replicas
         rows.append(
             WorkloadRow(

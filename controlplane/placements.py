@@ -185,9 +185,16 @@ def submits_told(
 def cancelled_versions(observed: Snapshot, specs: Mapping[str, WorkloadSpec]) -> dict[str, str]:
     """Workloads whose latest run ended cancelled under another version of their spec ->
     that job: an edit's old job a plan cancelled (saving its checkpoint first, say), so
-    the workload's next start is its new version. Not those with a job now: a submit
-    beside it replaces that job, and says so."""
-    active = {j.workload for c in observed.clusters for j in c.jobs if j.state.active}
+    the workload's next start is its new version. Not those with a job of another
+    version now: the submit replaces that job, and says so."""
+    older = {
+        j.workload
+        for c in observed.clusters
+        for j in c.jobs
+        if j.state.active
+        and (spec := specs.get(j.workload or "")) is not None
+        and j.spec_digest not in (None, spec.digest)
+    }
     latest: dict[str, JobRun] = {}
     for run in (r for c in observed.clusters for r in c.runs if r.ended_at is not None):
         seen = latest.get(run.workload)
@@ -197,7 +204,7 @@ def cancelled_versions(observed: Snapshot, specs: Mapping[str, WorkloadSpec]) ->
         w: run.job
         for w, run in latest.items()
         if run.state == JobState.CANCELLED
-        and w not in active
+        and w not in older
         and run.spec_digest is not None
         and (spec := specs.get(w)) is not None
         and run.spec_digest != spec.digest

@@ -82,7 +82,7 @@ def build_problem(
     """The problem of ``desired`` against ``observed`` at ``now``. With a ``cache``, the
     spec part is reused while the specs' digest is the same. ``kept``: jobs (cluster, id)
     not to cancel now, whatever for (their cancel failed lately): their GPUs stay taken, and
-    a queued one stays its workload's job."""
+    a queued one stays (its workload's job, or an extra one that holds its room)."""
     limits = pool_limits(observed)
     part = (
         cache.spec_part(desired, limits) if cache is not None else spec_part(desired, limits=limits)
@@ -154,8 +154,8 @@ def build_problem(
             # a little longer: the workload is its other job
             active = [(c, j) for c, j in active if not _ending(j)]
         running = [(c, j) for c, j in active if j.state.holds_gpus]
-        # a queued job whose cancel failed lately stays as it is, the workload's job; the
-        # rest go as they would
+        # a queued job whose cancel failed lately stays as it is (its workload's job, or an
+        # extra one held as it is); the rest go as they would
         left = [cj for cj in active if (cj[0], cj[1].id) in kept]
         if left and not running:
             rest = [cj for cj in active if not any(cj is k for k in left)]

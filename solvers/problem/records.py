@@ -202,7 +202,7 @@ class Problem:
     # they are: a waiting one holds the room where it may start, as ``queued`` ones do,
     # and a running one's GPUs count against its queues, as running work's do
     kept_queued: list[Queued] = field(default_factory=list)
-    kept_running: list[Queued] = field(default_factory=list)
+    kept_running: list[Queued] = field(default_factory=list)  # a Queued record all the same
     # workloads waiting in a cluster's queue for a spec edited since, left as they are for
     # that backoff: the job (cluster, id) whose cancel failed
     stale: dict[str, tuple[str, str]] = field(default_factory=dict)

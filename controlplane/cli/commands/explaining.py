@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -53,11 +54,11 @@ def _past(store: Store | None, names: list[str]) -> tuple[list[HistoryRow], bool
     return rows[:SHOWN], len(rows) > SHOWN
 
 
-def _more(spec_dir: Path, workload: str, older: bool) -> None:
+def _more(spec_dir: Path, workload: str, older: bool, db: str | None) -> None:
     if older:
-        out.print(
-            f"  … older records: cp history {spec_dir} --workload {workload}", highlight=False
-        )
+        where = ["--db", db] if db else []
+        command = shlex.join(["cp", "history", str(spec_dir), "--workload", workload, *where])
+        out.print(f"  … older records: {command} --limit 200", highlight=False)
 
 
 def _explain_gone(
@@ -121,7 +122,7 @@ def _explain_gone(
     if past:
         out.print("\nWhat was done to it, newest first:")
         print_history(out, past)
-        _more(spec_dir, workload, older)
+        _more(spec_dir, workload, older, db)
 
 
 # the states in which the plan may still place a workload (a blocked one waits for a limit,
@@ -164,7 +165,7 @@ def explain(
         return
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db, forecast=True)
     plan = found.plan
-    # stored as `cp plan` does (`cp show` finds what was explained), once per decision
+    # stored as `cp plan` does (`cp show` finds the decision explained), once per decision
     if found.store is not None and unapplied_twin(found.store, plan) is None:
         found.store.save_plan(plan)
     row = next(r for r in inventory.workloads(desired, found.snapshot, plan) if r.name == workload)
@@ -218,4 +219,4 @@ def explain(
             reserved,
             placing,
         )
-        _more(spec_dir, workload, older)
+        _more(spec_dir, workload, older, db)
