@@ -9,33 +9,50 @@ request that fits at once and "unknown" otherwise.
 
 The file is the simulated cluster's only truth, so it is handled as a real one would be:
 every change is a read-modify-write under an exclusive lock (two applies cannot lose each
-other's jobs), written to a unique temporary file and renamed over the old one (a crash
-leaves the old state or the new, never half of one), and a file that is not a valid state
-is an error naming it, never silently replaced. A read-only adapter (``cp plan``, a
-what-if at any ``--now``) computes where the clock has taken the cluster but writes
-nothing back; one that writes refuses a clock earlier than the state's (``--now`` going
-backwards would run ended jobs again).
+other's jobs), written whole aside and renamed over the old one (adapters/simulator/
+statefile.py), and a file that is not a valid state is an error naming it, never silently
+replaced. A read-only adapter (``cp plan``, a what-if at any ``--now``) computes where the
+clock has taken the cluster but writes nothing back; one that writes refuses a clock
+earlier than the state's (``--now`` going backwards would run ended jobs again).
+
+So that an action costs what it changes, not the history: an ended job leaves the queue a
+day after its end (``FORGET_ENDED_AFTER``, Slurm's ``MinJobAge``); the runs that ended are
+appended to the cluster's accounting, a file of its own (adapters/simulator/ledger.py);
+and an adapter keeps the state it saved for its next change, reading the file again only
+when another writer has replaced it since.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from adapters.base import ActionResult, LocalStateError, PermanentError
 from adapters.simulator.engine import SimulatedCluster, nodes_from_spec
+from adapters.simulator.ledger import Ledger, Mark
+from adapters.simulator.statefile import Identity, StateFile, identity, read_state, write_state
 from specs.actions import Action, Op
 from specs.models import Cluster
 from specs.snapshot import ClusterState, JobRun, Node
 
 ACCOUNTING_DAYS = 400  # ended runs kept: a year of budgets and fairshare, and then some
+FORGET_ENDED_AFTER = timedelta(days=1)  # an ended job then leaves the queue (Slurm's MinJobAge)
+PRUNE_EVERY = timedelta(days=7)  # how often the accounting drops what it no longer keeps
+
+
+@dataclass
+class _Held:
+    """The state an adapter saved last, kept to change again without reading it back."""
+
+    identity: Identity | None
+    sim: SimulatedCluster
+    clock: datetime
+    mark: Mark
 
 
 class SimulatorAdapter:
@@ -59,6 +76,8 @@ class SimulatorAdapter:
         self.earlier = earlier / "simulator" / f"{self.cluster}.json" if earlier else None
         self.clock = clock
         self.read_only = read_only
+        self._held: _Held | None = None
+        self._spec_nodes: dict[str, Node] | None = None  # the hardware, by name
 
     @contextlib.contextmanager
     def _changing(self) -> Iterator[None]:
@@ -69,10 +88,26 @@ class SimulatorAdapter:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
 
-    def _load(self) -> SimulatedCluster:
-        fresh = SimulatedCluster(ClusterState(name=self.cluster))
-        found = next((p for p in (self.path, self.earlier) if p and p.exists()), None)
-        sim, clock = self._read(found) if found else (fresh, None)
+    def _load(self, *, held: bool = False) -> tuple[SimulatedCluster, Mark]:
+        """The cluster as of the clock, and the mark of its accounting. ``held`` (under the
+        lock, to change it): the state this adapter saved last, unless the file has been
+        written since; it is taken, so a change that fails leaves it to be read again."""
+        kept = self._held if held else None
+        if held:
+            self._held = None
+        clock: datetime | None
+        found: Path | None
+        if held and kept is not None and kept.identity == identity(self.path):
+            sim, clock, mark, found = kept.sim, kept.clock, kept.mark, self.path
+        else:
+            sim, clock, mark, found = self._read()
+        try:
+            Ledger(self.path.parent, self.cluster).check(mark)
+        except ValueError as exc:
+            raise LocalStateError(
+                f"{self.path}: {exc}; restore it, or delete the state to start the simulated "
+                "cluster afresh (its jobs are lost)"
+            ) from None
         now = self.clock()
         if not self.read_only and clock is not None and now < clock:
             raise LocalStateError(
@@ -89,27 +124,36 @@ class SimulatorAdapter:
         self._sync_nodes(sim)
         sim.refresh(now)
         self._sync_nodes(sim)  # what leaves or shrinks, as the work stands now
-        return sim
+        sim.forget(now - FORGET_ENDED_AFTER)
+        return sim, mark
 
-    def _read(self, path: Path) -> tuple[SimulatedCluster, datetime | None]:
-        """The state, and the clock it was written at (None: a file from before it was kept)."""
+    def _read(self) -> tuple[SimulatedCluster, datetime | None, Mark, Path | None]:
+        """The saved state (here, or in the earlier folder), its clock, the mark of its
+        accounting here, and the file read. Runs not in the accounting here (inline in a
+        state of an earlier version, or in the earlier folder's) wait in ``accounting``."""
+        found = next((p for p in (self.path, self.earlier) if p and p.exists()), None)
+        if found is None:
+            return SimulatedCluster(ClusterState(name=self.cluster)), None, Mark(), None
         try:
-            raw = json.loads(path.read_text())
-            state = ClusterState.model_validate(raw["state"])
-            next_id = int(raw["nextId"])
-            accounting = [JobRun.model_validate(r) for r in raw.get("accounting", [])]
-            open_since = {k: datetime.fromisoformat(v) for k, v in raw.get("openSince", {}).items()}
-            clock = datetime.fromisoformat(raw["clock"]) if "clock" in raw else None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            body = read_state(found)
+            if isinstance(body.accounting, list):  # an earlier version's: the runs inline
+                mark, waiting = Mark(), list(body.accounting)
+            else:
+                mark, waiting = body.accounting, []
+            if found != self.path:  # all of its runs are written here at the first change
+                waiting = [*Ledger(found.parent, self.cluster).read(mark), *waiting]
+                mark = Mark()
+        except (OSError, ValueError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LocalStateError(
-                f"{path} is not a simulator state ({detail}); delete it to start the "
-                "simulated cluster afresh (its jobs are lost), or restore it"
+                f"{found} is not a simulator state ({detail}); "
+                "delete it to start the simulated cluster afresh (its jobs are lost), or "
+                "restore it"
             ) from None
-        return (
-            SimulatedCluster(state, next_id=next_id, accounting=accounting, open_since=open_since),
-            clock,
+        sim = SimulatedCluster(
+            body.state, next_id=body.next_id, accounting=waiting, open_since=body.open_since
         )
+        return sim, body.clock, mark, found
 
     def _sync_nodes(self, sim: SimulatedCluster) -> None:
         """The spec's pools are the simulator's hardware: add new nodes; a node the spec no
@@ -119,7 +163,9 @@ class SimulatorAdapter:
         the spec shrinks takes its new size at once; where its work holds more, the work
         runs on over it (no new work fits) and the node is reported in ``shrinkingNodes``
         until the plan has moved off what does not fit."""
-        wanted = {n.name: n for n in nodes_from_spec(self.spec)}
+        if self._spec_nodes is None:
+            self._spec_nodes = {n.name: n for n in nodes_from_spec(self.spec)}
+        wanted = self._spec_nodes
         have = {n.name: n for n in sim.state.nodes}
         used: Counter[str] = Counter()  # GPUs held per node
         busy: set[str] = set()  # nodes with an active job (CPU-only ones too)
@@ -133,7 +179,7 @@ class SimulatorAdapter:
         for name, node in wanted.items():
             old = have.get(name)
             keep = old is not None and old.gpus == node.gpus and name not in was_leaving
-            nodes.append(old if keep and old is not None else node)
+            nodes.append(old if keep and old is not None else node.model_copy())
         leaving = sorted(name for name in have if name not in wanted and name in busy)
         nodes += [have[name].model_copy(update={"state": "drain"}) for name in leaving]
         sim.state.nodes = nodes
@@ -142,54 +188,72 @@ class SimulatorAdapter:
             name: node.gpus for name, node in wanted.items() if used[name] > node.gpus
         }
 
-    def _save(self, sim: SimulatedCluster) -> None:
-        horizon = self.clock() - timedelta(days=ACCOUNTING_DAYS)
-        kept = [r for r in sim.accounting if r.ended_at is None or r.ended_at >= horizon]
-        body = {
-            "clock": self.clock().isoformat(),  # where time stands: it only moves on
-            "nextId": sim.next_id,
-            "state": sim.state.model_dump(mode="json", by_alias=True),
-            "accounting": [r.model_dump(mode="json", by_alias=True) for r in kept],
-            "openSince": {k: v.isoformat() for k, v in sim.open_since.items()},
-        }
-        fd, tmp = tempfile.mkstemp(
-            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
+    def _save(self, sim: SimulatedCluster, mark: Mark) -> None:
+        """The runs that ended first (counted only once the state says so), then the
+        state; held for this adapter's next change."""
+        ledger = Ledger(self.path.parent, self.cluster)
+        now = self.clock()
+        mark = ledger.append(mark, sim.accounting)
+        pruned = mark.pruned_at is not None and now - mark.pruned_at >= PRUNE_EVERY
+        if pruned:
+            mark = ledger.prune(mark, now - timedelta(days=ACCOUNTING_DAYS), now)
+        elif mark.pruned_at is None:
+            mark = mark.model_copy(update={"pruned_at": now})
+        body = StateFile(
+            clock=now,
+            next_id=sim.next_id,
+            state=sim.state,
+            accounting=mark,
+            open_since=sim.open_since,
         )
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(body, indent=1))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)  # atomic: a crash leaves the old or the new state
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        written = write_state(self.path, body)
+        sim.accounting = []
+        if pruned:
+            ledger.drop_before(mark.generation - 1)
+        self._held = _Held(written, sim, now, mark)
 
     def observe(self) -> ClusterState:
         """The cluster as of the clock; time passing (jobs ending, queued jobs starting)
         is written back unless the adapter is read-only."""
         if self.read_only:
-            return self._load().state
+            return self._load()[0].state
         with self._changing():
-            sim = self._load()
-            self._save(sim)
+            sim, mark = self._load(held=True)
+            self._save(sim, mark)
+        self._held = None  # the state is the caller's now
         return sim.state
+
+    @contextlib.contextmanager
+    def change(self) -> Iterator[SimulatedCluster]:
+        """A change from outside the plan (what befalls the cluster, injected by a test):
+        the cluster as of the clock, saved when the block ends without an error."""
+        with self._changing():
+            sim, mark = self._load(held=True)
+            yield sim
+            self._save(sim, mark)
 
     def execute(self, action: Action, *, plan_id: str) -> ActionResult:
         if self.read_only:
             raise PermanentError(f"the simulator of {self.cluster} was opened read-only")
         with self._changing():
-            sim = self._load()
+            sim, mark = self._load(held=True)
             result = sim.execute(action, plan_id=plan_id, now=self.clock())
-            self._save(sim)
+            self._save(sim, mark)
         return result
 
     def runs(self, since: datetime, until: datetime) -> list[JobRun]:
         """The accounting of the simulated cluster (the Accounting capability)."""
-        return self._load().runs(since, until)
+        sim, mark = self._load()
+        try:
+            kept = Ledger(self.path.parent, self.cluster).read(mark)
+        except (OSError, ValueError) as exc:
+            raise LocalStateError(f"the accounting of {self.path} cannot be read ({exc})") from None
+        past = [
+            r for r in kept if r.started_at <= until and (r.ended_at is None or r.ended_at >= since)
+        ]
+        return [*past, *sim.runs(since, until)]
 
     def forecast(self, actions: Sequence[Action], *, now: datetime) -> list[datetime | None]:
         """Fan-out estimates: ``now`` for a submit that fits at once, else unknown (None)."""
-        sim = self._load()
+        sim, _ = self._load()
         return [now if a.op == Op.SUBMIT and sim.fits_now(a) else None for a in actions]

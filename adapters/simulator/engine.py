@@ -123,6 +123,20 @@ class SimulatedCluster:
             u = ix.used.get(n.name, 0)
             n.state = "idle" if u == 0 else ("allocated" if u >= n.gpus else "mixed")
 
+    def forget(self, before: datetime) -> None:
+        """Jobs that ended before ``before`` leave the queue, as Slurm forgets a job
+        ``MinJobAge`` after its end; their runs stay in the accounting."""
+        kept = []
+        for j in self.state.jobs:
+            if j.state.active or j.ended_at is None or j.ended_at >= before:
+                kept.append(j)
+                continue
+            if (run := self._run_of(j)) is not None:
+                self.accounting.append(run)
+            self.open_since.pop(j.id, None)
+        if len(kept) < len(self.state.jobs):
+            self.state.jobs = kept
+
     def _start_waiting(self, moment: datetime) -> list[int]:
         """Start, at ``moment``, the waiting jobs that fit (in submission order; a moved job
         on the nodes it waits for); the positions of those started."""

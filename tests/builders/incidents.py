@@ -37,8 +37,7 @@ class Flaky:
 def node_down(sim: SimulatorAdapter, which: int, spare: str, now: datetime) -> str | None:
     """Node ``which`` (modulo the usable ones, ``spare`` never) fails: its jobs end as
     NODE_FAIL. Its name, or None when there is none to fail."""
-    with sim._changing():
-        cluster = sim._load()
+    with sim.change() as cluster:
         usable = [n for n in cluster.state.nodes if n.name != spare and n.state != "down"]
         if not usable:
             return None
@@ -47,33 +46,28 @@ def node_down(sim: SimulatorAdapter, which: int, spare: str, now: datetime) -> s
         for job in cluster.state.jobs:
             if job.state.active and any(r.node == node.name for r in job.replicas):
                 _end(cluster, job, JobState.NODE_FAIL, now)
-        sim._save(cluster)
         return node.name
 
 
 def node_up(sim: SimulatorAdapter, which: int) -> str | None:
     """A failed node (``which``, modulo the failed ones) is back, empty."""
-    with sim._changing():
-        cluster = sim._load()
+    with sim.change() as cluster:
         down = [n for n in cluster.state.nodes if n.state == "down"]
         if not down:
             return None
         node = down[which % len(down)]
         node.state = "idle"
-        sim._save(cluster)
         return node.name
 
 
 def job_fails(sim: SimulatorAdapter, which: int, now: datetime) -> str | None:
     """A running job of ours (``which``, modulo them) exits with an error."""
-    with sim._changing():
-        cluster = sim._load()
+    with sim.change() as cluster:
         ours = [j for j in cluster.state.jobs if j.workload and j.state is JobState.RUNNING]
         if not ours:
             return None
         job = ours[which % len(ours)]
         _end(cluster, job, JobState.FAILED, now, exit_code="1:0")
-        sim._save(cluster)
         return job.id
 
 

@@ -1,0 +1,67 @@
+"""The simulated cluster's state file, ``<cluster>.json``: what the simulator knows now.
+
+It holds the clock, the next job id, the cluster (nodes, and jobs until a day after they
+end), the open runs' starts and the :class:`~adapters.simulator.ledger.Mark` of the
+accounting kept beside it. Earlier versions kept the accounting inside it, as a list of
+runs: such a file is read as it is, and its runs move to the accounting at the first write.
+
+A file is written whole to a temporary file, flushed to disk and renamed over the old one,
+so a crash leaves the old state or the new, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from adapters.simulator.ledger import Mark
+from specs.snapshot import ClusterState, JobRun
+
+Identity = tuple[int, int, int]  # inode, modification time (ns), size: a file written anew
+
+
+class StateFile(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    # where time stands: it only moves on (None: a file from before it was kept)
+    clock: datetime | None = None
+    next_id: int = Field(alias="nextId")
+    state: ClusterState
+    accounting: Mark | list[JobRun] = Field(default_factory=Mark)
+    open_since: dict[str, datetime] = Field(default_factory=dict, alias="openSince")
+
+
+def read_state(path: Path) -> StateFile:
+    """The file at ``path``; OSError or ValueError when it cannot be read as a state."""
+    return StateFile.model_validate(json.loads(path.read_bytes()))
+
+
+def write_state(path: Path, body: StateFile) -> Identity | None:
+    """Write ``body`` over ``path`` (atomically); the identity of the file written."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(body.model_dump_json(by_alias=True, indent=1).encode())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic: a crash leaves the old or the new state
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return identity(path)
+
+
+def identity(path: Path) -> Identity | None:
+    """Tells a file written anew from the one seen before (None: there is none)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
