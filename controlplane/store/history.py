@@ -16,11 +16,10 @@ tags; and a plan left ``applying`` by a process that is gone is closed as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import defer
 from sqlmodel import Session, col, select
 
 from controlplane.errors import AmbiguousPlanError
@@ -29,9 +28,6 @@ from controlplane.store import chain
 from controlplane.store.database import Database
 from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow
 from solvers.order import job_id_order
-
-# an applied (or attempted) action, its plan, and who applied it (None: not recorded)
-HistoryRow = tuple[ActionRow, PlanRow, str | None]
 
 # the ops whose job is a new one, created by the adapter (a placeholder until it runs)
 CREATES_JOBS = ("submit", "move", "resize")
@@ -101,7 +97,7 @@ class History:
                 seq=None,
                 status=status,
                 message=message,
-                at=_utc(now),
+                at=utc(now),
                 actor=actor,
                 chain_seq=0,
                 prev_hash="",
@@ -116,7 +112,7 @@ class History:
             latest = db.exec(
                 select(EventRow.at).order_by(col(EventRow.chain_seq).desc()).limit(1)
             ).first()
-            return _utc(latest) if latest is not None else None
+            return utc(latest) if latest is not None else None
 
     def last_applied_plan(self) -> Plan | None:
         """The plan that acted on the clusters last (applied, or begun and cut short), or
@@ -217,48 +213,13 @@ class History:
                 status=status,
                 job=job,
                 message=message,
-                at=_utc(now),
+                at=utc(now),
                 chain_seq=0,
                 prev_hash="",
                 hash="",
             )
             _append(db, event, _event_payload(event))
             db.commit()
-
-    def workloads_in_history(self) -> set[str]:
-        """Every workload some applied or attempted action names (those that left the
-        specs too: what `cp explain` suggests for a mistyped name)."""
-        with self.db.session() as db:
-            q = select(ActionRow.workload).where(ActionRow.status != "pending").distinct()
-            return set(db.exec(q))
-
-    def history(self, workloads: Collection[str] = (), limit: int = 50) -> list[HistoryRow]:
-        """Applied or attempted actions (of ``workloads``: one's names, before and after a
-        rename), newest first, each with who applied it: the actor of the latest start (or
-        resume) of its plan's apply before it began."""
-        with self.db.session() as db:
-            # each row's plan: its id and time, not its body (1.6 GB for 3,000 rows)
-            q = select(ActionRow, PlanRow).options(defer(PlanRow.body))  # type: ignore[arg-type]
-            q = q.where(ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending")
-            if workloads:
-                q = q.where(col(ActionRow.workload).in_(workloads))
-            q = q.order_by(col(ActionRow.started_at).desc(), col(ActionRow.id).desc())
-            rows = list(db.exec(q.limit(limit)))
-            starts: dict[str, list[tuple[datetime, str]]] = {}
-            applying = select(EventRow).where(
-                col(EventRow.plan_id).in_({p.id for _, p in rows}),
-                col(EventRow.seq).is_(None),
-                EventRow.status == "applying",
-                col(EventRow.actor).is_not(None),
-            )
-            for e in db.exec(applying.order_by(col(EventRow.chain_seq))):
-                starts.setdefault(e.plan_id, []).append((_utc(e.at), e.actor or ""))
-        out = []
-        for a, p in rows:
-            began = _utc(a.started_at) if a.started_at else None
-            actors = [who for at, who in starts.get(p.id, []) if began is None or at <= began]
-            out.append((a, p, actors[-1] if actors else None))
-        return out
 
     # ------------------------------------------------------------------ repairs
 
@@ -393,7 +354,7 @@ def _insert_plan(db: Session, plan: Plan) -> None:
         return  # plans are immutable: the same id is the same plan
     row = PlanRow(
         id=plan.id,
-        created_at=_utc(plan.created_at),
+        created_at=utc(plan.created_at),
         spec_digest=plan.spec_digest,
         observed_digest=plan.observed_digest,
         git_commit=plan.git_commit,
@@ -445,6 +406,6 @@ def _event_name(e: EventRow) -> str:
     return f"event {e.id} (plan {e.plan_id}, {what}: {e.status})"
 
 
-def _utc(dt: datetime) -> datetime:
+def utc(dt: datetime) -> datetime:
     """In UTC: the chain hashes times as UTC (SQLite gives them back without a zone)."""
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)

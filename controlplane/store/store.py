@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from controlplane.store.actionlog import ActionLog
 from controlplane.store.database import Database
 from controlplane.store.history import History
 from controlplane.store.lease import Leases
@@ -34,7 +35,7 @@ from controlplane.store.tables import utcnow
 from controlplane.store.versions import Versions
 
 
-class Store(History, Leases, Observations, Runs, SchedulingState, Versions):
+class Store(ActionLog, History, Leases, Observations, Runs, SchedulingState, Versions):
     def __init__(self, url: str, *, init: bool = False, create_dir: bool = False) -> None:
         """Open the store at ``url``. ``init``: create the tables even in a database that
         exists without them (``cp store init``); ``create_dir``: the folder of a SQLite

@@ -42,7 +42,7 @@ from specs.renames import earlier_names, names_of
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
-    from controlplane.store.history import HistoryRow
+    from controlplane.store.actionlog import HistoryRow
 
 
 SHOWN = 10  # history records explain shows; the rest are cp history's

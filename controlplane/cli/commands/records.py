@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +19,7 @@ from controlplane.cli.app import (
     DirArg,
     DirOpt,
     JsonOpt,
+    NowOpt,
     app,
     err,
     examples,
@@ -30,6 +34,7 @@ from controlplane.cli.views.markdown import plan_markdown
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS
 from controlplane.cli.views.words import counted
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StoreError
+from specs.actions import Op
 from specs.diagnostics import SpecError, workload_hint
 from specs.renames import names_of
 
@@ -45,9 +50,44 @@ def workload_name(name: str | None) -> str | None:
     return name
 
 
+def project_name(name: str | None) -> str | None:
+    """``--project`` as a project's name (no slash: that would be a workload)."""
+    if name is not None and (not name or "/" in name):
+        raise typer.BadParameter(f"{name!r} is not a project name; use PROJECT (e.g. nlp)")
+    return name
+
+
+DURATION = re.compile(r"(\d+)([smhdw])")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def _since(text: str) -> str:
+    """``--since`` is checked here and read against ``--now`` in the command."""
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        if DURATION.fullmatch(text) is None:
+            raise typer.BadParameter(
+                f"{text!r} is not an ISO 8601 time or a duration; write e.g. "
+                "2026-11-22T10:00:00Z, 2026-11-22, 90m, 12h or 7d"
+            ) from None
+    return text
+
+
+def since_time(text: str, now: datetime) -> datetime:
+    """An ISO 8601 time (no zone: UTC), or a duration (``90m``, ``12h``, ``7d``) before ``now``."""
+    if (m := DURATION.fullmatch(text)) is not None:
+        return now - timedelta(**{UNITS[m.group(2)]: int(m.group(1))})
+    at = datetime.fromisoformat(text)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
 @app.command(
     epilog=examples(
-        "cp history examples/quickstart --workload nlp/llm-finetune", "cp history . --verify"
+        "cp history examples/quickstart --workload nlp/llm-finetune",
+        "cp history . --job 1234",
+        "cp history . --project nlp --op preempt --op cancel --since 7d",
+        "cp history . --verify",
     )
 )
 def history(
@@ -55,7 +95,25 @@ def history(
     workload: Annotated[
         str | None, typer.Option(help="only this PROJECT/NAME", callback=workload_name)
     ] = None,
-    limit: Annotated[int, typer.Option(help="newest N", min=1)] = 50,
+    project: Annotated[
+        str | None, typer.Option(help="only this project's workloads", callback=project_name)
+    ] = None,
+    job: Annotated[
+        str | None, typer.Option(help="only actions on (or creating) this job id")
+    ] = None,
+    op: Annotated[
+        list[Op] | None, typer.Option(help="only these operations (repeat the option)")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            help="only actions since this ISO 8601 time, or this long before --now (90m, 12h, 7d)",
+            metavar="WHEN",
+            callback=lambda v: None if v is None else _since(v),
+        ),
+    ] = None,
+    now: NowOpt = None,
+    limit: Annotated[int, typer.Option(help="newest N (of those the filters keep)", min=1)] = 50,
     verify: Annotated[
         bool,
         typer.Option(
@@ -102,9 +160,28 @@ def history(
         if not verdict.ok:
             raise typer.Exit(1)
         return
-    rows = store.history(_names(spec_dir, workload) if workload else (), limit)
+    from controlplane.store.actionlog import HistoryFilter  # the store loads when opened
+
+    where = HistoryFilter(
+        projects=_names(spec_dir, project) if project else (),
+        job=job,
+        ops=[o.value for o in op or []],
+        since=since_time(since, now or datetime.now(UTC)) if since else None,
+    )
+    rows = store.history(_names(spec_dir, workload) if workload else (), limit, where=where)
+    filters = shlex.join(
+        [
+            *(["--project", project] if project else []),
+            *(["--job", job] if job else []),
+            *(a for o in op or [] for a in ("--op", o.value)),
+            *(["--since", since] if since else []),
+        ]
+    )
     if as_json:
         write_json(history_json(rows))
+    elif not rows and filters:
+        what = f" for {workload}" if workload else ""
+        out.print(f"No applied actions{what} match {filters}.", highlight=False)
     elif not rows:
         # a workload may have left the specs and still have a past: no spec check here,
         # only a name close to one with a past pointed out (a typo)
@@ -116,13 +193,18 @@ def history(
         print_history(out, rows)
 
 
-def _names(spec_dir: Path, workload: str) -> list[str]:
-    """``workload``, and its names before its project was renamed (``renamedFrom``) if the
-    specs load: the history of a workload is shown whatever state its specs are in."""
+def _names(spec_dir: Path, name: str) -> list[str]:
+    """A workload (``PROJECT/NAME``) or project, and its names before its project was
+    renamed (``renamedFrom``) if the specs load: the history is shown whatever state the
+    specs are in."""
     try:
-        return names_of(workflow.load(spec_dir).desired, workload)
+        desired = workflow.load(spec_dir).desired
     except (SpecError, ControlPlaneError):
-        return [workload]
+        return [name]
+    if "/" in name:
+        return names_of(desired, name)
+    p = desired.projects.get(name)
+    return [name, *sorted(p.spec.renamed_from if p else [])]
 
 
 @app.command(epilog=examples("cp show 3f2a9c --dir examples/quickstart --json"))

@@ -22,7 +22,7 @@ from specs.actions import Action, Pending
 from specs.durations import format_duration
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
-    from controlplane.store.history import HistoryRow
+    from controlplane.store.actionlog import HistoryRow
 
 Chain = list[tuple[str, str, QueueStatus]]
 

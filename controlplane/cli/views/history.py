@@ -12,7 +12,7 @@ from controlplane.cli.views.entries import print_entries
 from specs.fields import visible
 
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
-    from controlplane.store.history import HistoryRow
+    from controlplane.store.actionlog import HistoryRow
 
 
 @collector.paused()  # a large view: short-lived objects by the million

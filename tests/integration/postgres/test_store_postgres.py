@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -50,6 +50,13 @@ def test_plan_apply_history_on_postgres(
     other = tmp_path / "other"
     shutil.copytree(ROOT / "examples" / "quickstart", other, ignore=shutil.ignore_patterns(".cp"))
     assert len(cp(capsys, "history", other, "--db", db, "--json").json()) == 10
+    # the filters, as PostgreSQL runs them (a time against the stored UTC, a name prefix)
+    at = datetime.fromisoformat(hist[-1]["at"])
+    for since, count in ((at - timedelta(minutes=1), 10), (at + timedelta(hours=1), 0)):
+        rows = cp(capsys, "history", specs, "--db", db, "--json", "--since", since.isoformat())
+        assert len(rows.json()) == count
+    nlp = cp(capsys, "history", specs, "--db", db, "--json", "--project", "nlp").json()
+    assert nlp and all(h["workload"].startswith("nlp/") for h in nlp)
 
 
 def test_only_one_reconciler_holds_the_lease(db: str) -> None:
