@@ -10,7 +10,6 @@ warnings, the quota table. The full, unbounded plan goes to a file (``cp plan
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -26,7 +25,7 @@ from controlplane.cli.views.plan import (
 from controlplane.cli.views.policy import policy_sections
 from controlplane.cli.views.policy import summary as policy_summary
 from controlplane.cli.views.sections import DEFAULT_MAX_CHARS, Section, cell, render
-from controlplane.cli.views.words import counted
+from controlplane.cli.views.words import counted, tally
 from controlplane.plan import Plan, QueueStatus, shrinks
 from solvers.reasons import gpus as n
 from specs.actions import Op, Pending
@@ -95,10 +94,7 @@ def plan_sections(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> list[Secti
             )
         )
     if plan.pending:
-        why = Counter(p.reason.code.value for p in plan.pending)
-        codes = ", ".join(
-            f"{c:,} {code}" for code, c in sorted(why.items(), key=lambda x: (-x[1], x[0]))
-        )
+        codes = tally(p.reason.code.value for p in plan.pending)
         sections.append(
             _workloads(f"Waiting ({len(plan.pending):,}: {codes})", plan.pending, "waiting")
         )

@@ -11,7 +11,7 @@ from controlplane import collector
 from controlplane.cli.views.entries import print_entries
 from controlplane.cli.views.policy import print_policy
 from controlplane.cli.views.quota import print_quota
-from controlplane.cli.views.words import agrees, counted
+from controlplane.cli.views.words import agrees, counted, tally
 from controlplane.plan import NodeRemoved, Plan, Refused
 from solvers.reasons import shape, stamp
 from specs.actions import Action, Op, Pending, ReasonCode
@@ -179,8 +179,12 @@ def print_plan(console: Console, plan: Plan) -> None:
     if plan.policy is not None:
         console.print()
         print_policy(console, plan.policy)
-    _print_workloads(console, "Waiting", plan.pending, "~", "yellow")
-    _print_workloads(console, "Completed, edited since", plan.finished, "=", "dim")
+    codes = tally(p.reason.code.value for p in plan.pending)
+    _print_workloads(
+        console, f"Waiting ({len(plan.pending):,}: {codes})", plan.pending, "~", "yellow"
+    )
+    title = f"Completed, edited since ({len(plan.finished):,})"
+    _print_workloads(console, title, plan.finished, "=", "dim")
     if plan.above_limits:
         console.print()
         console.print(Text("Above their limit", style="bold"))

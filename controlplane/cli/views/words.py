@@ -1,6 +1,10 @@
-"""Counts in words: "1 cluster", "2 clusters", "1,000 records"; "1 workload waits"."""
+"""Counts in words: "1 cluster", "2 clusters", "1,000 records"; "1 workload waits";
+"3 over-quota, 1 over-limit"."""
 
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
 
 
 def counted(n: float, noun: str) -> str:
@@ -13,3 +17,11 @@ def counted(n: float, noun: str) -> str:
 def agrees(n: float, verb: str) -> str:
     """``verb`` in the present tense for ``n`` things: "waits" for one, "wait" for more."""
     return verb + "s" if n == 1 else verb
+
+
+def tally(kinds: Iterable[str]) -> str:
+    """How many of each kind, most first (then by name): "3 over-quota, 1 over-limit"."""
+    counts = Counter(kinds)
+    return ", ".join(
+        f"{n:,} {kind}" for kind, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))
+    )

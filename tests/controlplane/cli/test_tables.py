@@ -175,3 +175,10 @@ def test_cost_says_when_the_clusters_had_no_estimate_to_give() -> None:
         text = console.export_text()
         assert title in text.splitlines()[0]
         assert ("estimated" in text) is (title == "estimates from the clusters")
+
+
+def test_the_text_plan_counts_what_waits_by_reason(quickstart: Path, capsys: Capsys) -> None:
+    """The pull-request comment's Waiting section said how many wait and why; the plan in
+    a terminal listed them without a count, thousands of them on a busy org (user trial)."""
+    text = cp(capsys, "plan", quickstart).out
+    assert "Waiting (2: 1 non-preemptible-over-deserved, 1 over-limit)" in text, text
