@@ -151,7 +151,7 @@ def _room_as_ended(actions: list[Action], observed: Snapshot) -> list[Action]:
     out = []
     for a in actions:
         if "make room" in a.reason.message or "makes room" in a.reason.message:
-            told = room_as_ended(a.reason.message, fate)
+            told = room_as_ended(a.reason.message, fate, a.reason.code)
             if told != a.reason.message:
                 a = a.model_copy(update={"reason": a.reason.model_copy(update={"message": told})})
         out.append(a)

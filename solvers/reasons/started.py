@@ -44,12 +44,16 @@ _TAKEN = re.compile(rf"{_STEP} of {_NAMES} makes room")
 _MOVED = re.compile(rf"{_NAMES} moves? to make room \({_STEP}\)")
 
 
-def room_as_ended(message: str, fate: Callable[[str], str | None]) -> str:
+def room_as_ended(
+    message: str, fate: Callable[[str], str | None], code: ReasonCode | None = None
+) -> str:
     """``message`` with its :func:`room_made` clauses made true of what the whole plan
     does to each victim (``fate``: "moved", "taken", "stays" where nothing is done to it,
     or None: as told). A later round of a plan may evict a victim that
     moved for this workload, place one it evicted again elsewhere, or put it back where it
-    ran: the round's words said "X moves to make room" of a job the plan preempts."""
+    ran: the round's words said "X moves to make room" of a job the plan preempts. Where
+    no clause is left, the start (its reason's ``code``) runs on idle GPUs, and says so
+    as :func:`granted` does."""
     parts: list[str] = []
     steps: dict[str, tuple[int, list[str], set[str]]] = {}  # where, victims, moved
     for part in message.split("; "):
@@ -74,7 +78,16 @@ def room_as_ended(message: str, fate: Callable[[str], str | None]) -> str:
             (),
             {v for v in victims if now[v] == "moved"},
         )
-    return "; ".join(p for p in parts if p)
+    kept = [p for p in parts if p]
+    if steps and not any(parts[at] for at, _, _ in steps.values()):
+        if code == ReasonCode.OVER_QUOTA:
+            kept.append(_IDLE)
+        elif code == ReasonCode.ELASTIC_EXPAND and kept and kept[0].startswith("grows to "):
+            kept[0] += " on idle GPUs"
+    return "; ".join(kept)
+
+
+_IDLE = "runs on idle GPUs and may be reclaimed"
 
 
 def granted(
@@ -137,8 +150,7 @@ def granted(
         code=ReasonCode.OVER_QUOTA,
         message=(
             f"project {q.name} holds {gpus(held)} GPUs, {gpus(held - q.deserved)} above its deserved "
-            f"{gpus(q.deserved)} (fair share {gpus(fair)}); "
-            + (room if room else "runs on idle GPUs and may be reclaimed")
+            f"{gpus(q.deserved)} (fair share {gpus(fair)}); " + (room if room else _IDLE)
         ),
     )
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from benchmarks.busy import busy_org, write_org
 from controlplane.reconcile import plan
 from controlplane.statefiles import read_snapshot
+from solvers.problem import Queue
 from solvers.reasons import room_as_ended, room_made
+from solvers.reasons.started import granted
 from specs.actions import Op
 from specs.loader import load_specs
 
@@ -65,3 +67,26 @@ def test_a_busy_plans_starts_name_their_victims_as_the_plan_leaves_them(
             for v in names.split(", "):
                 named, wrong = named + 1, wrong + (ops.get(v) in (Op.MOVE, None))
     assert named > 10 and wrong == 0, (named, wrong)
+
+
+def test_a_start_whose_every_victim_stays_says_it_runs_on_idle_gpus() -> None:
+    """Review: its reason ended at "(fair share 8)", the clause "runs on idle GPUs and may
+    be reclaimed" gone with the victims; an elastic grow ended at "grows to 3 of 4"."""
+    q = Queue(
+        id="project:b",
+        name="b",
+        kind="project",
+        parent=None,
+        deserved=8,
+        limit=None,
+        weight=1,
+        priority=0,
+    )
+    room = room_made("reclaim", ["a/stays"])
+    over = granted(q, 11, 8, room=room)
+    assert room_as_ended(over.message, FATES.get, over.code) == granted(q, 11, 8).message
+    grows = granted(q, 11, 8, grows=(3, 4), room=room)
+    told = room_as_ended(grows.message, FATES.get, grows.code)
+    assert told == "grows to 3 of 4 replicas on idle GPUs", told
+    within = granted(q, 6, 8, room=room)
+    assert room_as_ended(within.message, FATES.get, within.code) == granted(q, 6, 8).message
