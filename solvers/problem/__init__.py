@@ -113,6 +113,7 @@ def build_problem(
     jobs: dict[str, JobRequest] = {}
     submitted: dict[str, Job] = {}
     completed: set[str] = set()
+    done: dict[str, JobRequest] = {}  # the completed ones, by key
     duplicates: list[tuple[str, Job]] = []
     outdated: list[tuple[str, Job]] = []
     stranded: list[tuple[str, Job]] = []
@@ -215,13 +216,15 @@ def build_problem(
                 duplicates += [(c, j) for c, j in active[1:] if not _ending(j)]
         elif seg.complete if seg is not None else _done(req, wl.spec, seen, observed, nodes):
             completed.add(key)
+            done[key] = req  # a loser of its round left running still counts
         else:  # never ran, failed, or a segmented workload between segments
             jobs[key] = req
     held = [(c, j) for c, j in duplicates if (c, j.id) in kept]  # left as they are
     duplicates = [(c, j) for c, j in duplicates if (c, j.id) not in kept]
     _release(nodes, duplicates)
     order = {qid: i for i, qid in enumerate(sorted(queues))}
-    alone = _left_alone(held, {k: q.request for k, q in queued.items()} | jobs, nodes, pools)
+    requests = {k: q.request for k, q in queued.items()} | jobs | done
+    alone = _left_alone(held, requests, nodes, pools)
     return Problem(
         now,
         queues,

@@ -298,3 +298,51 @@ def test_a_running_second_job_left_alone_counts_against_its_project() -> None:
     [wait] = made.pending
     assert (wait.workload, wait.reason.code) == ("p/other", ReasonCode.OVER_LIMIT)
     assert made.projects["p"].allocated == 16
+
+
+def test_a_running_loser_of_a_completed_fan_out_round_counts_against_its_project() -> None:
+    """Candidate 11 runs on though job 10 won the round and completed; its cancel was
+    refused, so its 4 GPUs are p's: p is at its limit of 4, and p/x waits (review: the
+    workload was done, so no request charged them, and p/x started beside it)."""
+    pools = [
+        {"name": "a100", "gpuType": "a100_80", "gpusPerNode": 8, "nodes": 1},
+        {"name": "v100", "gpuType": "v100", "gpusPerNode": 4, "nodes": 1},
+    ]
+    d = desired(
+        [
+            cluster(pools=pools),
+            project("p", gpus=4, limit=4),
+            workload("w", "p", gpus=4, walltime="30m", strategy={"fanOut": True, "maxParallel": 4}),
+            workload("x", "p", gpus=4, walltime="30m", gpuTypes=["a100_80"]),
+        ]
+    )
+    common = {"workload": "p/w", "submitted_at": NOW - timedelta(hours=1), "plan_id": "pa"}
+    winner = Job(
+        id="10",
+        state=JobState.COMPLETED,
+        pool="a100",
+        candidate="sim.a100.1x4.direct",
+        replicas=[Replica(node="a100-01", gpus=4)],
+        started_at=NOW - timedelta(minutes=50),
+        ended_at=NOW - timedelta(minutes=20),
+        **common,  # type: ignore[arg-type]
+    )
+    loser = Job(
+        id="11",
+        state=JobState.RUNNING,
+        pool="v100",
+        candidate="sim.v100.1x4.direct",
+        replicas=[Replica(node="v100-01", gpus=4)],
+        started_at=NOW - timedelta(minutes=10),
+        **common,  # type: ignore[arg-type]
+    )
+    snap = _snapshot([winner, loser], "11")
+    snap.clusters[0].nodes = [
+        Node(name="a100-01", pool="a100", gpu_type="a100_80", gpus=8),
+        Node(name="v100-01", pool="v100", gpu_type="v100", gpus=4),
+    ]
+    made = plan(d, snap, now=NOW)
+    assert made.actions == [], _ops(made)
+    [wait] = made.pending
+    assert (wait.workload, wait.reason.code) == ("p/x", ReasonCode.OVER_LIMIT)
+    assert made.projects["p"].allocated == 4
