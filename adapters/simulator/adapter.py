@@ -136,13 +136,14 @@ class SimulatorAdapter:
             return SimulatedCluster(ClusterState(name=self.cluster)), None, Mark(), None
         try:
             body = read_state(found)
-            if isinstance(body.accounting, list):  # an earlier version's: the runs inline
-                mark, waiting = Mark(), list(body.accounting)
-            else:
-                mark, waiting = body.accounting, []
+            # runs inline: an earlier version wrote the state (with no mark: its runs start
+            # a generation of their own, whatever accounting file it left unknown)
+            waiting = list(body.accounting)
+            ledger = Ledger(found.parent, self.cluster)
+            mark = body.ledger or Mark(generation=ledger.next_generation())
             if found != self.path:  # all of its runs are written here at the first change
-                waiting = [*Ledger(found.parent, self.cluster).read(mark), *waiting]
-                mark = Mark()
+                waiting = [*ledger.read(mark), *waiting]
+                mark = Mark(generation=Ledger(self.path.parent, self.cluster).next_generation())
         except (OSError, ValueError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LocalStateError(
@@ -193,22 +194,16 @@ class SimulatorAdapter:
         state; held for this adapter's next change."""
         ledger = Ledger(self.path.parent, self.cluster)
         now = self.clock()
-        mark = ledger.append(mark, sim.accounting)
-        pruned = mark.pruned_at is not None and now - mark.pruned_at >= PRUNE_EVERY
-        if pruned:
+        was = mark.generation
+        mark = ledger.append(mark, sim.accounting, now)
+        if mark.pruned_at is None or now - mark.pruned_at >= PRUNE_EVERY:
             mark = ledger.prune(mark, now - timedelta(days=ACCOUNTING_DAYS), now)
-        elif mark.pruned_at is None:
-            mark = mark.model_copy(update={"pruned_at": now})
         body = StateFile(
-            clock=now,
-            next_id=sim.next_id,
-            state=sim.state,
-            accounting=mark,
-            open_since=sim.open_since,
+            clock=now, next_id=sim.next_id, state=sim.state, ledger=mark, open_since=sim.open_since
         )
         written = write_state(self.path, body)
         sim.accounting = []
-        if pruned:
+        if mark.generation != was:  # the one before stays, for a reader that just read it
             ledger.drop_before(mark.generation - 1)
         self._held = _Held(written, sim, now, mark)
 
@@ -245,7 +240,7 @@ class SimulatorAdapter:
         """The accounting of the simulated cluster (the Accounting capability)."""
         sim, mark = self._load()
         try:
-            kept = Ledger(self.path.parent, self.cluster).read(mark)
+            kept = Ledger(self.path.parent, self.cluster).read(mark, since)
         except (OSError, ValueError) as exc:
             raise LocalStateError(f"the accounting of {self.path} cannot be read ({exc})") from None
         past = [

@@ -1,4 +1,4 @@
-"""The simulated cluster's accounting database: ended runs, one JSON line each.
+"""The simulated cluster's accounting database: ended runs, one line each.
 
 It lives beside the cluster's state as ``<cluster>.runs.<generation>.jsonl`` and is written
 as slurmdbd's tables are: appended to, never rewritten, so an action writes the runs it
@@ -8,9 +8,16 @@ whose state never landed (a crash between the two), and the next append cuts it 
 Within a generation the counted bytes only grow, so a reader without the lock reads a
 whole, unchanging prefix.
 
-A prune (runs that ended longer ago than the accounting keeps) writes the kept runs as the
-next generation, counted once the state says so; the generation before it stays until the
-next prune, for a reader that read the state just before.
+A line is a stamp, a tab, and the run as JSON. The stamp is a time (UTC, fixed width, so
+that text order is time order): when the run ended, or the stamp of the line before where
+that is later. Stamps never go down from line to line and are never before the run's end,
+so the runs that ended since T are all on lines stamped since T: a look at recent runs
+finds where those start by bisection and reads from there, not the whole history; a prune
+drops the lines stamped before its horizon.
+
+A prune (runs that ended longer ago than the accounting keeps) copies the lines stamped
+since the horizon as the next generation, counted once the state says so; the generation
+before it stays until the next prune, for a reader that read the state just before.
 """
 
 from __future__ import annotations
@@ -19,14 +26,19 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from specs.snapshot import JobRun
 
-_LINE = TypeAdapter(JobRun)
+_RUN = TypeAdapter(JobRun)
+
+
+def _stamp(at: datetime) -> bytes:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
 
 
 class Mark(BaseModel):
@@ -49,15 +61,22 @@ class Ledger:
     def path(self, generation: int) -> Path:
         return self.folder / f"{self.name}.runs.{generation}.jsonl"
 
-    def read(self, mark: Mark) -> list[JobRun]:
-        """The runs that count."""
+    def read(self, mark: Mark, since: datetime | None = None) -> list[JobRun]:
+        """The runs that count (``since``: those that ended at or after it, and some
+        before); ValueError for a file shorter than the mark, or a line not a run."""
         if mark.size == 0:
             return []
-        with open(self.path(mark.generation), "rb") as f:
-            counted = f.read(mark.size)
-        if len(counted) < mark.size:
-            raise ValueError(f"{self.path(mark.generation)} is shorter than the state says")
-        return [_LINE.validate_json(line) for line in counted.splitlines() if line]
+        path = self.path(mark.generation)
+        with open(path, "rb") as f:
+            start = _first_written(f, mark.size, _stamp(since)) if since else 0
+            f.seek(start)
+            counted = f.read(mark.size - start)
+        if len(counted) < mark.size - start:
+            raise ValueError(f"{path} is shorter than the state says")
+        try:
+            return [_RUN.validate_json(line.partition(b"\t")[2]) for line in counted.splitlines()]
+        except ValueError as exc:
+            raise ValueError(f"{path} has a line that is not a run: {exc}") from None
 
     def check(self, mark: Mark) -> None:
         """ValueError when the bytes ``mark`` counts are not all there."""
@@ -65,46 +84,110 @@ class Ledger:
         if mark.size and (not path.exists() or path.stat().st_size < mark.size):
             raise ValueError(f"its accounting {path} is missing, or shorter than it says")
 
-    def append(self, mark: Mark, runs: Iterable[JobRun]) -> Mark:
-        """Write ``runs`` after the counted bytes (cutting off any uncounted ones first);
-        the mark that counts them too, once the state holds it."""
-        lines = b"".join(_LINE.dump_json(r, by_alias=True) + b"\n" for r in runs)
-        if not lines:
+    def append(self, mark: Mark, runs: Iterable[JobRun], at: datetime) -> Mark:
+        """Write ``runs`` (ended by ``at``) after the counted bytes, cutting off any
+        uncounted ones first; the mark that counts them too, once the state holds it."""
+        ended = sorted(runs, key=lambda r: r.ended_at or at)
+        if not ended:
             return mark
         self.check(mark)  # never padded out to the size it should have
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path(mark.generation), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path(mark.generation), os.O_RDWR | os.O_CREAT, 0o600)
         with os.fdopen(fd, "r+b") as f:
+            last = _last_stamp(f, mark.size)
+            lines = []
+            for r in ended:  # stamped when it ended, in the order written
+                last = max(last, _stamp(min(r.ended_at or at, at)))
+                lines.append(last + b"\t" + _RUN.dump_json(r, by_alias=True) + b"\n")
             f.truncate(mark.size)
             f.seek(mark.size)
-            f.write(lines)
+            f.write(b"".join(lines))
             f.flush()
             os.fsync(f.fileno())
-        return mark.model_copy(update={"size": mark.size + len(lines)})
+            size = f.tell()
+        return mark.model_copy(update={"size": size})
 
     def prune(self, mark: Mark, horizon: datetime, now: datetime) -> Mark:
-        """The runs still open or ended at or after ``horizon``, written whole as the next
-        generation; its mark, once the state holds it."""
-        kept = [r for r in self.read(mark) if r.ended_at is None or r.ended_at >= horizon]
-        lines = b"".join(_LINE.dump_json(r, by_alias=True) + b"\n" for r in kept)
+        """Drop the lines stamped before ``horizon`` (their runs ended before it): the rest,
+        copied as the next generation, and its mark, once the state holds it; ``mark``
+        with the prune's time when none is that old."""
+        if mark.size == 0:
+            return mark.model_copy(update={"pruned_at": now})
+        with open(self.path(mark.generation), "rb") as f:
+            start = _first_written(f, mark.size, _stamp(horizon))
+            if start == 0:
+                return mark.model_copy(update={"pruned_at": now})
+            f.seek(start)
+            kept = f.read(mark.size - start)
         target = self.path(mark.generation + 1)
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{target.name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(lines)
-                f.flush()
-                os.fsync(f.fileno())
+            with os.fdopen(fd, "wb") as out:
+                out.write(kept)
+                out.flush()
+                os.fsync(out.fileno())
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        return Mark(generation=mark.generation + 1, size=len(lines), pruned_at=now)
+        return Mark(generation=mark.generation + 1, size=len(kept), pruned_at=now)
+
+    def next_generation(self) -> int:
+        """A generation no file has yet: for a state with no mark (an earlier version's),
+        whose runs must not overwrite an accounting file it did not know of."""
+        return 1 + max((g for g, _ in self._files()), default=-1)
 
     def drop_before(self, generation: int) -> None:
         """Remove the generations older than ``generation``."""
-        for old in self.folder.glob(f"{self.name}.runs.*.jsonl"):
-            number = old.name[len(self.name) + len(".runs.") : -len(".jsonl")]
-            if number.isdigit() and int(number) < generation:
+        for number, old in self._files():
+            if number < generation:
                 with contextlib.suppress(OSError):
                     old.unlink()
+
+    def _files(self) -> list[tuple[int, Path]]:
+        found = []
+        for path in self.folder.glob(f"{self.name}.runs.*.jsonl"):
+            number = path.name[len(self.name) + len(".runs.") : -len(".jsonl")]
+            if number.isdigit():
+                found.append((int(number), path))
+        return found
+
+
+def _last_stamp(f: BinaryIO, size: int) -> bytes:
+    """The stamp of the last of the ``size`` counted bytes' lines (none: the lowest)."""
+    window = 4096
+    while True:  # back far enough to see where the last line starts
+        start = max(0, size - window)
+        f.seek(start)
+        body = f.read(size - start).rstrip(b"\n")
+        if start == 0 or b"\n" in body:
+            return body.rsplit(b"\n", 1)[-1].partition(b"\t")[0] if body else b""
+        window *= 4
+
+
+def _first_written(f: BinaryIO, size: int, stamp: bytes) -> int:
+    """Where the first line stamped at or after ``stamp`` starts, among the ``size``
+    counted bytes of ``f`` (``size``: none is), by bisection over line starts."""
+
+    def line_from(pos: int) -> int:  # the first line start at or after pos
+        if pos == 0:
+            return 0
+        f.seek(pos - 1)
+        f.readline()
+        return min(f.tell(), size)
+
+    def written_since(start: int) -> bool:
+        if start >= size:
+            return True
+        f.seek(start)
+        return f.readline().partition(b"\t")[0] >= stamp
+
+    lo, hi = 0, size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if written_since(line_from(mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return line_from(lo)

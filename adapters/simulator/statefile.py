@@ -2,8 +2,10 @@
 
 It holds the clock, the next job id, the cluster (nodes, and jobs until a day after they
 end), the open runs' starts and the :class:`~adapters.simulator.ledger.Mark` of the
-accounting kept beside it. Earlier versions kept the accounting inside it, as a list of
-runs: such a file is read as it is, and its runs move to the accounting at the first write.
+accounting kept beside it (``ledger``). Earlier versions kept the accounting inside it, as
+a list of runs (``accounting``): such a file is read as it is, and its runs move to the
+accounting file at the first write. The list stays, empty, so that an earlier version
+reads the file this one writes.
 
 A file is written whole to a temporary file, flushed to disk and renamed over the old one,
 so a crash leaves the old state or the new, never half of one.
@@ -33,7 +35,10 @@ class StateFile(BaseModel):
     clock: datetime | None = None
     next_id: int = Field(alias="nextId")
     state: ClusterState
-    accounting: Mark | list[JobRun] = Field(default_factory=Mark)
+    # the runs inline: always empty here, but for an earlier version, which reads this
+    # list and writes its runs into it (it knows no mark, and drops it)
+    accounting: list[JobRun] = Field(default_factory=list)
+    ledger: Mark | None = None  # the accounting beside it (None: an earlier version's)
     open_since: dict[str, datetime] = Field(default_factory=dict, alias="openSince")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -208,3 +208,81 @@ def test_a_state_whose_accounting_is_gone_is_an_error_naming_it(tmp_path: Path) 
     for adapter in (sim, SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)):
         with pytest.raises(LocalStateError, match=f"accounting {ledger} is missing"):
             adapter.observe()
+
+
+def test_an_earlier_version_reads_the_state_this_one_writes(tmp_path: Path) -> None:
+    """Trial V: after one action of this version, the version before refused the state
+    ("1 validation error for JobRun"): it reads ``accounting`` as a list of runs. The list
+    is still there (empty: the runs are in the accounting file); read here as it read it."""
+    from specs.snapshot import ClusterState, JobRun
+
+    clock = Clock()
+    sim = SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)
+    node = sim.observe().nodes[0].name
+    job = sim.execute(_submit("p/w", node), plan_id="x").job
+    assert sim.execute(_preempt("p/w", job), plan_id="y").ok
+    raw = json.loads((tmp_path / "simulator" / "c.json").read_text())
+    ClusterState.model_validate(raw["state"])
+    int(raw["nextId"])
+    assert [JobRun.model_validate(r) for r in raw.get("accounting", [])] == []
+    {k: datetime.fromisoformat(v) for k, v in raw.get("openSince", {}).items()}
+    datetime.fromisoformat(raw["clock"])
+    # and what such a version writes back (its runs inline, no mark) is read here, its
+    # runs kept, without overwriting the accounting file it did not know of
+    [ledger] = (tmp_path / "simulator").glob("c.runs.*.jsonl")
+    before = ledger.read_bytes()
+    raw["accounting"] = [json.loads(before.decode().split("\t", 1)[1])]
+    raw["accounting"][0]["job"] = "older"
+    del raw["ledger"]
+    (tmp_path / "simulator" / "c.json").write_text(json.dumps(raw))
+    again = SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)
+    assert [r.job for r in again.runs(NOW - HOUR, NOW + HOUR)] == ["older"]
+    again.observe()
+    assert ledger.read_bytes() == before
+    assert [r.job for r in again.runs(NOW - HOUR, NOW + HOUR)] == ["older"]
+
+
+def test_a_look_at_recent_runs_reads_only_the_end_of_the_accounting(tmp_path: Path) -> None:
+    """Trial V: every observation parsed the whole accounting (400 days kept: seconds) to
+    use the runs since the last one. Lines are stamped in order, never before their run's
+    end, so the runs ended since T are all on lines stamped since T: a damaged old line
+    shows that nothing before them is read."""
+    clock = Clock()
+    sim = SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)
+    node = sim.observe().nodes[0].name
+    for day in range(30):
+        clock.now = NOW + timedelta(days=day)
+        job = sim.execute(_submit(f"p/w{day}", node), plan_id="x").job
+        clock.now += HOUR
+        assert sim.execute(_preempt(f"p/w{day}", job), plan_id="y").ok
+    [ledger] = (tmp_path / "simulator").glob("c.runs.*.jsonl")
+    lines = ledger.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b'"gpus":8', b'"gpus":?')  # as long as it was
+    ledger.write_bytes(b"\n".join(lines))
+    recent = sim.runs(NOW + timedelta(days=28), clock.now)
+    assert [r.workload for r in recent] == ["p/w28", "p/w29"]
+    with pytest.raises(LocalStateError, match="cannot be read"):
+        sim.runs(NOW, clock.now)
+
+
+def test_a_prune_keeps_the_recent_end_and_the_files_are_private(tmp_path: Path) -> None:
+    """Trial V: each weekly prune rewrote the whole accounting (seconds at 400 days) even
+    with nothing to drop; now it copies the end that is kept, when there is an older
+    start, and every file is the owner's alone, as the state is."""
+    clock = Clock()
+    sim = SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)
+    node = sim.observe().nodes[0].name
+    folder = tmp_path / "simulator"
+    for day in range(0, 60, 2):
+        clock.now = NOW + timedelta(days=day)
+        job = sim.execute(_submit(f"p/w{day}", node), plan_id="x").job
+        clock.now += HOUR
+        assert sim.execute(_preempt(f"p/w{day}", job), plan_id="y").ok
+    assert [p.name for p in folder.glob("c.runs.*.jsonl")] == ["c.runs.0.jsonl"]
+    clock.now = NOW + timedelta(days=ACCOUNTING_DAYS + 31)
+    sim.observe()
+    kept = sorted(r.workload or "" for r in sim.runs(NOW, clock.now))
+    assert kept == sorted(f"p/w{d}" for d in range(32, 60, 2)), kept
+    for path in folder.iterdir():
+        if path.suffix in (".json", ".jsonl"):
+            assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
