@@ -35,7 +35,7 @@ from pathlib import Path
 from adapters.base import ActionResult, LocalStateError, PermanentError
 from adapters.simulator.engine import SimulatedCluster, nodes_from_spec
 from adapters.simulator.ledger import Ledger, Mark
-from adapters.simulator.statefile import Identity, StateFile, identity, read_state, write_state
+from adapters.simulator.statefile import StateFile, Written, read_state, write_state
 from specs.actions import Action, Op
 from specs.models import Cluster
 from specs.snapshot import ClusterState, JobRun, Node
@@ -49,7 +49,7 @@ PRUNE_EVERY = timedelta(days=7)  # how often the accounting drops what it no lon
 class _Held:
     """The state an adapter saved last, kept to change again without reading it back."""
 
-    identity: Identity | None
+    written: Written
     sim: SimulatedCluster
     clock: datetime
     mark: Mark
@@ -93,11 +93,12 @@ class SimulatorAdapter:
         lock, to change it): the state this adapter saved last, unless the file has been
         written since; it is taken, so a change that fails leaves it to be read again."""
         kept = self._held if held else None
+        fresh = kept is not None and kept.written.unchanged()
         if held:
-            self._held = None
+            self._drop_held()
         clock: datetime | None
         found: Path | None
-        if held and kept is not None and kept.identity == identity(self.path):
+        if kept is not None and fresh:
             sim, clock, mark, found = kept.sim, kept.clock, kept.mark, self.path
         else:
             sim, clock, mark, found = self._read()
@@ -127,6 +128,11 @@ class SimulatorAdapter:
         sim.forget(now - FORGET_ENDED_AFTER)
         return sim, mark
 
+    def _drop_held(self) -> None:
+        if self._held is not None:
+            self._held.written.close()
+            self._held = None
+
     def _read(self) -> tuple[SimulatedCluster, datetime | None, Mark, Path | None]:
         """The saved state (here, or in the earlier folder), its clock, the mark of its
         accounting here, and the file read. Runs not in the accounting here (inline in a
@@ -136,11 +142,10 @@ class SimulatorAdapter:
             return SimulatedCluster(ClusterState(name=self.cluster)), None, Mark(), None
         try:
             body = read_state(found)
-            # runs inline: an earlier version wrote the state (with no mark: its runs start
-            # a generation of their own, whatever accounting file it left unknown)
+            # runs inline, and no mark: an earlier version wrote the state
             waiting = list(body.accounting)
             ledger = Ledger(found.parent, self.cluster)
-            mark = body.ledger or Mark(generation=ledger.next_generation())
+            mark = body.ledger or ledger.adopted()
             if found != self.path:  # all of its runs are written here at the first change
                 waiting = [*ledger.read(mark), *waiting]
                 mark = Mark(generation=Ledger(self.path.parent, self.cluster).next_generation())
@@ -203,6 +208,7 @@ class SimulatorAdapter:
         )
         written = write_state(self.path, body)
         sim.accounting = []
+        self._drop_held()
         if mark.generation != was:  # the one before stays, for a reader that just read it
             ledger.drop_before(mark.generation - 1)
         self._held = _Held(written, sim, now, mark)
@@ -215,7 +221,7 @@ class SimulatorAdapter:
         with self._changing():
             sim, mark = self._load(held=True)
             self._save(sim, mark)
-        self._held = None  # the state is the caller's now
+        self._drop_held()  # the state is the caller's now
         return sim.state
 
     @contextlib.contextmanager
@@ -226,6 +232,7 @@ class SimulatorAdapter:
             sim, mark = self._load(held=True)
             yield sim
             self._save(sim, mark)
+            self._drop_held()  # the caller may change it on
 
     def execute(self, action: Action, *, plan_id: str) -> ActionResult:
         if self.read_only:

@@ -205,6 +205,10 @@ class SimulatedCluster:
                 f"job {job.id} belongs to workload {job.workload}, not {action.workload}; refusing"
             )
         if action.op in (Op.PREEMPT, Op.CANCEL):
+            if not job.state.active:  # it ended meanwhile: its run stays as it ended
+                return ActionResult(
+                    ok=True, job=job.id, message=f"job already ended ({job.state.value})"
+                )
             self._close_run(job, now, JobState.CANCELLED)
             ix.remove(job)
             return ActionResult(ok=True, job=job.id, message=f"{action.op.value}ed")

@@ -92,12 +92,14 @@ class Ledger:
             return mark
         self.check(mark)  # never padded out to the size it should have
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path(mark.generation), os.O_RDWR | os.O_CREAT, 0o600)
+        path = self.path(mark.generation)
+        new = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         with os.fdopen(fd, "r+b") as f:
             last = _last_stamp(f, mark.size)
             lines = []
             for r in ended:  # stamped when it ended, in the order written
-                last = max(last, _stamp(min(r.ended_at or at, at)))
+                last = max(last, _stamp(r.ended_at or at))
                 lines.append(last + b"\t" + _RUN.dump_json(r, by_alias=True) + b"\n")
             f.truncate(mark.size)
             f.seek(mark.size)
@@ -105,6 +107,8 @@ class Ledger:
             f.flush()
             os.fsync(f.fileno())
             size = f.tell()
+        if new:
+            _sync_folder(self.folder)  # the file is there before a state names it
         return mark.model_copy(update={"size": size})
 
     def prune(self, mark: Mark, horizon: datetime, now: datetime) -> Mark:
@@ -127,15 +131,28 @@ class Ledger:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, target)
+            _sync_folder(self.folder)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
         return Mark(generation=mark.generation + 1, size=len(kept), pruned_at=now)
 
+    def adopted(self) -> Mark:
+        """The mark of a state that has none (an earlier version wrote it, knowing no
+        accounting file): the newest generation, whole. Its runs are of jobs gone from
+        the queue, so none is also in that version's runs; a run written by an action
+        whose state never landed counts too (a crash, then a change of versions)."""
+        newest = max(self._files(), default=None)
+        if newest is None:
+            return Mark()
+        number, path = newest
+        with open(path, "rb") as f:
+            body = f.read()
+        return Mark(generation=number, size=body.rfind(b"\n") + 1)
+
     def next_generation(self) -> int:
-        """A generation no file has yet: for a state with no mark (an earlier version's),
-        whose runs must not overwrite an accounting file it did not know of."""
+        """A generation no file has yet (for runs carried over from elsewhere)."""
         return 1 + max((g for g, _ in self._files()), default=-1)
 
     def drop_before(self, generation: int) -> None:
@@ -152,6 +169,14 @@ class Ledger:
             if number.isdigit():
                 found.append((int(number), path))
         return found
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _last_stamp(f: BinaryIO, size: int) -> bytes:

@@ -19,13 +19,12 @@ import os
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.simulator.ledger import Mark
 from specs.snapshot import ClusterState, JobRun
-
-Identity = tuple[int, int, int]  # inode, modification time (ns), size: a file written anew
 
 
 class StateFile(BaseModel):
@@ -47,8 +46,8 @@ def read_state(path: Path) -> StateFile:
     return StateFile.model_validate(json.loads(path.read_bytes()))
 
 
-def write_state(path: Path, body: StateFile) -> Identity | None:
-    """Write ``body`` over ``path`` (atomically); the identity of the file written."""
+def write_state(path: Path, body: StateFile) -> Written:
+    """Write ``body`` over ``path`` (atomically); the file written, held open."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -60,13 +59,28 @@ def write_state(path: Path, body: StateFile) -> Identity | None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return identity(path)
+    # the writer holds the lock: nobody else writes the file before it is open here
+    return Written(path, open(path, "rb"))  # closed by Written
 
 
-def identity(path: Path) -> Identity | None:
-    """Tells a file written anew from the one seen before (None: there is none)."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
+class Written:
+    """A state file as written, held open: while it is, no other file can have its inode
+    number, so a file written over it since is told apart, as is one written in place
+    (another modification time or size)."""
+
+    def __init__(self, path: Path, handle: BinaryIO) -> None:
+        self.path, self.handle = path, handle
+        st = os.fstat(handle.fileno())
+        self.seen = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def unchanged(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) == self.seen
+
+    def close(self) -> None:
+        self.handle.close()
+
+    __del__ = close  # an adapter dropped while it holds one

@@ -139,7 +139,7 @@ ForecastOpt = Annotated[
 ]
 
 
-def _parse_now(text: str) -> datetime:
+def parse_time(text: str) -> datetime:
     """An ISO 8601 time (``2026-11-22T10:00:00+00:00``, ``2026-11-22T10:00Z``, or a date),
     within the calendar a plan's dates must fit in."""
     try:
@@ -160,7 +160,7 @@ NowOpt = Annotated[
         help="plan as of this ISO 8601 time (e.g. 2026-11-22T10:00:00+00:00; no zone: UTC); "
         "default: the clock",
         metavar="TIME",
-        parser=_parse_now,
+        parser=parse_time,
     ),
 ]
 # observe and apply act: on the simulator --now is where its clock goes, which never runs back
@@ -172,7 +172,7 @@ ActingNowOpt = Annotated[
         "a simulated cluster's clock moves to it, never back (an earlier time is refused); "
         "default: the clock",
         metavar="TIME",
-        parser=_parse_now,
+        parser=parse_time,
     ),
 ]
 

@@ -70,8 +70,10 @@ class ActionLog:
                         )
                     )
                 )
-            if where.job is not None:
-                q = q.where(ActionRow.job == where.job)
+            if where.job is not None:  # the job acted on, or made (a move's new job)
+                q = q.where(
+                    or_(col(ActionRow.job) == where.job, col(ActionRow.acted_on) == where.job)
+                )
             if where.ops:
                 q = q.where(col(ActionRow.op).in_(where.ops))
             if where.since is not None:

@@ -155,6 +155,7 @@ def migrate(engine: Engine, version: int) -> None:
     added = {
         "plans": ("chain_seq INTEGER", "prev_hash VARCHAR", "hash VARCHAR"),  # 2: the chain
         "events": ("actor VARCHAR",),  # 5: who applied
+        "actions": ("acted_on VARCHAR",),  # 13: the job acted on, before a move replaced it
         "completions": ("spec_digest VARCHAR",),  # 6: the spec a completed job ran
         "failures": ("spec_digest VARCHAR", "state VARCHAR"),  # 7: its spec; 8: how it ended
         "runs": (

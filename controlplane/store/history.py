@@ -375,6 +375,7 @@ def _insert_plan(db: Session, plan: Plan) -> None:
                 workload=action.workload,
                 cluster=action.cluster,
                 job=action.job,
+                acted_on=action.job,
                 reason_code=action.reason.code.value,
                 reason=action.reason.message,
             )

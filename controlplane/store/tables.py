@@ -29,7 +29,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 class MetaRow(SQLModel, table=True):
@@ -84,7 +84,8 @@ class ActionRow(SQLModel, table=True):
     op: str
     workload: str = Field(index=True)
     cluster: str
-    job: str | None = None  # the job acted on, or created
+    job: str | None = None  # the job acted on, or created (a move's new job, on Slurm)
+    acted_on: str | None = None  # 13: the job the plan acted on (None: recorded before 13)
     reason_code: str
     reason: str
     status: str = "pending"  # pending | started | done | failed

@@ -52,8 +52,9 @@ def room_as_ended(
     or None: as told). A later round of a plan may evict a victim that
     moved for this workload, place one it evicted again elsewhere, or put it back where it
     ran: the round's words said "X moves to make room" of a job the plan preempts. Where
-    no clause is left, the start (its reason's ``code``) runs on idle GPUs, and says so
-    as :func:`granted` does."""
+    no clause is left, the start (its reason's ``code``) runs on idle GPUs and says so:
+    over-quota work as :func:`granted` does, an elastic grow "on idle GPUs" (without the
+    project's holding, which the message does not carry)."""
     parts: list[str] = []
     steps: dict[str, tuple[int, list[str], set[str]]] = {}  # where, victims, moved
     for part in message.split("; "):

@@ -227,8 +227,8 @@ def test_an_earlier_version_reads_the_state_this_one_writes(tmp_path: Path) -> N
     assert [JobRun.model_validate(r) for r in raw.get("accounting", [])] == []
     {k: datetime.fromisoformat(v) for k, v in raw.get("openSince", {}).items()}
     datetime.fromisoformat(raw["clock"])
-    # and what such a version writes back (its runs inline, no mark) is read here, its
-    # runs kept, without overwriting the accounting file it did not know of
+    # and what such a version writes back (its runs inline, no mark) is read here: its
+    # runs, and those of the accounting file it did not know of (review: those were lost)
     [ledger] = (tmp_path / "simulator").glob("c.runs.*.jsonl")
     before = ledger.read_bytes()
     raw["accounting"] = [json.loads(before.decode().split("\t", 1)[1])]
@@ -236,10 +236,40 @@ def test_an_earlier_version_reads_the_state_this_one_writes(tmp_path: Path) -> N
     del raw["ledger"]
     (tmp_path / "simulator" / "c.json").write_text(json.dumps(raw))
     again = SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)
-    assert [r.job for r in again.runs(NOW - HOUR, NOW + HOUR)] == ["older"]
+    assert sorted(r.job or "" for r in again.runs(NOW - HOUR, NOW + HOUR)) == [job, "older"]
     again.observe()
-    assert ledger.read_bytes() == before
-    assert [r.job for r in again.runs(NOW - HOUR, NOW + HOUR)] == ["older"]
+    assert ledger.read_bytes().startswith(before)
+    assert sorted(r.job or "" for r in again.runs(NOW - HOUR, NOW + HOUR)) == [job, "older"]
+
+
+def test_an_adapter_sees_a_state_written_over_in_place(tmp_path: Path) -> None:
+    """What an adapter keeps is checked against the file it wrote, held open: another
+    writer's file is another file (its inode number may be the one the kept file had,
+    once that was gone: review), and one written over in place has another time or size."""
+    clock = Clock()
+    one = SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)
+    first, second = sorted(n.name for n in one.observe().nodes)
+    assert one.execute(_submit("p/a", first), plan_id="x").ok
+    path = tmp_path / "simulator" / "c.json"
+    raw = json.loads(path.read_text())
+    raw["state"]["jobs"][0]["replicas"][0]["node"] = second  # moved by hand
+    path.write_text(json.dumps(raw))
+    with pytest.raises(PermanentError, match="would use 16"):
+        one.execute(_submit("p/b", second), plan_id="x")
+
+
+def test_a_cancel_of_a_job_that_ended_meanwhile_keeps_its_run(tmp_path: Path) -> None:
+    """A plan applied after its victim completed: the cancel finds the job ended, and the
+    run it completed stays in the accounting (review: the job went, and its run with it)."""
+    clock = Clock()
+    sim = SimulatorAdapter(_spec(), state_dir=tmp_path, clock=clock)
+    node = sim.observe().nodes[0].name
+    job = sim.execute(_submit("p/w", node, walltime=3600), plan_id="x").job
+    clock.now = NOW + 2 * HOUR
+    result = sim.execute(_preempt("p/w", job), plan_id="y")
+    assert result.ok and "already ended" in result.message, result
+    [run] = sim.runs(NOW, clock.now)
+    assert (run.job, run.state, run.ended_at) == (job, JobState.COMPLETED, NOW + HOUR)
 
 
 def test_a_look_at_recent_runs_reads_only_the_end_of_the_accounting(tmp_path: Path) -> None:

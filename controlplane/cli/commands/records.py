@@ -50,27 +50,42 @@ def workload_name(name: str | None) -> str | None:
     return name
 
 
+PROJECT = re.compile(r"[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?")  # as the specs name them
+
+
 def project_name(name: str | None) -> str | None:
-    """``--project`` as a project's name (no slash: that would be a workload)."""
-    if name is not None and (not name or "/" in name):
+    """``--project`` as a project's name (lower case; no slash: that is a workload's)."""
+    if name is not None and PROJECT.fullmatch(name) is None:
         raise typer.BadParameter(f"{name!r} is not a project name; use PROJECT (e.g. nlp)")
     return name
 
 
+def job_id(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise typer.BadParameter(f"{value!r} is not a job id (e.g. 1234)")
+    return value
+
+
 DURATION = re.compile(r"(\d+)([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def _since(text: str) -> str:
     """``--since`` is checked here and read against ``--now`` in the command."""
+    if (m := DURATION.fullmatch(text)) is not None:
+        if int(m.group(1)) * _SECONDS[m.group(2)] > 100 * 366 * 86400:
+            raise typer.BadParameter(f"{text!r} is too far back; give at most 100 years")
+        return text
     try:
-        datetime.fromisoformat(text)
+        at = datetime.fromisoformat(text)
     except ValueError:
-        if DURATION.fullmatch(text) is None:
-            raise typer.BadParameter(
-                f"{text!r} is not an ISO 8601 time or a duration; write e.g. "
-                "2026-11-22T10:00:00Z, 2026-11-22, 90m, 12h or 7d"
-            ) from None
+        raise typer.BadParameter(
+            f"{text!r} is not an ISO 8601 time or a duration; write e.g. "
+            "2026-11-22T10:00:00Z, 2026-11-22, 90m, 12h or 7d"
+        ) from None
+    if not 1970 <= at.year <= 9000:  # the years a plan's dates fit in, as --now's
+        raise typer.BadParameter("give a time between the years 1970 and 9000")
     return text
 
 
@@ -99,7 +114,12 @@ def history(
         str | None, typer.Option(help="only this project's workloads", callback=project_name)
     ] = None,
     job: Annotated[
-        str | None, typer.Option(help="only actions on (or creating) this job id")
+        str | None,
+        typer.Option(
+            help="only actions on this job id: that ended it, created it, or replaced it "
+            "(a move or resize on Slurm makes a new job)",
+            callback=job_id,
+        ),
     ] = None,
     op: Annotated[
         list[Op] | None, typer.Option(help="only these operations (repeat the option)")
@@ -125,6 +145,8 @@ def history(
     db: DbOpt = None,
 ) -> None:
     """Who did what to which workload, when, and why (applied actions, newest first)."""
+    if verify and (workload or project or job or op or since):
+        raise typer.BadParameter("--verify checks the whole history: it takes no filters")
     store = workflow.open_store(spec_dir, db, reading=True)
     if verify:
         if store.missing is not None:  # nothing to verify is no proof of an intact history
