@@ -19,11 +19,11 @@ from controlplane.cli.app import (
     DirArg,
     DirOpt,
     JsonOpt,
-    NowOpt,
     app,
     err,
     examples,
     out,
+    parse_time,
     spec_dir_of,
     write_json,
 )
@@ -122,7 +122,11 @@ def history(
         ),
     ] = None,
     op: Annotated[
-        list[Op] | None, typer.Option(help="only these operations (repeat the option)")
+        list[Op] | None,
+        typer.Option(
+            help=f"only this operation ({', '.join(o.value for o in Op)}); repeat it for more",
+            metavar="OP",
+        ),
     ] = None,
     since: Annotated[
         str | None,
@@ -132,7 +136,16 @@ def history(
             callback=lambda v: None if v is None else _since(v),
         ),
     ] = None,
-    now: NowOpt = None,
+    now: Annotated[
+        datetime | None,
+        typer.Option(
+            "--now",
+            help="the time a --since duration counts back from (ISO 8601; no zone: UTC); "
+            "default: the clock",
+            metavar="TIME",
+            parser=parse_time,
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option(help="newest N (of those the filters keep)", min=1)] = 50,
     verify: Annotated[
         bool,
