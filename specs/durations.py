@@ -61,9 +61,13 @@ def parse_duration(text: object) -> int:
     raise ValueError(f"{text!r} is not a duration; {HINT}")
 
 
+class TooLong(ValueError):
+    """A duration beyond ``MAX_SECONDS``."""
+
+
 def _bounded(seconds: int, text: object) -> int:
     if seconds > MAX_SECONDS:
-        raise ValueError(f"{text!r} is longer than the 3650 days a spec may ask for")
+        raise TooLong(f"{text!r} is longer than 3650 days, the most a duration may be")
     return seconds
 
 

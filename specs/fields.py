@@ -32,9 +32,9 @@ from specs.durations import HINT, MAX_SECONDS, format_duration, parse_duration
 
 # ------------------------------------------------------------------ names and text
 
-_NAME = r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$"
+NAME = r"^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$"
 Name = Annotated[
-    str, StringConstraints(pattern=_NAME), WithJsonSchema({"type": "string", "pattern": _NAME})
+    str, StringConstraints(pattern=NAME), WithJsonSchema({"type": "string", "pattern": NAME})
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

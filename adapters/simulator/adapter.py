@@ -76,6 +76,7 @@ class SimulatorAdapter:
         self.earlier = earlier / "simulator" / f"{self.cluster}.json" if earlier else None
         self.clock = clock
         self.read_only = read_only
+        self.ledger = Ledger(self.path.parent, self.cluster)  # its accounting, beside it
         self._held: _Held | None = None
         self._spec_nodes: dict[str, Node] | None = None  # the hardware, by name
 
@@ -103,7 +104,7 @@ class SimulatorAdapter:
         else:
             sim, clock, mark, found = self._read()
         try:
-            Ledger(self.path.parent, self.cluster).check(mark)
+            self.ledger.check(mark)
         except ValueError as exc:
             raise LocalStateError(
                 f"{self.path}: {exc}; restore it, or delete the state to start the simulated "
@@ -144,11 +145,11 @@ class SimulatorAdapter:
             body = read_state(found)
             # runs inline, and no mark: an earlier version wrote the state
             waiting = list(body.accounting)
-            ledger = Ledger(found.parent, self.cluster)
+            ledger = self.ledger if found == self.path else Ledger(found.parent, self.cluster)
             mark = body.ledger or ledger.adopted()
             if found != self.path:  # all of its runs are written here at the first change
                 waiting = [*ledger.read(mark), *waiting]
-                mark = Mark(generation=Ledger(self.path.parent, self.cluster).next_generation())
+                mark = Mark(generation=self.ledger.next_generation())
         except (OSError, ValueError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LocalStateError(
@@ -197,12 +198,11 @@ class SimulatorAdapter:
     def _save(self, sim: SimulatedCluster, mark: Mark) -> None:
         """The runs that ended first (counted only once the state says so), then the
         state; held for this adapter's next change."""
-        ledger = Ledger(self.path.parent, self.cluster)
         now = self.clock()
         was = mark.generation
-        mark = ledger.append(mark, sim.accounting, now)
+        mark = self.ledger.append(mark, sim.accounting, now)
         if mark.pruned_at is None or now - mark.pruned_at >= PRUNE_EVERY:
-            mark = ledger.prune(mark, now - timedelta(days=ACCOUNTING_DAYS), now)
+            mark = self.ledger.prune(mark, now - timedelta(days=ACCOUNTING_DAYS), now)
         body = StateFile(
             clock=now, next_id=sim.next_id, state=sim.state, ledger=mark, open_since=sim.open_since
         )
@@ -210,7 +210,7 @@ class SimulatorAdapter:
         sim.accounting = []
         self._drop_held()
         if mark.generation != was:  # the one before stays, for a reader that just read it
-            ledger.drop_before(mark.generation - 1)
+            self.ledger.drop_before(mark.generation - 1)
         self._held = _Held(written, sim, now, mark)
 
     def observe(self) -> ClusterState:
@@ -247,13 +247,10 @@ class SimulatorAdapter:
         """The accounting of the simulated cluster (the Accounting capability)."""
         sim, mark = self._load()
         try:
-            kept = Ledger(self.path.parent, self.cluster).read(mark, since)
+            kept = self.ledger.read(mark, since)
         except (OSError, ValueError) as exc:
             raise LocalStateError(f"the accounting of {self.path} cannot be read ({exc})") from None
-        past = [
-            r for r in kept if r.started_at <= until and (r.ended_at is None or r.ended_at >= since)
-        ]
-        return [*past, *sim.runs(since, until)]
+        return sim.runs(since, until, earlier=kept)
 
     def forecast(self, actions: Sequence[Action], *, now: datetime) -> list[datetime | None]:
         """Fan-out estimates: ``now`` for a submit that fits at once, else unknown (None)."""

@@ -281,12 +281,15 @@ class SimulatedCluster:
             self.accounting.append(run.model_copy(update={"ended_at": now, "state": state}))
             self.open_since.pop(job.id, None)
 
-    def runs(self, since: datetime, until: datetime) -> list[JobRun]:
-        """Runs of our jobs that overlapped ``[since, until]``."""
+    def runs(
+        self, since: datetime, until: datetime, earlier: Iterable[JobRun] = ()
+    ) -> list[JobRun]:
+        """Runs of our jobs that overlapped ``[since, until]`` (``earlier``: runs kept
+        outside the engine, as the adapter's accounting file)."""
         current = [r for j in self.state.jobs if (r := self._run_of(j)) is not None]
         return [
             r
-            for r in [*self.accounting, *current]
+            for r in [*earlier, *self.accounting, *current]
             if r.started_at <= until and (r.ended_at is None or r.ended_at >= since)
         ]
 

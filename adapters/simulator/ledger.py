@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from adapters.simulator.durable import replace_whole, sync_folder
 from specs.snapshot import JobRun
 
 _RUN = TypeAdapter(JobRun)
@@ -108,7 +108,7 @@ class Ledger:
             os.fsync(f.fileno())
             size = f.tell()
         if new:
-            _sync_folder(self.folder)  # the file is there before a state names it
+            sync_folder(self.folder)  # the file is there before a state names it
         return mark.model_copy(update={"size": size})
 
     def prune(self, mark: Mark, horizon: datetime, now: datetime) -> Mark:
@@ -123,19 +123,8 @@ class Ledger:
                 return mark.model_copy(update={"pruned_at": now})
             f.seek(start)
             kept = f.read(mark.size - start)
-        target = self.path(mark.generation + 1)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(kept)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, target)
-            _sync_folder(self.folder)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        replace_whole(self.path(mark.generation + 1), kept)
+        sync_folder(self.folder)  # the file is there before a state names it
         return Mark(generation=mark.generation + 1, size=len(kept), pruned_at=now)
 
     def adopted(self) -> Mark:
@@ -169,14 +158,6 @@ class Ledger:
             if number.isdigit():
                 found.append((int(number), path))
         return found
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _last_stamp(f: BinaryIO, size: int) -> bytes:

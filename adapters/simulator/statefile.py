@@ -13,16 +13,15 @@ so a crash leaves the old state or the new, never half of one.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from adapters.simulator.durable import replace_whole
 from adapters.simulator.ledger import Mark
 from specs.snapshot import ClusterState, JobRun
 
@@ -48,17 +47,7 @@ def read_state(path: Path) -> StateFile:
 
 def write_state(path: Path, body: StateFile) -> Written:
     """Write ``body`` over ``path`` (atomically); the file written, held open."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body.model_dump_json(by_alias=True, indent=1).encode())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic: a crash leaves the old or the new state
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace_whole(path, body.model_dump_json(by_alias=True, indent=1).encode())
     # the writer holds the lock: nobody else writes the file before it is open here
     return Written(path, open(path, "rb"))  # closed by Written
 

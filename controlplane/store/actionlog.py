@@ -22,9 +22,8 @@ HistoryRow = tuple[ActionRow, PlanRow, str | None]
 
 @dataclass(frozen=True)
 class HistoryFilter:
-    """What the rows must be about (empty: anything)."""
+    """What the rows must be about, besides their workload (empty: anything)."""
 
-    workloads: Collection[str] = ()  # one workload's names, before and after a rename
     projects: Collection[str] = ()  # one project's names: its workloads
     job: str | None = None
     ops: Collection[str] = ()
@@ -58,9 +57,8 @@ class ActionLog:
             # each row's plan: its id and time, not its body (1.6 GB for 3,000 rows)
             q = select(ActionRow, PlanRow).options(defer(PlanRow.body))  # type: ignore[arg-type]
             q = q.where(ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending")
-            for names in (workloads, where.workloads):
-                if names:
-                    q = q.where(col(ActionRow.workload).in_(names))
+            if workloads:  # one workload's names, before and after a rename
+                q = q.where(col(ActionRow.workload).in_(workloads))
             if where.projects:
                 q = q.where(
                     or_(

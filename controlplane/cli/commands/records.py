@@ -36,6 +36,8 @@ from controlplane.cli.views.words import counted
 from controlplane.errors import ControlPlaneError, PlanNotFoundError, StoreError
 from specs.actions import Op
 from specs.diagnostics import SpecError, workload_hint
+from specs.durations import TooLong, parse_duration
+from specs.fields import NAME
 from specs.renames import names_of
 
 
@@ -50,12 +52,9 @@ def workload_name(name: str | None) -> str | None:
     return name
 
 
-PROJECT = re.compile(r"[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?")  # as the specs name them
-
-
 def project_name(name: str | None) -> str | None:
     """``--project`` as a project's name (lower case; no slash: that is a workload's)."""
-    if name is not None and PROJECT.fullmatch(name) is None:
+    if name is not None and re.match(NAME, name) is None:
         raise typer.BadParameter(f"{name!r} is not a project name; use PROJECT (e.g. nlp)")
     return name
 
@@ -66,24 +65,25 @@ def job_id(value: str | None) -> str | None:
     return value
 
 
-DURATION = re.compile(r"(\d+)([smhdw])")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def _since(text: str) -> str:
-    """``--since`` is checked here and read against ``--now`` in the command."""
-    if (m := DURATION.fullmatch(text)) is not None:
-        if int(m.group(1)) * _SECONDS[m.group(2)] > 100 * 366 * 86400:
-            raise typer.BadParameter(f"{text!r} is too far back; give at most 100 years")
-        return text
+def _since(text: str | None) -> str | None:
+    """``--since``, checked here and read against ``--now`` in the command."""
+    if text is None:
+        return None
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
-        raise typer.BadParameter(
-            f"{text!r} is not an ISO 8601 time or a duration; write e.g. "
-            "2026-11-22T10:00:00Z, 2026-11-22, 90m, 12h or 7d"
-        ) from None
+        if text.strip().isdigit():  # a year? minutes? (Slurm's reading of a bare number)
+            raise typer.BadParameter(f"{text!r} has no unit; write e.g. 90m, 12h or 7d") from None
+        try:
+            parse_duration(text)
+        except TooLong as exc:
+            raise typer.BadParameter(f"{text!r} is too far back: {exc}") from None
+        except ValueError as exc:
+            raise typer.BadParameter(
+                f"{text!r} is not an ISO 8601 time or a duration ({exc}); write e.g. "
+                "2026-11-22T10:00:00Z, 2026-11-22, 90m, 12h or 7d"
+            ) from None
+        return text
     if not 1970 <= at.year <= 9000:  # the years a plan's dates fit in, as --now's
         raise typer.BadParameter("give a time between the years 1970 and 9000")
     return text
@@ -91,9 +91,10 @@ def _since(text: str) -> str:
 
 def since_time(text: str, now: datetime) -> datetime:
     """An ISO 8601 time (no zone: UTC), or a duration (``90m``, ``12h``, ``7d``) before ``now``."""
-    if (m := DURATION.fullmatch(text)) is not None:
-        return now - timedelta(**{UNITS[m.group(2)]: int(m.group(1))})
-    at = datetime.fromisoformat(text)
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return now - timedelta(seconds=parse_duration(text))
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
@@ -133,7 +134,7 @@ def history(
         typer.Option(
             help="only actions since this ISO 8601 time, or this long before --now (90m, 12h, 7d)",
             metavar="WHEN",
-            callback=lambda v: None if v is None else _since(v),
+            callback=_since,
         ),
     ] = None,
     now: Annotated[
