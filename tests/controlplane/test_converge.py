@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 import controlplane.converge as converge_module
+import controlplane.reconcile as reconcile_module
 from adapters.simulator import SimulatedCluster, nodes_from_spec
+from benchmarks.busy import busy_org
 from controlplane.converge import Round, net_actions
 from controlplane.plan import Plan, SolverReport
 from controlplane.reconcile import plan
@@ -359,3 +363,102 @@ def test_a_running_fan_out_candidate_moved_by_a_round_is_a_move() -> None:
     [net] = net_actions(_world(winner), _world(moved), [_plan(move)])
     assert (net.op, net.job, net.reason) == (Op.MOVE, "7", consolidate)
     assert [r.node for r in net.replicas or []] == ["n2"]
+
+
+def _submit_each_round(ran: list[int]) -> Callable[[Snapshot], Round]:
+    """A cycle that never reaches a fixed point: round n starts p/w<n> on n1."""
+
+    def cycle(world: Snapshot) -> Round:
+        ran.append(len(ran) + 1)
+        start = Action(
+            op=Op.SUBMIT,
+            workload=f"p/w{len(ran)}",
+            cluster="c",
+            pool="p",
+            reason=START,
+            replicas=[Replica(node="n1", gpus=1)],
+        )
+        plan = Plan(
+            id=f"r{len(ran)}",
+            created_at=NOW,
+            spec_digest="",
+            observed_digest="",
+            actions=[start],
+            solver=SolverReport(engine="t", status="t"),
+        )
+        return Round([start], lambda: plan, plan.solver, lambda: ({}, {}))
+
+    return cycle
+
+
+def test_the_last_round_counts_when_the_round_limit_is_reached() -> None:
+    """A plan cut by the round limit dropped its last round's actions from the net plan,
+    while its waiting work and quotas were the last round's: applied, the plan left that
+    round's work to the next plan (trial U: a busy first apply of 1,115 starts, then a
+    plan preempting 6 of them). What a round decided is carried out like any other
+    round's; the plan still says the fixed point was not reached."""
+    ran: list[int] = []
+    deadline = Deadline()
+    done = converge_module.converge(_submit_each_round(ran), _world(), NOW, deadline)
+    assert ran == list(range(1, converge_module.MAX_ROUNDS + 1))
+    assert sorted(a.workload for a in done.actions) == [f"p/w{n}" for n in ran]
+    assert deadline.cut_short == [
+        f"converge (round {converge_module.MAX_ROUNDS}): no fixed point after "
+        f"{converge_module.MAX_ROUNDS} rounds"
+    ]
+
+
+def test_the_last_round_counts_when_the_time_limit_ends_the_rounds() -> None:
+    """The same when time runs out between rounds: the round that ran is in the plan."""
+    ran: list[int] = []
+    now = [0.0]
+    deadline = Deadline(10, clock=lambda: now[0])
+    cycle = _submit_each_round(ran)
+
+    def slow(world: Snapshot) -> Round:
+        done = cycle(world)
+        now[0] += 6  # the second round ends past the limit
+        return done
+
+    done = converge_module.converge(slow, _world(), NOW, deadline)
+    assert ran == [1, 2]
+    assert sorted(a.workload for a in done.actions) == ["p/w1", "p/w2"]
+    assert any("time limit ran out" in cut for cut in deadline.cut_short)
+
+
+def test_a_plan_cut_by_the_round_limit_leaves_nothing_its_rounds_decided(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """End to end on a small busy org (benchmarks/busy.py) that needs three rounds of
+    actions: with the limit at two, the plan applied to the simulator and planned again
+    finds nothing more to do than the third round would have."""
+    org = busy_org(20, 100, projects=12, seed=2)
+    d = desired(org.docs)
+    state = ClusterState(name="big", nodes=nodes_from_spec(d.clusters["big"]))
+    snap = Snapshot(now=NOW, clusters=[state])
+    rounds: list[int] = []
+    converge = converge_module.converge
+
+    def counted(cycle, observed, now, deadline=None):  # type: ignore[no-untyped-def]
+        def one(world: Snapshot) -> Round:
+            done = cycle(world)
+            rounds.append(len(done.actions))
+            return done
+
+        return converge(one, observed, now, deadline)
+
+    monkeypatch.setattr(reconcile_module, "converge", counted)
+    unbounded = plan(d, snap, now=NOW)
+    assert len(rounds) == 3 and rounds[1] and not rounds[2], rounds  # the premise
+    monkeypatch.setattr(converge_module, "MAX_ROUNDS", 2)
+    first = plan(d, snap, now=NOW)
+    assert first.solver.cut_short == ["converge (round 2): no fixed point after 2 rounds"]
+    assert _ops(first) == _ops(unbounded)
+    sim = SimulatedCluster(state)
+    for a in first.execution_order():
+        sim.execute(a, plan_id=first.id, now=NOW)
+    assert plan(d, snap, now=NOW).actions == []
+
+
+def _ops(made: Plan) -> list[tuple[str, str, str | None]]:
+    return sorted((a.op.value, a.workload, a.job) for a in made.actions)
