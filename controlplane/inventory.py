@@ -19,6 +19,7 @@ Pure: data in, rows out; the command line renders them (controlplane/cli/views/g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -76,6 +77,9 @@ class JobRow:
     reason: str | None
     owner: str | None = None  # who a job that is not ours belongs to, when known
     ended_at: datetime | None = None  # an ended job's end
+
+
+Ran = tuple[int, datetime]  # a run's GPUs and start
 
 
 @dataclass(frozen=True)
@@ -186,27 +190,48 @@ def _pool(snapshot: Snapshot, cluster: str | None, job: Job | None) -> str | Non
     return next((n.pool for n in state.nodes if n.name in on), None) if state else None
 
 
-def jobs(snapshot: Snapshot) -> list[JobRow]:
-    """Every job the clusters show, ours and others', active or recently ended."""
+def jobs(snapshot: Snapshot, ran: Mapping[tuple[str, str], Ran] | None = None) -> list[JobRow]:
+    """Every job the clusters show, ours and others', active or recently ended. ``ran``:
+    (cluster, job) -> the GPUs and start of its latest run, as the store keeps them, shown
+    for an ended job the snapshot holds without its replicas (one the cluster forgot,
+    remembered by the store; one known from the accounting alone)."""
+    ran = ran or {}
+    out = []
+    for c in sorted(snapshot.clusters, key=lambda c: c.name):
+        for j in c.jobs:
+            gpus, started = j.gpus, j.started_at
+            if not j.replicas and not j.state.active and (c.name, j.id) in ran:
+                gpus, run_start = ran[c.name, j.id]
+                started = started or run_start
+            out.append(
+                JobRow(
+                    id=j.id,
+                    cluster=c.name,
+                    workload=j.workload,
+                    state=j.state.value,
+                    gpus=gpus,
+                    nodes=sorted({r.node for r in j.replicas if r.node}),
+                    pool=j.pool,
+                    partition=j.partition,
+                    started_at=started,
+                    submitted_at=j.submitted_at,
+                    plan=j.plan_id,
+                    reason=j.reason,
+                    owner=j.owner,
+                    ended_at=j.ended_at,
+                )
+            )
+    return out
+
+
+def forgotten(snapshot: Snapshot) -> list[tuple[str, str]]:
+    """(cluster, job) of the ended jobs the snapshot holds without their replicas: what
+    :func:`jobs` can show from the store's runs."""
     return [
-        JobRow(
-            id=j.id,
-            cluster=c.name,
-            workload=j.workload,
-            state=j.state.value,
-            gpus=j.gpus,
-            nodes=sorted({r.node for r in j.replicas if r.node}),
-            pool=j.pool,
-            partition=j.partition,
-            started_at=j.started_at,
-            submitted_at=j.submitted_at,
-            plan=j.plan_id,
-            reason=j.reason,
-            owner=j.owner,
-            ended_at=j.ended_at,
-        )
-        for c in sorted(snapshot.clusters, key=lambda c: c.name)
+        (c.name, j.id)
+        for c in snapshot.clusters
         for j in c.jobs
+        if not j.state.active and not j.replicas
     ]
 
 

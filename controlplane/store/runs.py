@@ -164,15 +164,32 @@ class Runs:
         """(cluster, job) -> the plan that submitted it and when it first started, for the
         jobs of ``jobs`` that ran (what a completion the clusters forgot needs to judge its
         fan-out round again)."""
+        return {
+            key: (runs[0].plan_id, _aware(runs[0].started_at))
+            for key, runs in self._runs_of(jobs).items()
+        }
+
+    def last_runs(
+        self, jobs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[int, datetime]]:
+        """(cluster, job) -> the GPUs and start of its latest run, for the jobs of ``jobs``
+        that ran (what a listing shows of a job the cluster forgot)."""
+        return {
+            key: (runs[-1].gpus, _aware(runs[-1].started_at))
+            for key, runs in self._runs_of(jobs).items()
+        }
+
+    def _runs_of(self, jobs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[RunRow]]:
+        """(cluster, job) -> its runs, earliest first."""
         wanted = set(jobs)
+        out: dict[tuple[str, str], list[RunRow]] = {}
         if not wanted:
-            return {}
-        out: dict[tuple[str, str], tuple[str | None, datetime]] = {}
+            return out
         with self.db.session() as db:
             query = select(RunRow).where(col(RunRow.job).in_({job for _, job in wanted}))
-            for row in db.exec(query.order_by(col(RunRow.started_at).desc())):
+            for row in db.exec(query.order_by(col(RunRow.started_at))):
                 if (row.cluster, row.job) in wanted:
-                    out[row.cluster, row.job] = (row.plan_id, _aware(row.started_at))
+                    out.setdefault((row.cluster, row.job), []).append(row)
         return out
 
     def _rows(self, now: datetime, seen: Seen | None) -> list[RunRow]:

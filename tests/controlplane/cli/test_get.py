@@ -272,3 +272,26 @@ def test_a_completed_elastic_workload_shows_what_its_job_ran_with(
     rows = {w["name"]: w for w in res.json()["items"]}
     assert (rows["chem/grown"]["state"], rows["chem/grown"]["gpus"]) == ("completed", 6)
     assert (rows["chem/waits"]["state"], rows["chem/waits"]["gpus"]) == ("pending", 4)
+
+
+def test_a_completed_job_the_cluster_forgot_shows_what_it_ran_with(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A job the cluster forgot a day after it ended (as Slurm does after MinJobAge) is
+    listed as the store remembers it: it read 0 GPUs, no age and no start (trial V). The
+    store's runs hold its GPUs and when it ran."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [cluster(), project("chem", gpus=8), workload("done", "chem", gpus=2, walltime="1h")],
+    )
+    start = "2026-11-22T10:00:00+00:00"
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", start).code == 0
+    assert cp(capsys, "observe", specs, "--now", "2026-11-22T12:00:00+00:00").code == 0
+    later = "2026-11-25T10:00:00+00:00"  # two days after its end: the simulator forgot it
+    res = cp(capsys, "get", "jobs", specs, "--now", later, "-o", "json")
+    [row] = res.json()["items"]
+    assert (row["state"], row["reason"]) == ("COMPLETED", "completed; remembered by the store")
+    assert row["gpus"] == 2
+    assert row["startedAt"].startswith("2026-11-22T10:00:00")
+    table = cp(capsys, "get", "jobs", specs, "--now", later).out
+    assert "3d" in table  # its age, from its start
