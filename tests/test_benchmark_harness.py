@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from benchmarks import history
 from benchmarks.scale import NEW, measure
 from benchmarks.stages import STAGES
+from controlplane.store import Store
 
 
 def test_the_busy_benchmark_times_every_stage_of_a_small_plan() -> None:
@@ -15,3 +19,17 @@ def test_the_busy_benchmark_times_every_stage_of_a_small_plan() -> None:
     # CP-SAT is imported only when it first runs: its stage must be timed all the same
     assert timed == set(STAGES), set(STAGES) - timed
     assert run.evictions > 0
+
+
+def test_the_history_benchmark_reads_the_runs_it_wrote(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", init=True, create_dir=True)
+    history.fill(store, days=1, per_day=60)
+    seen = history.running_now(5)
+    # one usage record per run (a day in mid-November: no month boundary), the seen ones too
+    assert len(store.usage_records(history.NOW)) == 60
+    assert len(store.usage_records(history.NOW, seen)) == 65
+    # the completed runs of a segmented workload are its progress
+    workloads = {"p001/w00001", "p003/w00003"}
+    [one, three] = store.progress(workloads, now=history.NOW, seen=seen)
+    assert (one.workload, one.segments, three.segments) == ("p001/w00001", 1, 1)
+    store.close()
