@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from adapters.base import AdapterError
 from adapters.simulator.engine import SimulatedCluster
@@ -43,6 +43,9 @@ from specs.snapshot import Job, JobState, Replica, Snapshot
 
 MAX_ROUNDS = 8  # a guard against rounds that undo each other; the time limit is the budget
 VIRTUAL = "virtual-"  # id prefix of jobs that exist only in the virtual world
+# a round's jobs start just after the plan's moment, as an apply starts them after it: so
+# they are younger than all work waiting since the plan's observation, as they will be
+AFTER_THE_PLAN = timedelta(microseconds=1)
 
 
 @dataclass
@@ -177,7 +180,7 @@ def _apply(world: Snapshot, step: Round, plan_id: str, now: datetime) -> str | N
         by_cluster.setdefault(action.cluster, []).append(action)
     try:
         for cluster, actions in by_cluster.items():
-            sims[cluster].execute_many(actions, plan_id=plan_id, now=now)
+            sims[cluster].execute_many(actions, plan_id=plan_id, now=now + AFTER_THE_PLAN)
     except (AdapterError, KeyError) as err:
         return str(err)
     return None

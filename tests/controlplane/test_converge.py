@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
@@ -15,7 +16,7 @@ from controlplane.plan import Plan, SolverReport
 from controlplane.reconcile import plan
 from solvers.policy import Deadline
 from specs.actions import Action, Op, Reason, ReasonCode
-from specs.snapshot import ClusterState, Job, JobState, Node, Replica, Snapshot
+from specs.snapshot import ClusterState, Job, JobState, Node, QueueEntry, Replica, Snapshot
 from tests.builders import NOW, cluster, desired, project, workload
 
 
@@ -462,3 +463,26 @@ def test_a_plan_cut_by_the_round_limit_leaves_nothing_its_rounds_decided(
 
 def _ops(made: Plan) -> list[tuple[str, str, str | None]]:
     return sorted((a.op.value, a.workload, a.job) for a in made.actions)
+
+
+def test_work_a_plan_starts_is_younger_than_what_waits_as_after_a_real_apply() -> None:
+    """An apply starts a plan's jobs after the plan was made, so they are younger than
+    the work still waiting since the plan's observation. The plan's later rounds started
+    them at the plan's own moment instead, a tie with that waiting work, which the
+    workload's name then broke: after a real apply (trial W, a busy org from an empty
+    cluster, jobs started 5 s after the plan) the next plan reclaimed a job just started.
+    A virtual round's jobs now start just after the plan's moment."""
+    org = busy_org(100, 500, projects=12, seed=8)
+    d = desired(org.docs)
+    state = ClusterState(name="big", nodes=nodes_from_spec(d.clusters["big"]))
+    queue = [QueueEntry(workload=k, since=NOW) for k in sorted(d.workloads)]  # first seen
+    first = plan(d, Snapshot(now=NOW, clusters=[state], queue=queue), now=NOW)
+    assert not first.solver.cut_short
+    applied = NOW + timedelta(seconds=5)
+    sim = SimulatedCluster(state)
+    for a in first.execution_order():
+        sim.execute(a, plan_id=first.id, now=applied)
+    started = {j.workload for j in state.jobs if j.state.active}
+    waiting = [q for q in queue if q.workload not in started]
+    again = plan(d, Snapshot(now=applied, clusters=[state], queue=waiting), now=applied)
+    assert again.actions == [], [(a.op.value, a.workload) for a in again.actions]
