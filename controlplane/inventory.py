@@ -191,14 +191,15 @@ def _pool(snapshot: Snapshot, cluster: str | None, job: Job | None) -> str | Non
 
 
 def jobs(snapshot: Snapshot, ran: Mapping[tuple[str, str], Ran] | None = None) -> list[JobRow]:
-    """Every job the clusters show, ours and others', active or recently ended. ``ran``:
-    (cluster, job) -> the GPUs and start of its latest run, as the store keeps them, shown
-    for an ended job the snapshot holds without its replicas (one the cluster forgot,
-    remembered by the store; one known from the accounting alone)."""
+    """Every job the clusters show, ours and others', active or recently ended, by cluster
+    and id (numbers in numeric order). ``ran``: (cluster, job) -> the GPUs and start of its
+    latest run, as the store keeps them, shown for an ended job the snapshot holds without
+    its replicas (one the cluster forgot, remembered by the store; one known from the
+    accounting alone)."""
     ran = ran or {}
     out = []
     for c in sorted(snapshot.clusters, key=lambda c: c.name):
-        for j in c.jobs:
+        for j in sorted(c.jobs, key=lambda j: job_id_order(j.id)):
             gpus, started = j.gpus, j.started_at
             if not j.replicas and not j.state.active and (c.name, j.id) in ran:
                 gpus, run_start = ran[c.name, j.id]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.cli.views.plan import summary
+from controlplane.plan import Plan, SolverReport
 from controlplane.reconcile import plan
 from solvers.policy import Policy
 from specs.loader import load_specs
@@ -123,3 +125,32 @@ def test_apply_of_a_spec_directory_plans_within_the_time_limit(
     shown = cp(capsys, "show", applied["plan"], specs, "--json")
     assert shown.json()["solver"]["cutShort"], "the applied plan says what was cut short"
     assert applied["actions"], "what the plan reached so far is applied"
+
+
+def test_a_plan_whose_only_cut_is_cp_sats_own_limit_does_not_promise_more() -> None:
+    """CP-SAT stops at its own limit (5 s) on a busy org well inside the plan's; the plan is
+    then the better of its answer so far and the greedy's, and nothing is left for the
+    next plan. The summary line said "cut short (cp-sat): the next plan may do more", and
+    the next plan did nothing (trial W)."""
+    made = Plan(
+        id="p",
+        created_at=NOW,
+        spec_digest="",
+        observed_digest="",
+        solver=SolverReport(
+            engine="cp-sat",
+            status="FEASIBLE",
+            cut_short=["cp-sat (round 1): its fair stage stopped at the time limit"],
+        ),
+    )
+    said = summary(made)
+    assert "next plan may do more" not in said
+    assert said == (
+        "Plan: no changes; 0 waiting; CP-SAT stopped at its time limit: the plan has the "
+        "better of its answer so far and the greedy's."
+    )
+    both = [*made.solver.cut_short, "reclaim (round 1): not run"]
+    more = summary(
+        made.model_copy(update={"solver": made.solver.model_copy(update={"cut_short": both})})
+    )
+    assert more.endswith("; cut short (cp-sat, reclaim): the next plan may do more.")

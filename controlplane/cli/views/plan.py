@@ -54,6 +54,11 @@ def summary(plan: Plan) -> str:
         return said + "."
     # said again where a long plan ends: its first lines have scrolled away by then
     steps = dict.fromkeys(entry.partition(" (round")[0] for entry in plan.solver.cut_short)
+    if list(steps) == ["cp-sat"]:  # its own limit: no step left undone, an answer not proven
+        return (
+            f"{said}; CP-SAT stopped at its time limit: the plan has the better of its answer "
+            "so far and the greedy's."
+        )
     return f"{said}; cut short ({', '.join(steps)}): the next plan may do more."
 
 

@@ -295,3 +295,25 @@ def test_a_completed_job_the_cluster_forgot_shows_what_it_ran_with(
     assert row["startedAt"].startswith("2026-11-22T10:00:00")
     table = cp(capsys, "get", "jobs", specs, "--now", later).out
     assert "3d" in table  # its age, from its start
+
+
+def test_jobs_are_listed_in_job_id_order(tmp_path: Path, capsys: Capsys) -> None:
+    """Jobs the store remembers came after those the cluster shows (1349…1792, then
+    1000…1348: trial W); a cluster's jobs are listed by id, numbers in numeric order."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [cluster(), project("chem", gpus=8), workload("a", "chem", gpus=1)],
+    )
+    ended = {"state": "COMPLETED", "endedAt": "2026-11-22T09:30:00+00:00"}
+    snapshot = write_snapshot(
+        tmp_path / "snap.json",
+        [
+            job("1349", None, ("a100-01", 1)),
+            job("20", None, ("a100-01", 1), **ended),
+            job("x-1", None, ("a100-02", 1)),
+            job("1000", "chem/a", ("a100-02", 1), **ended),
+            job("3", None, ("a100-03", 1)),
+        ],
+    )
+    res = cp(capsys, "get", "jobs", specs, "--observed", snapshot, "-o", "json")
+    assert [j["id"] for j in res.json()["items"]] == ["3", "20", "1000", "1349", "x-1"]
