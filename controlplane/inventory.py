@@ -114,7 +114,14 @@ class QueueRow:
     workloads: int  # workloads under it in the specs (departments: all their projects')
 
 
-def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[WorkloadRow]:
+def workloads(
+    desired: DesiredState,
+    snapshot: Snapshot,
+    plan: Plan,
+    ran: Mapping[tuple[str, str], Ran] | None = None,
+) -> list[WorkloadRow]:
+    """Every workload of the specs with its state. ``ran``: as for :func:`jobs`, what a
+    completed job the cluster forgot held (the GPUs shown are its job's, not its ask)."""
     actions: dict[str, Action] = {}
     for a in plan.actions:  # the first action on a workload is the one that matters most
         actions.setdefault(a.workload, a)
@@ -152,8 +159,11 @@ def workloads(desired: DesiredState, snapshot: Snapshot, plan: Plan) -> list[Wor
         else:
             state = "pending"
         step = actions.get(key)
-        ran = job is not None and job.gpus > 0 and (bool(holding) or state == "completed")
-        gpus = job.gpus if job is not None and ran else spec.gpus * spec.effective_min_replicas
+        held = job.gpus if job is not None else 0
+        if job is not None and cluster is not None and not job.replicas and ran:
+            held = ran.get((cluster, job.id), (0, None))[0]
+        shown = held > 0 and (bool(holding) or state == "completed")
+        gpus = held if shown else spec.gpus * spec.effective_min_replicas
         rows.append(
             WorkloadRow(
                 name=key,

@@ -110,12 +110,12 @@ def get(
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db)
     snap, plan = found.snapshot, found.plan
     rows: list[Any]
+    # an ended job the cluster forgot: what its latest run held, and when it started
+    ran = found.store.last_runs(inventory.forgotten(snap)) if found.store else None
     if what == "workloads":
-        rows = [r for r in inventory.workloads(desired, snap, plan) if _of(project, r.project)]
+        rows = [r for r in inventory.workloads(desired, snap, plan, ran) if _of(project, r.project)]
         rows = _with_state(rows, state and state.lower(), inventory.STATES, lambda r: r.state)
     elif what == "jobs":
-        # an ended job the cluster forgot: what its latest run held, and when it started
-        ran = found.store.last_runs(inventory.forgotten(snap)) if found.store else None
         rows = [r for r in inventory.jobs(snap, ran) if _owned(project, r.workload)]
         states = tuple(s.value for s in JobState)
         rows = _with_state(rows, state and state.upper(), states, lambda r: r.state)

@@ -317,3 +317,23 @@ def test_jobs_are_listed_in_job_id_order(tmp_path: Path, capsys: Capsys) -> None
     )
     res = cp(capsys, "get", "jobs", specs, "--observed", snapshot, "-o", "json")
     assert [j["id"] for j in res.json()["items"]] == ["3", "20", "1000", "1349", "x-1"]
+
+
+def test_a_completed_workload_whose_job_was_forgotten_shows_what_it_ran_with(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """An elastic workload that grew to 4 replicas and completed showed its minimum, 1 GPU,
+    once the cluster forgot its job; the store's runs say what it ran with."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            project("chem", gpus=8),
+            workload("grown", "chem", gpus=1, replicas=4, minReplicas=1, walltime="1h"),
+        ],
+    )
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-22T10:00:00Z").code == 0
+    assert cp(capsys, "observe", specs, "--now", "2026-11-22T12:00:00Z").code == 0
+    res = cp(capsys, "get", "workloads", specs, "--now", "2026-11-25T10:00:00Z", "-o", "json")
+    [row] = res.json()["items"]
+    assert (row["state"], row["gpus"]) == ("completed", 4)
