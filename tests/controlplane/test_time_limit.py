@@ -154,3 +154,20 @@ def test_a_plan_whose_only_cut_is_cp_sats_own_limit_does_not_promise_more() -> N
         made.model_copy(update={"solver": made.solver.model_copy(update={"cut_short": both})})
     )
     assert more.endswith("; cut short (cp-sat, reclaim): the next plan may do more.")
+
+
+def test_apply_json_says_what_was_cut_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp apply --json` named the plan but not what was cut short: a CI job had to ask
+    `cp show` for it (trial W). It carries the plan's `cutShort`, as `cp plan --json`."""
+    specs = tmp_path / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    res = cp(capsys, "apply", specs, "--auto-approve", "--time-limit", "0", "--json")
+    assert res.code == 0, res.err
+    done = res.json()
+    assert done["cutShort"] and done["cutShort"][0].startswith("cp-sat (round 1)")
+    shown = cp(capsys, "show", done["plan"], specs, "--json").json()
+    assert done["cutShort"] == shown["solver"]["cutShort"]
+    idle = cp(capsys, "apply", specs, "--auto-approve", "--json").json()
+    assert "cutShort" not in idle  # a plan that finished within its limit

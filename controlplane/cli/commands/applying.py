@@ -162,6 +162,7 @@ def apply(
                             unreachable=plan.unreachable,
                             silent=silent,
                             waiting=len(plan.pending),
+                            cut_short=plan.solver.cut_short,
                         )
                     )
                 if silent:
@@ -204,7 +205,11 @@ def apply(
                 plan, spec_dir, loaded, now=now, db=db, progress=progress, stop=stopper.asked
             )
     if as_json:
-        write_json(apply_json(plan.id, report, unreachable=plan.unreachable))
+        write_json(
+            apply_json(
+                plan.id, report, unreachable=plan.unreachable, cut_short=plan.solver.cut_short
+            )
+        )
     else:
         verdict(out, report, spec_dir if target.is_file() else target)
     if report.stopped:

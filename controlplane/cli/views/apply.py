@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,12 +95,15 @@ def apply_json(
     unreachable: Mapping[str, str] | None = None,
     silent: str = "",
     waiting: int = 0,
+    cut_short: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The apply as one document; ``report`` None: the plan had nothing to do, or (with
     ``declined``) the user said no. ``unreachable``: the plan's clusters that did not
     answer (nothing was checked or done there); ``silent``: why that is a failure (no
-    cluster answered at all); ``waiting``: the workloads the plan leaves waiting."""
+    cluster answered at all); ``waiting``: the workloads the plan leaves waiting;
+    ``cut_short``: the plan's steps that did not finish (its ``solver.cutShort``)."""
     down = dict(unreachable or {})
+    cut = {"cutShort": list(cut_short)} if cut_short else {}
     if report is None:
         nothing = "no changes: the clusters match the specs"
         if down:
@@ -117,6 +120,7 @@ def apply_json(
             "stopped": False,
             "actions": [],
             "unreachable": down,
+            **cut,
             "message": "apply cancelled: nothing was done" if declined else nothing,
         }
     return {
@@ -129,6 +133,7 @@ def apply_json(
         "ok": report.ok and not report.stopped,
         "stopped": report.stopped,  # on request (a signal): the rest is not run
         "unreachable": down,
+        **cut,
         "actions": [
             {
                 "seq": o.seq,
