@@ -13,9 +13,10 @@ if recorded, and writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement
 from sqlmodel import col, or_, select
@@ -29,6 +30,7 @@ from specs.snapshot import JobRun, Progress, UsageRecord
 
 Seen = Mapping[str, Iterable[JobRun]]  # cluster -> runs an observation reports
 STOPPED = "STOPPED"  # a run our apply cancelled, until an observation says how it ended
+IN_CHUNK = 900  # values bound in one IN list (see _in_chunks)
 
 
 class Runs:
@@ -189,10 +191,12 @@ class Runs:
         if not wanted:
             return out
         with self.db.session() as db:
-            query = select(RunRow).where(col(RunRow.job).in_({job for _, job in wanted}))
-            for row in db.exec(query.order_by(col(RunRow.started_at))):
-                if (row.cluster, row.job) in wanted:
-                    out.setdefault((row.cluster, row.job), []).append(row)
+            for where in _in_chunks(RunRow.job, {job for _, job in wanted}):
+                for row in db.exec(select(RunRow).where(where)):
+                    if (row.cluster, row.job) in wanted:
+                        out.setdefault((row.cluster, row.job), []).append(row)
+        for runs in out.values():
+            runs.sort(key=lambda r: _aware(r.started_at))
         return out
 
     def _rows(
@@ -201,16 +205,44 @@ class Runs:
         """Every run (of ``workloads``, if given) as plain values, with those ``seen``
         reports merged in as if recorded. Read as columns, not as ORM rows: a plan reads
         the whole history, and building a row object costs ~30x the values in it."""
-        query = select(*(getattr(RunRow, name) for name in _RUN_FIELDS))
-        if workloads is not None:
-            query = query.where(col(RunRow.workload).in_(workloads))
+        columns = select(*(getattr(RunRow, name) for name in _RUN_FIELDS))
         with self.db.session() as db:
-            runs = [Run.read(values) for values in db.exec(query)]
+            if workloads is None:
+                runs = [Run.read(values) for values in db.exec(columns)]
+            else:
+                runs = [
+                    Run.read(values)
+                    for where in _in_chunks(RunRow.workload, workloads)
+                    for values in db.exec(columns.where(where))
+                ]
+                # a run seen under one of these names may be stored under another (a
+                # renamed project's job keeps its old tag): it is merged into that one, as
+                # a recorded observation would merge it
+                have = {(r.cluster, r.job, r.started_at) for r in runs}
+                elsewhere = {
+                    r.job
+                    for cluster, reported in (seen or {}).items()
+                    for r in reported
+                    if r.workload in workloads
+                    and (cluster, r.job, _aware(r.started_at)) not in have
+                }
+                runs += [
+                    run
+                    for where in _in_chunks(RunRow.job, elsewhere)
+                    for values in db.exec(columns.where(where))
+                    if (run := Run.read(values)).workload not in workloads
+                ]
         if seen is not None:
-            if workloads is not None:
-                seen = {c: [r for r in rs if r.workload in workloads] for c, rs in seen.items()}
             runs = _merged_runs(runs, seen, now)
-        return runs
+        return runs if workloads is None else [r for r in runs if r.workload in workloads]
+
+
+def _in_chunks(column: Any, values: Iterable[str]) -> Iterator[ColumnElement[bool]]:
+    """``column IN values``, as conditions of at most ``IN_CHUNK`` values each: a database
+    binds a parameter per value (PostgreSQL at most 65,535 a statement, older SQLite 999)."""
+    ordered = sorted(values)
+    for at in range(0, len(ordered), IN_CHUNK):
+        yield col(column).in_(ordered[at : at + IN_CHUNK])
 
 
 @dataclass(slots=True)

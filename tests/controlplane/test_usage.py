@@ -296,3 +296,57 @@ def test_an_observation_leaves_past_runs_as_they_were_recorded(tmp_path: Path) -
         "3": "2026-11-02 05:00",
         "4": "2026-11-02 03:00",
     }, ends
+
+
+def test_a_read_only_plan_counts_the_progress_a_recorded_one_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only plan merges the runs it sees into the stored ones, as if recorded. The
+    cluster still reports a renamed project's job under its old name, while the store
+    keeps its runs under the new one: a segment that completed since the last recorded
+    observation must count for the new name (review: reading only the runs stored under
+    the segmented names, then merging only the runs seen under them, lost it), and a
+    run seen under a segmented name but stored under another must not count twice."""
+    from controlplane.workflow import open_store
+
+    start = datetime(2026, 11, 2, tzinfo=UTC)
+    end = start + timedelta(hours=6)
+
+    def run(job: str, name: str, state: JobState, ended: datetime | None) -> JobRun:
+        return JobRun(
+            job=job,
+            workload=name,
+            started_at=start,
+            ended_at=ended,
+            gpus=2,
+            gpu_type="a100_80",
+            state=state,
+            time_limit=4 * 3600,
+        )
+
+    stored = [
+        run("1", "new/x", JobState.RUNNING, None),
+        run("2", "other/y", JobState.RUNNING, None),
+    ]
+    seen = {
+        "sim": [
+            run("1", "old/x", JobState.COMPLETED, start + timedelta(hours=4)),  # renamed since
+            run("2", "new/z", JobState.COMPLETED, start + timedelta(hours=3)),  # stored as other/y
+            run("3", "new/z", JobState.COMPLETED, start + timedelta(hours=2)),  # never recorded
+        ]
+    }
+    wanted = {"new/x", "new/z"}
+    read_only = open_store(specs(tmp_path / "a"), None)
+    read_only.record_runs({"sim": stored}, start + timedelta(hours=1))
+    told = read_only.progress(wanted, now=end, seen=seen)
+    recorded = open_store(specs(tmp_path / "b"), None)
+    recorded.record_runs({"sim": stored}, start + timedelta(hours=1))
+    recorded.record_runs(seen, end)
+    assert told == recorded.progress(wanted, now=end)
+    assert [(p.workload, p.segments, p.elapsed_seconds) for p in told] == [
+        ("new/x", 1, 4 * 3600),
+        ("new/z", 1, 2 * 3600),
+    ]
+    # the names and jobs asked for go to the database in lists of a bounded length
+    monkeypatch.setattr("controlplane.store.runs.IN_CHUNK", 1)
+    assert read_only.progress(wanted, now=end, seen=seen) == told
