@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from specs.snapshot import ClusterState, Job, JobState, Snapshot
 
+EARLIER = " (earlier)"  # after the id of a remembered job whose id now names another
+
 if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
     from controlplane.store import Store
     from controlplane.store.tables import CompletionRow
@@ -68,7 +70,7 @@ def recall_completions(
             again = (row.cluster, row.job) in ids
             extra.setdefault(row.cluster, []).append(
                 Job(
-                    id=f"{row.job} (earlier)" if again else row.job,
+                    id=f"{row.job}{EARLIER}" if again else row.job,
                     workload=row.workload,
                     state=JobState.COMPLETED,
                     reason="completed; remembered by the store"

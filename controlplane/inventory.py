@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
+from controlplane.completions import EARLIER
 from controlplane.plan import Plan, QueueStatus
 from controlplane.reservations import Window, under_way, upcoming
 from solvers.order import job_id_order
@@ -30,6 +32,9 @@ from specs.actions import Action, Pending, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.models import total_quota
 from specs.snapshot import Job, JobState, Snapshot
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store.runs import Ended
 
 STATES = ("running", "ending", "submitted", "pending", "blocked", "failed", "completed")
 
@@ -235,15 +240,17 @@ def jobs(snapshot: Snapshot, ran: Mapping[tuple[str, str], Ran] | None = None) -
     return out
 
 
-def forgotten(snapshot: Snapshot) -> list[tuple[str, str]]:
-    """(cluster, job) of the ended jobs the snapshot holds without their replicas: what
-    :func:`jobs` can show from the store's runs."""
-    return [
-        (c.name, j.id)
+def forgotten(snapshot: Snapshot) -> dict[tuple[str, str], Ended]:
+    """The ended jobs the snapshot holds without their replicas, by (cluster, id), with
+    what the store's runs are asked for them (:meth:`~controlplane.store.runs.Runs.last_runs`):
+    the id the cluster gave (a remembered job whose id names another now is shown as
+    "ID (earlier)"), its workload and its end."""
+    return {
+        (c.name, j.id): (c.name, j.id.removesuffix(EARLIER), j.workload, j.ended_at)
         for c in snapshot.clusters
         for j in c.jobs
         if not j.state.active and not j.replicas
-    ]
+    }
 
 
 def nodes(snapshot: Snapshot, now: datetime | None = None) -> list[NodeRow]:

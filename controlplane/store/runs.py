@@ -31,6 +31,8 @@ from specs.snapshot import JobRun, Progress, UsageRecord
 Seen = Mapping[str, Iterable[JobRun]]  # cluster -> runs an observation reports
 STOPPED = "STOPPED"  # a run our apply cancelled, until an observation says how it ended
 IN_CHUNK = 900  # values bound in one IN list (see _in_chunks)
+# an ended job as a listing asks for its run: cluster, job id, workload, when it ended
+Ended = tuple[str, str, str | None, datetime | None]
 
 
 class Runs:
@@ -174,15 +176,23 @@ class Runs:
             for key, runs in self._runs_of(jobs).items()
         }
 
-    def last_runs(
-        self, jobs: Iterable[tuple[str, str]]
-    ) -> dict[tuple[str, str], tuple[int, datetime]]:
-        """(cluster, job) -> the GPUs and start of its latest run, for the jobs of ``jobs``
-        that ran (what a listing shows of a job the cluster forgot)."""
-        return {
-            key: (runs[-1].gpus, _aware(runs[-1].started_at))
-            for key, runs in self._runs_of(jobs).items()
-        }
+    def last_runs(self, jobs: Iterable[Ended]) -> dict[Ended, tuple[int, datetime]]:
+        """The GPUs and start of each ended job's latest run (what a listing shows of a job
+        the cluster forgot): of its runs of its workload that began by its end, since the
+        cluster may have given its id to other jobs since."""
+        asked = list(jobs)
+        runs = self._runs_of((cluster, job) for cluster, job, _, _ in asked)
+        out: dict[Ended, tuple[int, datetime]] = {}
+        for key in asked:
+            cluster, job, workload, ended = key
+            mine = [
+                r
+                for r in runs.get((cluster, job), [])
+                if r.workload == workload and (ended is None or _aware(r.started_at) <= ended)
+            ]
+            if mine:
+                out[key] = (mine[-1].gpus, _aware(mine[-1].started_at))
+        return out
 
     def _runs_of(self, jobs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[RunRow]]:
         """(cluster, job) -> its runs, earliest first."""

@@ -5,8 +5,9 @@ made for them is not stored."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -27,7 +28,10 @@ from controlplane.cli.views import get as get_view
 from controlplane.cli.views.usage import print_usage, usage_json
 from controlplane.usage import usage_report
 from specs.diagnostics import did_you_mean, name_hint
-from specs.snapshot import JobState
+from specs.snapshot import JobState, Snapshot
+
+if TYPE_CHECKING:  # the store (sqlalchemy) is imported only where it is opened
+    from controlplane.store import Store
 
 # what each kind is called on the command line (kubectl takes singular and plural too)
 KINDS = {
@@ -110,8 +114,7 @@ def get(
     found = workflow.survey(spec_dir, loaded, observed=observed, now=now, db=db)
     snap, plan = found.snapshot, found.plan
     rows: list[Any]
-    # an ended job the cluster forgot: what its latest run held, and when it started
-    ran = found.store.last_runs(inventory.forgotten(snap)) if found.store else None
+    ran = _ran(found.store, snap) if what in ("workloads", "jobs") else None
     if what == "workloads":
         rows = [r for r in inventory.workloads(desired, snap, plan, ran) if _of(project, r.project)]
         rows = _with_state(rows, state and state.lower(), inventory.STATES, lambda r: r.state)
@@ -194,3 +197,13 @@ def usage(
         write_json(usage_json(report))
     else:
         print_usage(out, report)
+
+
+def _ran(store: Store | None, snap: Snapshot) -> dict[tuple[str, str], tuple[int, datetime]]:
+    """(cluster, job) -> the GPUs and start of its latest run, of each ended job the cluster
+    forgot (the store remembers it, without its replicas)."""
+    if store is None:
+        return {}
+    asked = inventory.forgotten(snap)
+    runs = store.last_runs(asked.values())
+    return {key: runs[ended] for key, ended in asked.items() if ended in runs}

@@ -337,3 +337,28 @@ def test_a_completed_workload_whose_job_was_forgotten_shows_what_it_ran_with(
     res = cp(capsys, "get", "workloads", specs, "--now", "2026-11-25T10:00:00Z", "-o", "json")
     [row] = res.json()["items"]
     assert (row["state"], row["gpus"]) == ("completed", 4)
+
+
+def test_a_forgotten_job_shows_its_own_run_when_its_id_was_given_again(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A simulated cluster started afresh numbers its jobs from 1000 again: the store
+    remembers the completed job 1000, and the live job 1000 is another workload's. The
+    remembered one is listed as "1000 (earlier)" with what its own run held, not nothing
+    (review), and the live one keeps its own GPUs."""
+    docs = [cluster(), project("chem", gpus=8), workload("done", "chem", gpus=2, walltime="1h")]
+    specs = write_specs(tmp_path / "specs", docs)
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-22T10:00:00Z").code == 0
+    assert cp(capsys, "observe", specs, "--now", "2026-11-22T12:00:00Z").code == 0
+    (specs / ".cp" / "simulator" / "sim.json").unlink()  # started afresh: ids from 1000 again
+    write_specs(specs, [*docs, workload("later", "chem", gpus=3)])
+    later = "2026-11-25T10:00:00Z"
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", later).code == 0
+    rows = {
+        j["id"]: j
+        for j in cp(capsys, "get", "jobs", specs, "--now", later, "-o", "json").json()["items"]
+    }
+    assert (rows["1000"]["workload"], rows["1000"]["gpus"]) == ("chem/later", 3)
+    earlier = rows["1000 (earlier)"]
+    assert (earlier["workload"], earlier["gpus"]) == ("chem/done", 2)
+    assert earlier["startedAt"].startswith("2026-11-22T10:00:00")
