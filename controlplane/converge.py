@@ -43,8 +43,10 @@ from specs.snapshot import Job, JobState, Replica, Snapshot
 
 MAX_ROUNDS = 8  # a guard against rounds that undo each other; the time limit is the budget
 VIRTUAL = "virtual-"  # id prefix of jobs that exist only in the virtual world
-# a round's jobs start just after the plan's moment, as an apply starts them after it: so
-# they are younger than all work waiting since the plan's observation, as they will be
+# a round's jobs are submitted just after the plan's moment, as an apply submits them
+# after it: in job order (which reads the submit time first) they are younger than all work
+# waiting since the plan's observation, as they will be. They start at the plan's moment
+# (minRuntime and walltimes count from it, as before)
 AFTER_THE_PLAN = timedelta(microseconds=1)
 
 
@@ -178,11 +180,17 @@ def _apply(world: Snapshot, step: Round, plan_id: str, now: datetime) -> str | N
             _winding_down(world, action)
             continue
         by_cluster.setdefault(action.cluster, []).append(action)
+    before = {c.name: {j.id for j in c.jobs} for c in world.clusters}
     try:
         for cluster, actions in by_cluster.items():
-            sims[cluster].execute_many(actions, plan_id=plan_id, now=now + AFTER_THE_PLAN)
+            sims[cluster].execute_many(actions, plan_id=plan_id, now=now)
     except (AdapterError, KeyError) as err:
         return str(err)
+    finally:  # the jobs it made are submitted after the plan (job order), started at it
+        for state in world.clusters:
+            for job in state.jobs:
+                if job.id not in before[state.name]:
+                    job.submitted_at = now + AFTER_THE_PLAN
     return None
 
 

@@ -486,3 +486,32 @@ def test_work_a_plan_starts_is_younger_than_what_waits_as_after_a_real_apply() -
     waiting = [q for q in queue if q.workload not in started]
     again = plan(d, Snapshot(now=applied, clusters=[state], queue=waiting), now=applied)
     assert again.actions == [], [(a.op.value, a.workload) for a in again.actions]
+
+
+def test_a_virtual_start_is_after_the_plan_in_order_only() -> None:
+    """A round's jobs are younger than what waits (their submit time just after the plan's
+    moment: job order reads it first), but they start at the plan's moment: a start 1 us
+    ahead made a job under `minRuntime: 0s` look protected (-1 us run < 0), so a later
+    round would not grow it where a resize restarts it (review)."""
+    world = _world()
+    start = Action(
+        op=Op.SUBMIT,
+        workload="p/w",
+        cluster="c",
+        pool="p",
+        reason=START,
+        replicas=[Replica(node="n1", gpus=2)],
+    )
+    plan_ = Plan(
+        id="r1",
+        created_at=NOW,
+        spec_digest="",
+        observed_digest="",
+        actions=[start],
+        solver=SolverReport(engine="t", status="t"),
+    )
+    done = Round([start], lambda: plan_, plan_.solver, lambda: ({}, {}))
+    assert converge_module._apply(world, done, "virtual-round-1", NOW) is None
+    [job] = world.clusters[0].jobs
+    assert job.started_at == NOW
+    assert job.submitted_at is not None and job.submitted_at > NOW
