@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from solvers.leaving import must_leave
+from solvers.policy import CPSAT_OWN_LIMIT
 from solvers.sitepolicy.refusals import holding, retry_at
 from specs.actions import Action, Op, Pending, Reason, ReasonCode
 from specs.snapshot import Snapshot
@@ -199,6 +200,13 @@ class SolverReport(PlanModel):
     # steps that stopped before they were done (time limit, simulation budget, rounds),
     # each "step (round N): why"; empty for a plan that finished
     cut_short: list[str] = Field(default_factory=list)
+
+    @property
+    def work_left(self) -> bool:
+        """Some step was cut short that the next plan may finish: not only CP-SAT stopped
+        by its own limit (its answer not proven best; the better of it and the greedy's
+        is the plan either way)."""
+        return any(CPSAT_OWN_LIMIT not in entry for entry in self.cut_short)
 
 
 class Plan(PlanModel):

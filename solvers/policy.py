@@ -38,6 +38,11 @@ class Policy:
 DEFAULT_POLICY = Policy()
 
 
+# how a CP-SAT stage stopped by CP-SAT's own limit (Policy.cpsat_time_limit) says so: its
+# answer is not proven best, but no step of the plan was left undone
+CPSAT_OWN_LIMIT = "CP-SAT's own time limit"
+
+
 class Deadline:
     """A plan's wall-clock budget, read through the caller's ``clock`` (seconds, monotonic).
     Without a clock there is no limit. ``cut_short`` lists what stopped early, and why."""

@@ -30,7 +30,7 @@ from solvers.cpsat.expand import Counts, expand, grants
 from solvers.cpsat.explain import pending_reasons
 from solvers.cpsat.model import AllocationModel, Tier, build_model, lexicographic_weights, tier_expr
 from solvers.cpsat.score import Score, objective_terms, score
-from solvers.policy import DEFAULT_POLICY, Deadline, Policy
+from solvers.policy import CPSAT_OWN_LIMIT, DEFAULT_POLICY, Deadline, Policy
 from solvers.problem import Problem
 from solvers.session import Grant, Session
 from specs.actions import Reason
@@ -108,11 +108,17 @@ def solve(
     m = build_model(problem, base, agg, terms)
     weights = lexicographic_weights(m.tiers)
     # 2. lexicographic stages
-    limit = min(policy.cpsat_time_limit, deadline.left())
+    left = deadline.left()
+    limit = min(policy.cpsat_time_limit, left)
+    which = (
+        f"{CPSAT_OWN_LIMIT} ({policy.cpsat_time_limit:g} s)"
+        if policy.cpsat_time_limit <= left
+        else "the plan's time limit"
+    )
     values, stages = _solve_stages(m, policy, started, limit)
     for stage in stages:
         if stage.status in ("FEASIBLE", "SKIPPED", "UNKNOWN"):
-            deadline.cut("cp-sat", f"its {stage.tier} stage stopped at the time limit")
+            deadline.cut("cp-sat", f"its {stage.tier} stage stopped at {which}")
     # 3. back to nodes
     counts = _counts(m, values)
     placed = expand(problem, agg, counts, base.free)

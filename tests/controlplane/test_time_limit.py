@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.cli.views.plan import summary
+from controlplane.cli.views.plan import cut_short, summary
 from controlplane.plan import Plan, SolverReport
 from controlplane.reconcile import plan
 from solvers.policy import Policy
@@ -140,7 +140,7 @@ def test_a_plan_whose_only_cut_is_cp_sats_own_limit_does_not_promise_more() -> N
         solver=SolverReport(
             engine="cp-sat",
             status="FEASIBLE",
-            cut_short=["cp-sat (round 1): its fair stage stopped at the time limit"],
+            cut_short=["cp-sat (round 1): its fair stage stopped at CP-SAT's own time limit (5 s)"],
         ),
     )
     said = summary(made)
@@ -148,6 +148,12 @@ def test_a_plan_whose_only_cut_is_cp_sats_own_limit_does_not_promise_more() -> N
     assert said == (
         "Plan: no changes; 0 waiting; CP-SAT stopped at its time limit: the plan has the "
         "better of its answer so far and the greedy's."
+    )
+    # the plan's own limit stopped CP-SAT: the steps after it were cut too, or may be
+    plan_limit = ["cp-sat (round 1): its fair stage stopped at the plan's time limit"]
+    bounded = made.solver.model_copy(update={"cut_short": plan_limit})
+    assert summary(made.model_copy(update={"solver": bounded})).endswith(
+        "; cut short (cp-sat): the next plan may do more."
     )
     both = [*made.solver.cut_short, "reclaim (round 1): not run"]
     more = summary(
@@ -171,3 +177,26 @@ def test_apply_json_says_what_was_cut_short(
     assert done["cutShort"] == shown["solver"]["cutShort"]
     idle = cp(capsys, "apply", specs, "--auto-approve", "--json").json()
     assert "cutShort" not in idle  # a plan that finished within its limit
+
+
+def test_cp_sat_says_which_limit_stopped_it() -> None:
+    """Its own limit (no step left undone) or the plan's (the steps after it are cut too)."""
+    desired, snap = _quickstart()
+    own = plan(desired, snap, now=NOW, policy=Policy(cpsat_time_limit=0.0))  # type: ignore[arg-type]
+    assert own.solver.cut_short and all(
+        c.startswith("cp-sat (round 1)") and "CP-SAT's own time limit (0 s)" in c
+        for c in own.solver.cut_short
+    )
+    assert not own.solver.work_left
+    assert cut_short(own).startswith("CP-SAT stopped at its time limit: the plan has the better")
+    readings = iter([0.0])  # then a microsecond before the end, for ever: CP-SAT gets that
+
+    bounded = plan(
+        desired,  # type: ignore[arg-type]
+        snap,
+        now=NOW,
+        policy=Policy(time_limit=1.0),
+        clock=lambda: next(readings, 0.999999),
+    )
+    assert any("stopped at the plan's time limit" in c for c in bounded.solver.cut_short)
+    assert bounded.solver.work_left

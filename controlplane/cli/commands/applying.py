@@ -135,7 +135,9 @@ def apply(
                 if _confirm("Apply this plan?", err=as_json):
                     return True
                 if as_json:
-                    write_json(apply_json(plan.id, None, declined=True))
+                    write_json(
+                        apply_json(plan.id, None, declined=True, cut_short=plan.solver.cut_short)
+                    )
                 err.print("Apply cancelled.")
                 raise typer.Exit(1)
 

@@ -53,12 +53,9 @@ def summary(plan: Plan) -> str:
     if not plan.solver.cut_short:
         return said + "."
     # said again where a long plan ends: its first lines have scrolled away by then
+    if not plan.solver.work_left:  # CP-SAT's own limit: no step left undone
+        return f"{said}; {UNPROVEN}."
     steps = dict.fromkeys(entry.partition(" (round")[0] for entry in plan.solver.cut_short)
-    if list(steps) == ["cp-sat"]:  # its own limit: no step left undone, an answer not proven
-        return (
-            f"{said}; CP-SAT stopped at its time limit: the plan has the better of its answer "
-            "so far and the greedy's."
-        )
     return f"{said}; cut short ({', '.join(steps)}): the next plan may do more."
 
 
@@ -99,8 +96,17 @@ def shown_again(plan: Plan) -> str:
     )
 
 
+UNPROVEN = (
+    "CP-SAT stopped at its time limit: the plan has the better of its answer so far and the "
+    "greedy's"
+)
+
+
 def cut_short(plan: Plan) -> str:
-    """The steps that did not finish: the plan is the best reached, not a fixed point."""
+    """The steps that did not finish: the plan is the best reached, not a fixed point (or,
+    when only CP-SAT's own limit stopped it, an answer not proven best)."""
+    if not plan.solver.work_left:
+        return f"{UNPROVEN}: " + "; ".join(plan.solver.cut_short) + "."
     return "Cut short (the plan is what was reached): " + "; ".join(plan.solver.cut_short) + "."
 
 
