@@ -35,11 +35,13 @@ PROJECTS = 40
 
 
 def fill(store: Store, days: int, per_day: int, seed: int = 0) -> None:
-    """``days`` of ended runs, ``per_day`` a day, of 1, 2 or 8 GPUs, 1-30 hours each."""
+    """``days`` of runs ended by ``NOW``, ``per_day`` a day, of 1, 2 or 8 GPUs, 1-30 hours
+    each."""
     rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
     for i in range(days * per_day):
-        start = NOW - timedelta(seconds=rng.randrange(days * 86_400))
+        hours = rng.randrange(1, 30)
+        start = NOW - timedelta(hours=hours, seconds=rng.randrange(days * 86_400))
         project = f"p{i % PROJECTS:03d}"
         rows.append(
             {
@@ -49,7 +51,7 @@ def fill(store: Store, days: int, per_day: int, seed: int = 0) -> None:
                 "workload": f"{project}/w{i % 5_000:05d}",
                 "project": project,
                 "state": "COMPLETED" if i % 2 else "PREEMPTED",
-                "ended_at": start + timedelta(hours=rng.randrange(1, 30)),
+                "ended_at": start + timedelta(hours=hours),  # by NOW
                 "gpus": rng.choice([1, 1, 2, 8]),
                 "gpu_type": "a100",
                 "price": 2.5,
