@@ -494,23 +494,7 @@ def test_a_virtual_start_is_after_the_plan_in_order_only() -> None:
     ahead made a job under `minRuntime: 0s` look protected (-1 us run < 0), so a later
     round would not grow it where a resize restarts it (review)."""
     world = _world()
-    start = Action(
-        op=Op.SUBMIT,
-        workload="p/w",
-        cluster="c",
-        pool="p",
-        reason=START,
-        replicas=[Replica(node="n1", gpus=2)],
-    )
-    plan_ = Plan(
-        id="r1",
-        created_at=NOW,
-        spec_digest="",
-        observed_digest="",
-        actions=[start],
-        solver=SolverReport(engine="t", status="t"),
-    )
-    done = Round([start], lambda: plan_, plan_.solver, lambda: ({}, {}))
+    done = _submit_each_round([])(world)  # starts p/w1 on n1
     assert converge_module._apply(world, done, "virtual-round-1", NOW) is None
     [job] = world.clusters[0].jobs
     assert job.started_at == NOW
