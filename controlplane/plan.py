@@ -202,6 +202,11 @@ class SolverReport(PlanModel):
     cut_short: list[str] = Field(default_factory=list)
 
     @property
+    def cut_steps(self) -> list[str]:
+        """The steps cut short, each once, in the order they were cut."""
+        return list(dict.fromkeys(entry.partition(" (round")[0] for entry in self.cut_short))
+
+    @property
     def work_left(self) -> bool:
         """Some step was cut short that the next plan may finish: not only CP-SAT stopped
         by its own limit (its answer not proven best; the better of it and the greedy's
@@ -292,13 +297,17 @@ class Plan(PlanModel):
     def told_now(self, now: Plan) -> Plan:
         """This stored plan, told with the figures of ``now``, a plan that :meth:`repeats`
         it or :meth:`decides_as` it: what waits and why, the quota table (usage bends
-        fair shares as it decays), and the policy changed since the plan last applied
-        (none, once this one was: not what this one changed in its time)."""
+        fair shares as it decays), the policy changed since the plan last applied (none,
+        once this one was: not what this one changed in its time), and the steps cut
+        short in making it."""
         told = {
             "pending": now.pending,
             "projects": now.projects,
             "departments": now.departments,
             "policy": now.policy,
+            # what was cut short is the plan made now's (a preview cut by --time-limit is
+            # no reason for every later cycle to say so, nor a whole plan for a cut one not to)
+            "solver": self.solver.model_copy(update={"cut_short": now.solver.cut_short}),
         }
         return self.model_copy(update=told)
 

@@ -368,8 +368,8 @@ def _files(dates: dict[str, float]) -> dict[str, float]:
 def _summary(plan: Plan) -> str:
     counts = Counter(a.op for a in plan.actions)
     parts = [f"{counts[op]:,} to {op.value}" for op in Op if counts[op]]  # as cp plan counts
-    # a plan cut short (--time-limit) is told so: `cp show PLAN` says which steps
-    cut = ", cut short (cp show tells where)" if plan.solver.work_left else ""
+    # a plan cut short (--time-limit) is told so, with the steps (`cp show PLAN` says why)
+    cut = f", cut short ({', '.join(plan.solver.cut_steps)})" if plan.solver.work_left else ""
     return (", ".join(parts) or "no changes") + f", {len(plan.pending)} waiting{cut}"
 
 

@@ -97,7 +97,7 @@ def test_each_watch_cycle_plans_within_the_time_limit(
     approve = ["--auto-approve"] if auto_approve else []
     res = cp(capsys, "watch", specs, "--once", "--quiet", "0", "--time-limit", "0", *approve)
     assert res.code == 0, res.out + res.err
-    named = re.search(r"plan ([0-9a-f]+): .*, cut short \(cp show", res.out)
+    named = re.search(r"plan ([0-9a-f]+): .*, cut short \(cp-sat, ", res.out)
     assert named is not None, res.out
     shown = cp(capsys, "show", named.group(1), specs, "--json")
     assert shown.json()["solver"]["cutShort"], "the stored plan says what was cut short"
@@ -200,3 +200,23 @@ def test_cp_sat_says_which_limit_stopped_it() -> None:
     )
     assert any("stopped at the plan's time limit" in c for c in bounded.solver.cut_short)
     assert bounded.solver.work_left
+
+
+def test_a_cycle_that_names_a_stored_plan_tells_its_own_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An idle cycle names the stored plan that decided as it does, told with its own
+    figures; it kept that plan's solver report, so a preview cut by `--time-limit 0` made
+    every later cycle say "cut short" (trial X), and a cut cycle naming a whole plan said
+    nothing. What was cut short is this cycle's."""
+    specs = tmp_path / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "apply", specs, "--auto-approve").code == 0
+    assert cp(capsys, "plan", specs, "--time-limit", "0").code == 0  # a preview, cut, stored
+    res = cp(capsys, "watch", specs, "--once")
+    assert res.code == 0, res.err
+    assert "no changes" in res.out and "cut short" not in res.out, res.out
+    cut = cp(capsys, "watch", specs, "--once", "--time-limit", "0")
+    assert "cut short" in cut.out, cut.out
+    again = cp(capsys, "apply", specs, "--auto-approve")
+    assert "cut short" not in again.out, again.out

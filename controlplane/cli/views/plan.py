@@ -55,8 +55,7 @@ def summary(plan: Plan) -> str:
     # said again where a long plan ends: its first lines have scrolled away by then
     if not plan.solver.work_left:  # CP-SAT's own limit: no step left undone
         return f"{said}; {UNPROVEN}."
-    steps = dict.fromkeys(entry.partition(" (round")[0] for entry in plan.solver.cut_short)
-    return f"{said}; cut short ({', '.join(steps)}): the next plan may do more."
+    return f"{said}; cut short ({', '.join(plan.solver.cut_steps)}): the next plan may do more."
 
 
 def node_removed(removed: NodeRemoved) -> str:
