@@ -84,7 +84,7 @@ class JobRow:
     ended_at: datetime | None = None  # an ended job's end
 
 
-Ran = tuple[int, datetime]  # a run's GPUs and start
+Ran = tuple[int, datetime, str | None]  # a run's GPUs, start and the plan that submitted it
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def workloads(
         step = actions.get(key)
         held = job.gpus if job is not None else 0
         if job is not None and cluster is not None and not job.replicas and ran:
-            held = ran.get((cluster, job.id), (0, None))[0]
+            held = ran[cluster, job.id][0] if (cluster, job.id) in ran else 0
         shown = held > 0 and (bool(holding) or state == "completed")
         gpus = held if shown else spec.gpus * spec.effective_min_replicas
         rows.append(
@@ -207,18 +207,18 @@ def _pool(snapshot: Snapshot, cluster: str | None, job: Job | None) -> str | Non
 
 def jobs(snapshot: Snapshot, ran: Mapping[tuple[str, str], Ran] | None = None) -> list[JobRow]:
     """Every job the clusters show, ours and others', active or recently ended, by cluster
-    and id (numbers in numeric order). ``ran``: (cluster, job) -> the GPUs and start of its
-    latest run, as the store keeps them, shown for an ended job the snapshot holds without
+    and id (numbers in numeric order). ``ran``: (cluster, job) -> the GPUs, start and plan
+    of its latest run, as the store keeps them, shown for an ended job the snapshot holds without
     its replicas (one the cluster forgot, remembered by the store; one known from the
     accounting alone)."""
     ran = ran or {}
     out = []
     for c in sorted(snapshot.clusters, key=lambda c: c.name):
-        for j in sorted(c.jobs, key=lambda j: job_id_order(j.id)):
-            gpus, started = j.gpus, j.started_at
+        for j in sorted(c.jobs, key=_listed):
+            gpus, started, plan = j.gpus, j.started_at, j.plan_id
             if not j.replicas and not j.state.active and (c.name, j.id) in ran:
-                gpus, run_start = ran[c.name, j.id]
-                started = started or run_start
+                gpus, run_start, run_plan = ran[c.name, j.id]
+                started, plan = started or run_start, plan or run_plan
             out.append(
                 JobRow(
                     id=j.id,
@@ -231,13 +231,18 @@ def jobs(snapshot: Snapshot, ran: Mapping[tuple[str, str], Ran] | None = None) -
                     partition=j.partition,
                     started_at=started,
                     submitted_at=j.submitted_at,
-                    plan=j.plan_id,
+                    plan=plan,
                     reason=j.reason,
                     owner=j.owner,
                     ended_at=j.ended_at,
                 )
             )
     return out
+
+
+def _listed(job: Job) -> tuple[tuple[int, int, str], bool]:
+    """A job's place in a listing: by id, a remembered "ID (earlier)" just before ID."""
+    return job_id_order(job.id.removesuffix(EARLIER)), not job.id.endswith(EARLIER)
 
 
 def forgotten(snapshot: Snapshot) -> dict[tuple[str, str], Ended]:

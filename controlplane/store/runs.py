@@ -176,13 +176,13 @@ class Runs:
             for key, runs in self._runs_of(jobs).items()
         }
 
-    def last_runs(self, jobs: Iterable[Ended]) -> dict[Ended, tuple[int, datetime]]:
-        """The GPUs and start of each ended job's latest run (what a listing shows of a job
-        the cluster forgot): of its runs of its workload that began by its end, since the
-        cluster may have given its id to other jobs since."""
+    def last_runs(self, jobs: Iterable[Ended]) -> dict[Ended, tuple[int, datetime, str | None]]:
+        """The GPUs, start and submitting plan of each ended job's latest run (what a
+        listing shows of a job the cluster forgot): of its runs of its workload that began
+        by its end, since the cluster may have given its id to other jobs since."""
         asked = list(jobs)
         runs = self._runs_of((cluster, job) for cluster, job, _, _ in asked)
-        out: dict[Ended, tuple[int, datetime]] = {}
+        out: dict[Ended, tuple[int, datetime, str | None]] = {}
         for key in asked:
             cluster, job, workload, ended = key
             mine = [
@@ -191,7 +191,7 @@ class Runs:
                 if r.workload == workload and (ended is None or _aware(r.started_at) <= ended)
             ]
             if mine:
-                out[key] = (mine[-1].gpus, _aware(mine[-1].started_at))
+                out[key] = (mine[-1].gpus, _aware(mine[-1].started_at), mine[-1].plan_id)
         return out
 
     def _runs_of(self, jobs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[RunRow]]:

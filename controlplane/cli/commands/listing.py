@@ -5,7 +5,6 @@ made for them is not stored."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -199,9 +198,9 @@ def usage(
         print_usage(out, report)
 
 
-def _ran(store: Store | None, snap: Snapshot) -> dict[tuple[str, str], tuple[int, datetime]]:
-    """(cluster, job) -> the GPUs and start of its latest run, of each ended job the cluster
-    forgot (the store remembers it, without its replicas)."""
+def _ran(store: Store | None, snap: Snapshot) -> dict[tuple[str, str], inventory.Ran]:
+    """(cluster, job) -> the GPUs, start and plan of its latest run, of each ended job the
+    cluster forgot (the store remembers it, without its replicas)."""
     if store is None:
         return {}
     asked = inventory.forgotten(snap)

@@ -285,13 +285,15 @@ def test_a_completed_job_the_cluster_forgot_shows_what_it_ran_with(
         [cluster(), project("chem", gpus=8), workload("done", "chem", gpus=2, walltime="1h")],
     )
     start = "2026-11-22T10:00:00+00:00"
-    assert cp(capsys, "apply", specs, "--auto-approve", "--now", start).code == 0
+    running = cp(capsys, "apply", specs, "--auto-approve", "--now", start, "--json")
+    assert running.code == 0
     assert cp(capsys, "observe", specs, "--now", "2026-11-22T12:00:00+00:00").code == 0
     later = "2026-11-25T10:00:00+00:00"  # two days after its end: the simulator forgot it
     res = cp(capsys, "get", "jobs", specs, "--now", later, "-o", "json")
     [row] = res.json()["items"]
     assert (row["state"], row["reason"]) == ("COMPLETED", "completed; remembered by the store")
     assert row["gpus"] == 2
+    assert row["plan"] and running.json()["plan"].startswith(row["plan"])  # trial X
     assert row["startedAt"].startswith("2026-11-22T10:00:00")
     table = cp(capsys, "get", "jobs", specs, "--now", later).out
     assert "3d" in table  # its age, from its start
@@ -359,6 +361,7 @@ def test_a_forgotten_job_shows_its_own_run_when_its_id_was_given_again(
         for j in cp(capsys, "get", "jobs", specs, "--now", later, "-o", "json").json()["items"]
     }
     assert (rows["1000"]["workload"], rows["1000"]["gpus"]) == ("chem/later", 3)
+    assert list(rows)[:2] == ["1000 (earlier)", "1000"]  # side by side (trial X)
     earlier = rows["1000 (earlier)"]
     assert (earlier["workload"], earlier["gpus"]) == ("chem/done", 2)
     assert earlier["startedAt"].startswith("2026-11-22T10:00:00")
