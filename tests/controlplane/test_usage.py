@@ -350,3 +350,20 @@ def test_a_read_only_plan_counts_the_progress_a_recorded_one_would(
     # the names and jobs asked for go to the database in lists of a bounded length
     monkeypatch.setattr("controlplane.store.runs.IN_CHUNK", 1)
     assert read_only.progress(wanted, now=end, seen=seen) == told
+
+
+def test_the_usage_by_gpu_type_is_laid_out_as_the_queue_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table by GPU type listed departments and then projects, with nothing to tell
+    them apart (trial X); it follows the tree of the usage table above it."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[2]
+    specs = tmp_path / "quickstart"
+    shutil.copytree(root / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    assert cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-12-01T10:00:00Z").code == 0
+    out = cp(capsys, "usage", specs, "--now", "2026-12-01T14:00:00Z").out
+    typed = out[out.index("By GPU type") :].splitlines()[3:7]  # after the title and header
+    heads = ["product (dept) ", "product (dept) ", "  ads ", "  search "]
+    assert all(line.startswith(head) for line, head in zip(typed, heads, strict=True)), typed

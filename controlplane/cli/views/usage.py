@@ -66,12 +66,9 @@ def print_usage(console: Console, report: UsageReport) -> None:
     cells: list[list[Cell]] = []
     for depth, kind, name, _ in order:
         r = rows[(kind, name)]
-        label = Text("  " * depth + name, style="bold" if kind == "department" else "")
-        if kind == "department":
-            label.append(" (dept)", style="dim")
         cells.append(
             [
-                label,
+                _label(depth, kind, name),
                 n(r.status.deserved),
                 n(r.status.fair_share),
                 f"{r.decayed_gpu_hours:,.1f}",
@@ -98,15 +95,10 @@ def print_usage(console: Console, report: UsageReport) -> None:
         cells,
         title=f"Usage (GPUs and GPU-hours; month: {report.month}, UTC)",
     )
-    typed: list[list[Cell]] = [
-        [
-            Text(r.name, style="bold" if r.kind == "department" else ""),
-            t.gpu_type,
-            f"{t.gpu_hours:,.1f}",
-            f"{t.cost:,.2f}",
-        ]
-        for r in [*report.departments, *report.projects]
-        for t in r.by_type
+    typed: list[list[Cell]] = [  # in the same tree as the table above
+        [_label(depth, kind, name), t.gpu_type, f"{t.gpu_hours:,.1f}", f"{t.cost:,.2f}"]
+        for depth, kind, name, _ in order
+        for t in rows[(kind, name)].by_type
     ]
     if typed:
         console.print()
@@ -141,6 +133,14 @@ def print_usage(console: Console, report: UsageReport) -> None:
                 style="dim",
             )
         )
+
+
+def _label(depth: int, kind: str, name: str) -> Text:
+    """A queue in the tree: indented by its depth, a department in bold and said so."""
+    label = Text("  " * depth + name, style="bold" if kind == "department" else "")
+    if kind == "department":
+        label.append(" (dept)", style="dim")
+    return label
 
 
 def _budget(r: UsageRow) -> Text:
