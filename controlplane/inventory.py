@@ -28,7 +28,7 @@ from controlplane.completions import EARLIER
 from controlplane.plan import Plan, QueueStatus
 from controlplane.reservations import Window, under_way, upcoming
 from solvers.order import job_id_order
-from specs.actions import Action, Pending, Reason, ReasonCode
+from specs.actions import Action, Op, Pending, Reason, ReasonCode
 from specs.desired import DesiredState
 from specs.models import total_quota
 from specs.snapshot import Job, JobState, Snapshot
@@ -169,6 +169,8 @@ def workloads(
             held = ran[cluster, job.id][0] if (cluster, job.id) in ran else 0
         shown = held > 0 and (bool(holding) or state == "completed")
         gpus = held if shown else spec.gpus * spec.effective_min_replicas
+        if not shown and step is not None and step.op is Op.SUBMIT and step.replicas:
+            gpus = sum(r.gpus for r in step.replicas)  # what the plan starts it with
         rows.append(
             WorkloadRow(
                 name=key,

@@ -271,7 +271,9 @@ def test_a_completed_elastic_workload_shows_what_its_job_ran_with(
     res = cp(capsys, "get", "workloads", specs, "--observed", snapshot, "-o", "json")
     rows = {w["name"]: w for w in res.json()["items"]}
     assert (rows["chem/grown"]["state"], rows["chem/grown"]["gpus"]) == ("completed", 6)
-    assert (rows["chem/waits"]["state"], rows["chem/waits"]["gpus"]) == ("pending", 4)
+    # one that waits shows what the plan starts it with (4 x 2 GPUs here), else its minimum
+    assert (rows["chem/waits"]["state"], rows["chem/waits"]["gpus"]) == ("pending", 8)
+    assert rows["chem/waits"]["next"]["op"] == "submit"
 
 
 def test_a_completed_job_the_cluster_forgot_shows_what_it_ran_with(
@@ -365,3 +367,21 @@ def test_a_forgotten_job_shows_its_own_run_when_its_id_was_given_again(
     earlier = rows["1000 (earlier)"]
     assert (earlier["workload"], earlier["gpus"]) == ("chem/done", 2)
     assert earlier["startedAt"].startswith("2026-11-22T10:00:00")
+
+
+def test_a_workload_the_plan_starts_shows_what_the_plan_gives_it(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """A pending elastic workload showed its minimum (2 GPUs) beside its next action, a
+    submit of 4 x 1 GPU (trial X): what the plan starts it with is what it will hold."""
+    specs = write_specs(
+        tmp_path / "specs",
+        [
+            cluster(),
+            project("chem", gpus=8),
+            workload("grows", "chem", gpus=1, replicas=4, minReplicas=2),
+        ],
+    )
+    [row] = cp(capsys, "get", "workloads", specs, "-o", "json").json()["items"]
+    assert (row["state"], row["next"]["op"]) == ("pending", "submit")
+    assert row["gpus"] == 4
