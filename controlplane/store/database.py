@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,9 @@ class Database:
 
     def _open(self, init: bool) -> None:
         with self._schema_lock():
+            if self._new_file:
+                self._create_whole()
+                return
             tables = set(inspect(self.engine).get_table_names())
             if not tables:
                 if not (init or self._new_file):
@@ -109,6 +113,23 @@ class Database:
             if version < SCHEMA_VERSION or not set(SQLModel.metadata.tables) <= tables:
                 migrate(self.engine, version)
                 self._set_version()
+
+    def _create_whole(self) -> None:
+        """A new SQLite store is made in a file beside it and renamed into place, so that a
+        command interrupted meanwhile leaves no store or a whole one: an empty file would
+        read as a store emptied since, and be refused."""
+        assert self.sqlite_path is not None
+        aside = self.sqlite_path.with_name(self.sqlite_path.name + ".new")
+        aside.unlink(missing_ok=True)
+        engine = _engine(make_url(f"sqlite:///{aside}"), self.name)
+        try:
+            SQLModel.metadata.create_all(engine)
+            with Session(engine) as db:
+                db.merge(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
+                db.commit()
+        finally:
+            engine.dispose()
+        os.replace(aside, self.sqlite_path)
 
     @property
     def _new_file(self) -> bool:
