@@ -90,7 +90,7 @@ class Database:
                 return
             tables = set(inspect(self.engine).get_table_names())
             if not tables:
-                if not (init or self._new_file):
+                if not init:  # a new SQLite file was made whole above
                     raise StoreError(
                         f"{self.name} has no controlplane tables (emptied, or never "
                         "initialised); run `cp store init` to create them, or "
