@@ -103,7 +103,7 @@ def unapplied_twin(store: Store, plan: Plan) -> Plan | None:
     row = newest[0]
     if (row.spec_digest, row.observed_digest) != (plan.spec_digest, plan.observed_digest):
         return None  # another decision: its body (large in a big org) is not read
-    stored = Plan.from_json(row.body)
+    stored = Plan.from_json(row.text)
     return stored if plan.decides_as(stored) else None
 
 

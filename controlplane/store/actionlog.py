@@ -55,7 +55,8 @@ class ActionLog:
         where = where or HistoryFilter()
         with self.db.session() as db:
             # each row's plan: its id and time, not its body (1.6 GB for 3,000 rows)
-            q = select(ActionRow, PlanRow).options(defer(PlanRow.body))  # type: ignore[arg-type]
+            unread = [defer(PlanRow.body), defer(PlanRow.packed)]  # type: ignore[arg-type]
+            q = select(ActionRow, PlanRow).options(*unread)
             q = q.where(ActionRow.plan_id == PlanRow.id, ActionRow.status != "pending")
             if workloads:  # one workload's names, before and after a rename
                 q = q.where(col(ActionRow.workload).in_(workloads))

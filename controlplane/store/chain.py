@@ -157,7 +157,7 @@ def state_problem(
             return f"plan {p.id}: its status {p.status!r} is not what its events say"
     planned: dict[tuple[str, int], dict[str, object]] = {}
     for p in bodies.values():
-        for seq, action in enumerate(Plan.from_json(p.body).execution_order()):
+        for seq, action in enumerate(Plan.from_json(p.text).execution_order()):
             planned[p.id, seq] = {
                 "op": action.op.value,
                 "workload": action.workload,

@@ -173,7 +173,7 @@ def migrate(engine: Engine, version: int) -> None:
     """Bring a schema of ``version`` up to date: new tables, the columns later versions
     added to old ones (plain ALTER TABLE ADD COLUMN), and data moved where it now lives."""
     SQLModel.metadata.create_all(engine)  # new tables only: existing ones are left as they are
-    added = {
+    added: dict[str, tuple[str, ...]] = {
         "plans": ("chain_seq INTEGER", "prev_hash VARCHAR", "hash VARCHAR"),  # 2: the chain
         "events": ("actor VARCHAR",),  # 5: who applied
         "actions": ("acted_on VARCHAR",),  # 13: the job acted on, before a move replaced it
@@ -188,6 +188,8 @@ def migrate(engine: Engine, version: int) -> None:
             "plan_id VARCHAR",  # 11: the plan that submitted it
         ),
     }
+    # 14: a plan's body kept compressed
+    added["plans"] += ("packed " + ("BYTEA" if engine.dialect.name == "postgresql" else "BLOB"),)
     with engine.begin() as conn:
         for table, columns in added.items():
             have = {c["name"] for c in inspect(conn).get_columns(table)}

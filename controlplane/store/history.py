@@ -67,7 +67,7 @@ class History:
             if len(ids) > 1:
                 raise AmbiguousPlanError(ref, ids)
             row = db.get(PlanRow, ids[0]) if ids else None
-            return Plan.from_json(row.body) if row else None
+            return Plan.from_json(row.text) if row else None
 
     def known_plans(self, ids: Iterable[str]) -> set[str]:
         """Those of ``ids`` that are plans this store made (or was shown)."""
@@ -139,7 +139,7 @@ class History:
                     .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
                     .limit(1)
                 ).first()
-            return Plan.from_json(row.body) if row is not None else None
+            return Plan.from_json(row.text) if row is not None else None
 
     def applied_specs(self, spec_digest: str) -> bool:
         """Whether an apply ever acted on a plan of these specs (the clusters followed them)."""
@@ -169,9 +169,9 @@ class History:
                 .order_by(col(PlanRow.chain_seq).desc())
             )
             for row in rows:
-                if '"base":' not in row.body:  # only a plan made with --base has the key
+                if '"base":' not in row.text:  # only a plan made with --base has the key
                     continue
-                plan = Plan.from_json(row.body)
+                plan = Plan.from_json(row.text)
                 if plan.policy is not None and plan.policy.base is not None:
                     return plan
             return None
@@ -328,7 +328,7 @@ class History:
                 p.chain_seq or 0,
                 f"plan {p.id}",
                 chain.plan_payload(
-                    p.id, p.created_at, p.spec_digest, p.observed_digest, p.git_commit, p.body
+                    p.id, p.created_at, p.spec_digest, p.observed_digest, p.git_commit, p.text
                 ),
                 p.prev_hash or "",
                 p.hash or "",
@@ -359,10 +359,12 @@ def _insert_plan(db: Session, plan: Plan) -> None:
         observed_digest=plan.observed_digest,
         git_commit=plan.git_commit,
         actions=len(plan.actions),
-        body=plan.to_json(indent=None),
+        body="",
     )
+    text = plan.to_json(indent=None)
+    row.packed = PlanRow.pack(text)  # the chain hashes the JSON, not how it is kept
     payload = chain.plan_payload(
-        row.id, row.created_at, row.spec_digest, row.observed_digest, row.git_commit, row.body
+        row.id, row.created_at, row.spec_digest, row.observed_digest, row.git_commit, text
     )
     _append(db, row, payload)
     db.flush()  # the plan row first: actions reference it (PostgreSQL enforces that)

@@ -14,6 +14,7 @@ read-only records ``cp history`` and ``cp show`` print.
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime
 
 from sqlalchemy import Column, LargeBinary, Text
@@ -29,7 +30,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 class MetaRow(SQLModel, table=True):
@@ -50,11 +51,23 @@ class PlanRow(SQLModel, table=True):
     actions: int = 0
     status: str = "planned"  # planned | applying | applied | failed | interrupted
     applied_at: datetime | None = None
+    # the plan's JSON: empty since 14, which keeps it compressed in ``packed`` (a busy
+    # org's plan is megabytes of it); :attr:`text` reads either
     body: str = Field(sa_column=Column(Text, nullable=False))
     # the history chain (store/chain.py)
     chain_seq: int | None = Field(default=None, index=True)
     prev_hash: str | None = None
     hash: str | None = None
+    packed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+
+    @property
+    def text(self) -> str:
+        """The plan's JSON, as the chain hashes it."""
+        return zlib.decompress(self.packed).decode() if self.packed is not None else self.body
+
+    @staticmethod
+    def pack(text: str) -> bytes:
+        return zlib.compress(text.encode())
 
 
 class EventRow(SQLModel, table=True):

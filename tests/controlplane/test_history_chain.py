@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import zlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,6 +39,14 @@ def sql(specs: Path, statement: str) -> None:
         db.execute(statement)
 
 
+def edit_body(specs: Path, old: bytes, new: bytes) -> None:
+    """Edit the first plan's body (kept compressed)."""
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        [(packed,)] = db.execute("SELECT packed FROM plans WHERE chain_seq = 1").fetchall()
+        edited = zlib.compress(zlib.decompress(packed).replace(old, new))
+        db.execute("UPDATE plans SET packed = ? WHERE chain_seq = 1", (edited,))
+
+
 def test_a_real_history_verifies(applied: Path, capsys: Capsys) -> None:
     code, report = verify(capsys, applied)
     assert code == 0 and report["ok"] is True
@@ -53,14 +62,7 @@ def test_a_real_history_verifies(applied: Path, capsys: Capsys) -> None:
 @pytest.mark.parametrize(
     ("tamper", "named"),
     [
-        (
-            lambda s: sql(
-                s,
-                "UPDATE plans SET body = replace(body, 'within-deserved', 'reclaim') "
-                "WHERE chain_seq = 1",
-            ),
-            "record 1, plan ",
-        ),
+        (lambda s: edit_body(s, b"within-deserved", b"reclaim"), "record 1, plan "),
         (lambda s: sql(s, "UPDATE events SET status = 'failed' WHERE id = 3"), "event 3 "),
         (
             lambda s: sql(

@@ -26,6 +26,6 @@ def test_history_rows_leave_the_plan_body_unread(tmp_path: Path, capsys: Capsys)
     assert len(rows) >= 10
     for action, plan, _ in rows:
         assert plan.id and plan.created_at and action.workload
-        assert "body" not in plan.__dict__, "the plan's body was read with its action"
+        assert "body" not in plan.__dict__ and "packed" not in plan.__dict__, "body read"
     shown = cp(capsys, "history", specs)
     assert shown.code == 0 and "plan:" in shown.out
