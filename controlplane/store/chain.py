@@ -101,45 +101,56 @@ class Verdict:
     records: int
     head: str  # the last record's hash: keep it somewhere else to check against later
     problem: str | None = None  # the first broken record, in words
+    base: tuple[int, str] | None = None  # the checkpoint it starts after (a pruned store)
 
     @property
     def ok(self) -> bool:
         return self.problem is None
 
 
-def check(records: Iterable[Record], head: tuple[int, str] | None) -> Verdict:
-    """Walk ``records`` in chain order; ``head`` is what the store says the last one is."""
-    prev_hash, expected, count = GENESIS, 1, 0
+def check(
+    records: Iterable[Record],
+    head: tuple[int, str] | None,
+    base: tuple[int, str] | None = None,
+) -> Verdict:
+    """Walk ``records`` in chain order; ``head`` is what the store says the last one is,
+    ``base`` the checkpoint of a store whose oldest records were pruned (the number and
+    hash of the last one removed): the chain starts after it."""
+    count, last, problem = _walk(records, head, base or (0, GENESIS))
+    return Verdict(count, last, problem, base)
+
+
+def _walk(
+    records: Iterable[Record], head: tuple[int, str] | None, base: tuple[int, str]
+) -> tuple[int, str, str | None]:
+    """Records walked, the last good hash, and the first problem (None: none)."""
+    expected, prev_hash = base[0] + 1, base[1]
+    count = 0
     for record in sorted(records, key=lambda r: r.chain_seq):
         count += 1
         where = f"record {record.chain_seq}, {record.name}"
         if record.chain_seq != expected:
-            return Verdict(
-                count,
-                prev_hash,
-                f"record {expected} is missing (the chain jumps to {where}): a row was deleted",
-            )
+            jump = f"record {expected} is missing (the chain jumps to {where})"
+            return count, prev_hash, f"{jump}: a row was deleted"
         if record.prev_hash != prev_hash:
-            return Verdict(
+            return (
                 count,
                 prev_hash,
                 f"{where}: its link to the record before does not "
                 "match: the one before was edited or replaced",
             )
         if link(record.prev_hash, record.payload) != record.hash:
-            return Verdict(
-                count, prev_hash, f"{where}: its content does not match its hash: it was edited"
-            )
+            return count, prev_hash, f"{where}: its content does not match its hash: it was edited"
         prev_hash, expected = record.hash, expected + 1
     if head is not None and head != (expected - 1, prev_hash):
-        return Verdict(
+        return (
             count,
             prev_hash,
             f"the chain head names record {head[0]}, but the chain "
             f"ends at record {expected - 1}: records were removed "
             "from its end",
         )
-    return Verdict(count, prev_hash)
+    return count, prev_hash, None
 
 
 def state_problem(

@@ -24,7 +24,7 @@ from sqlmodel import Session, col, select
 
 from controlplane.errors import AmbiguousPlanError
 from controlplane.plan import Plan
-from controlplane.store import chain
+from controlplane.store import chain, retention
 from controlplane.store.database import Database
 from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow
 from solvers.order import job_id_order
@@ -322,6 +322,7 @@ class History:
             plans = db.exec(select(PlanRow).where(col(PlanRow.chain_seq).is_not(None))).all()
             events = db.exec(select(EventRow)).all()
             head = db.get(MetaRow, "chain_head")
+            base = db.get(MetaRow, retention.BASE)
             actions = db.exec(select(ActionRow)).all()
         records = [
             chain.Record(
@@ -339,11 +340,15 @@ class History:
             chain.Record(e.chain_seq, _event_name(e), _event_payload(e), e.prev_hash, e.hash)
             for e in events
         ]
-        verdict = chain.check(records, _parse_head(head.value) if head else None)
+        verdict = chain.check(
+            records,
+            _parse_head(head.value) if head else None,
+            _parse_head(base.value) if base else None,
+        )
         if not verdict.ok:
             return verdict
         problem = chain.state_problem(plans, events, actions)
-        return chain.Verdict(verdict.records, verdict.head, problem)
+        return chain.Verdict(verdict.records, verdict.head, problem, verdict.base)
 
 
 # ------------------------------------------------------------------ helpers

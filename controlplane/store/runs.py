@@ -30,7 +30,7 @@ from specs.snapshot import JobRun, Progress, UsageRecord
 
 Seen = Mapping[str, Iterable[JobRun]]  # cluster -> runs an observation reports
 STOPPED = "STOPPED"  # a run our apply cancelled, until an observation says how it ended
-IN_CHUNK = 900  # values bound in one IN list (see _in_chunks)
+IN_CHUNK = 900  # values bound in one IN list (see in_chunks)
 # an ended job as a listing asks for its run: cluster, job id, workload, when it ended
 Ended = tuple[str, str, str | None, datetime | None]
 
@@ -201,7 +201,7 @@ class Runs:
         if not wanted:
             return out
         with self.db.session() as db:
-            for where in _in_chunks(RunRow.job, {job for _, job in wanted}):
+            for where in in_chunks(RunRow.job, {job for _, job in wanted}):
                 for row in db.exec(select(RunRow).where(where)):
                     if (row.cluster, row.job) in wanted:
                         out.setdefault((row.cluster, row.job), []).append(row)
@@ -222,7 +222,7 @@ class Runs:
             else:
                 runs = [
                     Run.read(values)
-                    for where in _in_chunks(RunRow.workload, workloads)
+                    for where in in_chunks(RunRow.workload, workloads)
                     for values in db.exec(columns.where(where))
                 ]
                 # a run seen under one of these names may be stored under another (a
@@ -238,7 +238,7 @@ class Runs:
                 }
                 runs += [
                     run
-                    for where in _in_chunks(RunRow.job, elsewhere)
+                    for where in in_chunks(RunRow.job, elsewhere)
                     for values in db.exec(columns.where(where))
                     if (run := Run.read(values)).workload not in workloads
                 ]
@@ -247,7 +247,7 @@ class Runs:
         return runs if workloads is None else [r for r in runs if r.workload in workloads]
 
 
-def _in_chunks(column: Any, values: Iterable[str]) -> Iterator[ColumnElement[bool]]:
+def in_chunks(column: Any, values: Iterable[str]) -> Iterator[ColumnElement[bool]]:
     """``column IN values``, as conditions of at most ``IN_CHUNK`` values each: a database
     binds a parameter per value (PostgreSQL at most 65,535 a statement, older SQLite 999)."""
     ordered = sorted(values)

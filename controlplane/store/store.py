@@ -5,14 +5,15 @@ URL by option (PostgreSQL for several reconcilers). It answers "who preempted my
 when and why": every applied action is kept with its reason and result, in a chain that
 shows tampering. Only this package talks to the database.
 
-:class:`Store` is the three parts together over one :class:`Database`:
+:class:`Store` is its parts together over one :class:`Database`:
 :class:`~controlplane.store.history.History` (plans, actions, events, verification),
 :class:`~controlplane.store.lease.Leases` (one applier at a time),
 :class:`~controlplane.store.runs.Runs` (the runs of our jobs: usage, segment progress),
 :class:`~controlplane.store.scheduling.SchedulingState` (queue times, placeholders,
 completions, failure streaks), :class:`~controlplane.store.versions.Versions` (the
-workload specs running jobs were made of) and
-:class:`~controlplane.store.observations.Observations` (what plans were made against).
+workload specs running jobs were made of),
+:class:`~controlplane.store.observations.Observations` (what plans were made against) and
+:class:`~controlplane.store.retention.Retention` (the oldest history, removed on purpose).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from controlplane.store.database import Database
 from controlplane.store.history import History
 from controlplane.store.lease import Leases
 from controlplane.store.observations import Observations
+from controlplane.store.retention import Retention
 from controlplane.store.runs import Runs
 from controlplane.store.scheduling import SchedulingState
 from controlplane.store.tables import utcnow
 from controlplane.store.versions import Versions
 
 
-class Store(ActionLog, History, Leases, Observations, Runs, SchedulingState, Versions):
+class Store(ActionLog, History, Leases, Observations, Retention, Runs, SchedulingState, Versions):
     def __init__(self, url: str, *, init: bool = False, create_dir: bool = False) -> None:
         """Open the store at ``url``. ``init``: create the tables even in a database that
         exists without them (``cp store init``); ``create_dir``: the folder of a SQLite

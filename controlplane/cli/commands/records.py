@@ -178,14 +178,23 @@ def history(
                         "records": verdict.records,
                         "head": verdict.head,
                         "problem": verdict.problem,
+                        # the last record a prune removed (0: none), and its hash
+                        "prunedThrough": verdict.base[0] if verdict.base else 0,
+                        "checkpoint": verdict.base[1] if verdict.base else None,
                     },
                     indent=2,
                 )
                 + "\n"
             )
         elif verdict.ok:
+            pruned = (
+                f" (records 1-{verdict.base[0]} pruned; checkpoint {verdict.base[1]})"
+                if verdict.base
+                else ""
+            )
             out.print(
-                f"history intact: {counted(verdict.records, 'record')}, head {verdict.head}",
+                f"history intact: {counted(verdict.records, 'record')}{pruned}, "
+                f"head {verdict.head}",
                 highlight=False,
                 soft_wrap=True,
             )

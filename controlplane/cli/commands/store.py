@@ -1,8 +1,9 @@
 """``cp store``: the store's own housekeeping (creating its tables on purpose, forgetting a
-cluster that is gone)."""
+cluster that is gone, pruning the oldest history)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -23,10 +24,15 @@ from controlplane.cli.app import (
     write_json,
 )
 from controlplane.cli.views.words import counted
-from controlplane.errors import ControlPlaneError
+from controlplane.errors import ControlPlaneError, StoreError
+from controlplane.lease import holding_lease
+from specs.durations import TooLong, parse_duration
 
 store_app = typer.Typer(
-    help="The store's housekeeping: create or upgrade its tables, forget a cluster that is gone.",
+    help=(
+        "The store's housekeeping: create or upgrade its tables, forget a cluster that is "
+        "gone, prune the oldest history."
+    ),
     no_args_is_help=True,
 )
 app.add_typer(store_app, name="store")
@@ -87,3 +93,82 @@ def forget_cluster(
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _age(text: str) -> str:
+    try:
+        if parse_duration(text) <= 0:
+            raise ValueError("it is not after zero")
+    except (TooLong, ValueError) as exc:
+        raise typer.BadParameter(f"{text!r} is not an age ({exc}); write e.g. 90d or 12h") from None
+    return text
+
+
+AgeOpt = Annotated[
+    str,
+    typer.Option(
+        "--older-than",
+        metavar="AGE",
+        callback=_age,
+        help="history older than this goes: 90d, 12h, 2d12h (its first records first)",
+    ),
+]
+
+
+@store_app.command(
+    "prune",
+    epilog=examples(
+        "cp store prune examples/quickstart --older-than 90d --dry-run",
+        "cp store prune . --older-than 90d --json",
+    ),
+)
+def prune(
+    older_than: AgeOpt,
+    spec_dir: DirArg = Path("."),
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="say what would go; remove nothing")
+    ] = False,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Remove the oldest history: plans, their actions and events, older than AGE.
+
+    The history is one chain, so what goes is its beginning, up to the first record that
+    must stay: one newer than AGE, or of a plan whose jobs still run or wait to start, that
+    an apply may resume, or that was applied last. What is left verifies from a checkpoint
+    (`cp history --verify` prints it with the head). Runs, completions and failure streaks
+    stay: usage, budgets and finished work count on them. One transaction, under the apply
+    lease: an interrupted prune removes nothing. SQLite reuses the space; `VACUUM` returns
+    it to the disk."""
+    store = workflow.open_store(spec_dir, db, reading=True)
+    if store.missing is not None:
+        raise StoreError(f"no store to prune: {store.missing} does not exist")
+    before = datetime.now(UTC) - timedelta(seconds=parse_duration(older_than))
+    with store, holding_lease(store):
+        pruned = store.prune(before, dry_run=dry_run)
+    if as_json:
+        write_json(
+            {
+                "dryRun": dry_run,
+                "before": before.isoformat(),
+                "through": pruned.through,
+                "plans": pruned.plans,
+                "actions": pruned.actions,
+                "events": pruned.events,
+                "observations": pruned.observations,
+                "stopped": pruned.stopped,
+            }
+        )
+        return
+    if pruned.plans == 0:
+        told = "nothing to prune"
+    else:
+        verb = "would remove" if dry_run else "removed"
+        told = (
+            f"{verb} records 1-{pruned.through}: {counted(pruned.plans, 'plan')}, "
+            f"{counted(pruned.actions, 'action')}, {counted(pruned.events, 'event')}, "
+            f"{counted(pruned.observations, 'observation')}"
+        )
+    if pruned.stopped:
+        told += f"; older history stays from {pruned.stopped}"
+    out.print(told, highlight=False, soft_wrap=True)

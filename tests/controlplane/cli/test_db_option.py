@@ -29,6 +29,7 @@ INVOCATIONS: dict[str, list[str]] = {
     "cost": ["cost", "p/w", "--dir", "{dir}"],
     "store init": ["store", "init", "{dir}"],
     "store forget-cluster": ["store", "forget-cluster", "gone", "{dir}"],
+    "store prune": ["store", "prune", "{dir}", "--older-than", "90d"],
 }
 
 

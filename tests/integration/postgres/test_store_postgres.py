@@ -28,7 +28,12 @@ def db(postgres_url: str) -> str:
                 "completions, runs, failures CASCADE"
             )
         )
-        conn.execute(text("DELETE FROM meta WHERE key = 'chain_head' OR key LIKE 'accounting:%'"))
+        conn.execute(
+            text(
+                "DELETE FROM meta WHERE key IN ('chain_head', 'chain_base') "
+                "OR key LIKE 'accounting:%'"
+            )
+        )
     return postgres_url
 
 
@@ -57,6 +62,31 @@ def test_plan_apply_history_on_postgres(
         assert len(rows.json()) == count
     nlp = cp(capsys, "history", specs, "--db", db, "--json", "--project", "nlp").json()
     assert nlp and all(h["workload"].startswith("nlp/") for h in nlp)
+
+
+def test_prune_on_postgres(db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Events and actions go before the plans they refer to (PostgreSQL enforces it), and
+    the plans stored compressed read back."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    first = datetime(2026, 10, 1, tzinfo=UTC)
+    assert (
+        cp(capsys, "apply", specs, "--auto-approve", "--db", db, "--now", first.isoformat()).code
+        == 0
+    )
+    shutil.rmtree(specs / "workloads")
+    (specs / "workloads").mkdir()
+    later = (first + timedelta(days=1)).isoformat()
+    assert cp(capsys, "apply", specs, "--auto-approve", "--db", db, "--now", later).code == 0
+    shutil.copy(ROOT / "examples" / "quickstart" / "workloads" / "nlp.yaml", specs / "workloads")
+    last = cp(capsys, "apply", specs, "--auto-approve", "--db", db, "--json")
+    assert last.code == 0
+    pruned = cp(capsys, "store", "prune", specs, "--db", db, "--older-than", "1d", "--json")
+    assert pruned.code == 0 and pruned.json()["plans"] == 2, pruned.out + pruned.err
+    verdict = cp(capsys, "history", specs, "--db", db, "--verify", "--json").json()
+    assert verdict["ok"] is True and verdict["prunedThrough"] == pruned.json()["through"]
+    shown = cp(capsys, "show", last.json()["plan"], specs, "--db", db, "--json")
+    assert shown.code == 0 and shown.json()["id"] == last.json()["plan"]
 
 
 def test_only_one_reconciler_holds_the_lease(db: str) -> None:

@@ -1,0 +1,199 @@
+"""Retention: the oldest part of the history removed on purpose, what is left verifiable.
+
+A store keeps every plan, action and event, so a loop left running grows it for ever.
+``cp store prune`` removes a *prefix* of the history chain: its records older than a
+cutoff, up to the first record that must stay, which is one
+- newer than the cutoff;
+- of a plan whose jobs still run, or whose placeholders wait (``cp explain`` names it);
+- of a plan an apply may still resume (applying, failed, interrupted);
+- of the plan applied last (an idle cycle names it; a late apply is checked against it).
+A plan goes whole, with its actions and every event of them: the cut stops before a plan
+with a record beyond it. Observations kept since before the cutoff go too.
+
+What is left starts after a checkpoint (meta ``chain_base``: the number and hash of the
+last record removed), which ``cp history --verify`` walks from: an edit, or a record
+deleted, after it still shows. A checkpoint moved forward, to hide records removed from
+the front, shows only against one kept elsewhere, as the head hash does at the end, so
+``cp history --verify`` prints both. Runs, completions and failure streaks stay: they are
+usage, budgets and what plans remember of finished work, not history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, delete, select
+
+from controlplane.store.database import Database
+from controlplane.store.runs import in_chunks
+from controlplane.store.tables import (
+    ActionRow,
+    EventRow,
+    MetaRow,
+    ObservationRow,
+    PlaceholderRow,
+    PlanRow,
+    RunRow,
+    aware,
+)
+
+BASE = "chain_base"  # meta key: "<number>:<hash>" of the last record removed
+RESUMABLE = ("applying", "failed", "interrupted")
+ACTED = ("applied", *RESUMABLE)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune removed (or would, for a dry run)."""
+
+    through: int  # the checkpoint: the last record removed, ever (0: none)
+    plans: int
+    events: int
+    actions: int
+    observations: int
+    stopped: str | None  # why records older than the cutoff stay, if some do
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A record of the chain as the cut reads it: its number, its plan, its time."""
+
+    seq: int
+    plan: str
+    at: datetime
+
+
+def cut(
+    records: Iterable[Entry], before: datetime, keep: Mapping[str, str]
+) -> tuple[int, str | None]:
+    """The last record of the longest prefix of ``records`` that may go (0: none): each
+    older than ``before``, none of a plan in ``keep`` (plan -> why it stays), every plan
+    in it whole. And why the prefix ends there, if a record older than ``before`` stays."""
+    ordered = sorted(records, key=lambda r: r.seq)
+    last = {r.plan: r.seq for r in ordered}
+    at = {r.seq: r.at for r in ordered}
+    through, reach, why = 0, 0, None
+    for r in ordered:
+        if r.at >= before:
+            break
+        if r.plan in keep:
+            why = f"record {r.seq}: plan {r.plan} {keep[r.plan]}"
+            break
+        reach = max(reach, last[r.plan])
+        if reach == r.seq:
+            through = r.seq
+    if why is None:
+        stays = [r for r in ordered if through < r.seq and r.at < before]
+        if stays:  # older records a plan's later ones hold back
+            first = stays[0]
+            why = f"record {first.seq}: plan {first.plan} " + (
+                "has records newer than the cutoff"
+                if at[last[first.plan]] >= before
+                else "shares the chain with records that stay"
+            )
+    return through, why
+
+
+def parse(value: str) -> tuple[int, str]:
+    """A chain position as meta keeps it: ``<number>:<hash>``."""
+    seq, _, digest = value.partition(":")
+    return int(seq), digest
+
+
+class Retention:
+    """Pruning the history (a part of :class:`~controlplane.store.Store`)."""
+
+    db: Database
+
+    def chain_base(self) -> tuple[int, str] | None:
+        """The checkpoint the chain starts after (None: it starts at its first record)."""
+        with self.db.session() as db:
+            row = db.get(MetaRow, BASE)
+        return parse(row.value) if row is not None else None
+
+    def prune(self, before: datetime, *, dry_run: bool = False) -> Pruned:
+        """Remove the history older than ``before`` (see the module), in one transaction:
+        an interrupted prune removes nothing. The caller holds the apply lease."""
+        with self.db.session() as db:
+            # the head locked (PostgreSQL; SQLite's write lock is the transaction's): the
+            # chain grows by nothing meanwhile
+            db.exec(select(MetaRow).where(MetaRow.key == "chain_head").with_for_update()).first()
+            plans = db.exec(
+                select(PlanRow.id, PlanRow.chain_seq, PlanRow.created_at, PlanRow.status).where(
+                    col(PlanRow.chain_seq).is_not(None)
+                )
+            ).all()
+            events = db.exec(select(EventRow.plan_id, EventRow.chain_seq, EventRow.at)).all()
+            entries = [Entry(seq or 0, pid, aware(at)) for pid, seq, at, _ in plans]
+            entries += [Entry(seq, pid, aware(at)) for pid, seq, at in events]
+            through, stopped = cut(entries, before, _kept(db, plans))
+            base = db.get(MetaRow, BASE)
+            if through == 0:
+                known = parse(base.value)[0] if base is not None else 0
+                return Pruned(known, 0, 0, 0, 0, stopped)
+            gone = {e.plan for e in entries if e.seq <= through}
+            old = col(ObservationRow.kept_at) < before
+            pruned = Pruned(
+                through,
+                plans=len(gone),
+                events=sum(1 for _, seq, _ in events if seq <= through),
+                actions=_count(db, ActionRow, gone),
+                observations=db.exec(
+                    select(func.count()).select_from(ObservationRow).where(old)
+                ).one(),
+                stopped=stopped,
+            )
+            if dry_run:
+                return pruned
+            last = _hash_of(db, through)
+            for table in (EventRow, ActionRow):  # before their plans: they refer to them
+                for where in in_chunks(table.plan_id, gone):
+                    db.exec(delete(table).where(where))
+            for where in in_chunks(PlanRow.id, gone):
+                db.exec(delete(PlanRow).where(where))
+            db.exec(delete(ObservationRow).where(old))
+            db.merge(MetaRow(key=BASE, value=f"{through}:{last}"))
+            db.commit()
+            return pruned
+
+
+def _kept(db: Session, plans: Iterable[tuple[str, Any, Any, str]]) -> dict[str, str]:
+    """Plans that stay whatever their age, and why."""
+    keep: dict[str, str] = {}
+    for pid, _, _, status in plans:
+        if status in RESUMABLE:
+            keep[pid] = f"is {status}: its apply may be resumed"
+    running = select(RunRow.plan_id).where(col(RunRow.ended_at).is_(None))
+    for ran in db.exec(running.distinct()):
+        if ran is not None:
+            keep.setdefault(ran, "has jobs still running")
+    for placed in db.exec(select(PlaceholderRow.plan_id).distinct()):
+        keep.setdefault(placed, "has jobs placed and not yet seen running")
+    latest = db.exec(
+        select(EventRow.plan_id)
+        .where(col(EventRow.seq).is_(None), col(EventRow.status).in_(ACTED))
+        .order_by(col(EventRow.chain_seq).desc())
+        .limit(1)
+    ).first()
+    if latest is not None:
+        keep.setdefault(latest, "is the plan applied last")
+    return keep
+
+
+def _count(db: Session, table: Any, plans: set[str]) -> int:
+    return sum(
+        db.exec(select(func.count()).select_from(table).where(where)).one()
+        for where in in_chunks(table.plan_id, plans)
+    )
+
+
+def _hash_of(db: Session, seq: int) -> str:
+    """The hash of record ``seq`` (a plan's or an event's)."""
+    found = db.exec(select(EventRow.hash).where(EventRow.chain_seq == seq)).first()
+    if found is None:
+        found = db.exec(select(PlanRow.hash).where(PlanRow.chain_seq == seq)).first()
+    return found or ""

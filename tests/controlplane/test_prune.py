@@ -1,0 +1,145 @@
+"""`cp store prune`: the oldest history removed on purpose, what is left still verifiable.
+
+A store kept every plan, action and event for ever, so a loop left running grew it without
+bound. A prune removes a prefix of the history chain (records older than a cutoff, up to
+the first that must stay) and records where the chain now starts."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from controlplane.store.retention import Entry, cut
+from tests.builders.cli import cp, ok
+
+ROOT = Path(__file__).resolve().parents[2]
+Capsys = pytest.CaptureFixture[str]
+T0 = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+def at(minutes: int) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def test_the_cut_is_a_prefix_of_whole_plans_older_than_the_cutoff() -> None:
+    records = [Entry(1, "a", at(0)), Entry(2, "a", at(1)), Entry(3, "b", at(2))]
+    records += [Entry(4, "a", at(3)), Entry(5, "b", at(4)), Entry(6, "c", at(50))]
+    assert cut(records, at(10), {}) == (5, None)
+    # b's last record is newer than the cutoff, and a's last comes after b's first
+    assert cut(records, at(4), {}) == (
+        0,
+        "record 1: plan a shares the chain with records that stay",
+    )
+    late = [*records[:4], Entry(5, "a", at(20))]
+    assert cut(late, at(10), {}) == (0, "record 1: plan a has records newer than the cutoff")
+    assert cut(records, at(2), {}) == (0, "record 1: plan a has records newer than the cutoff")
+    # a plan that must stay ends the prefix, whatever follows it, and holds back a plan
+    # whose records it lies among
+    whole = [*records[:3], Entry(4, "b", at(3))]
+    kept = {"b": "has jobs still running"}
+    assert cut(whole, at(60), kept) == (2, "record 3: plan b has jobs still running")
+    assert cut(records, at(60), kept) == (0, "record 3: plan b has jobs still running")
+    assert cut(records, at(60), {"c": "is the plan applied last"}) == (
+        5,
+        "record 6: plan c is the plan applied last",
+    )
+    assert cut(records, at(0), {}) == (0, None)
+
+
+def sql(specs: Path, statement: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(specs / ".cp" / "controlplane.db") as db:
+        return db.execute(statement).fetchall()
+
+
+@pytest.fixture
+def aged(tmp_path: Path, capsys: Capsys) -> Path:
+    """Three applies: one in October (10 jobs), one a day later that stops them all (every
+    workload removed), and one now that starts the nlp workloads again."""
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", T0.isoformat()))
+    aside = tmp_path / "aside"
+    shutil.move(specs / "workloads", aside)
+    (specs / "workloads").mkdir()
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", (T0 + timedelta(days=1)).isoformat()))
+    shutil.copy(aside / "nlp.yaml", specs / "workloads" / "nlp.yaml")
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    return specs
+
+
+def test_prune_removes_the_old_plans_and_the_rest_verifies(aged: Path, capsys: Capsys) -> None:
+    plans = [pid for (pid,) in sql(aged, "SELECT id FROM plans ORDER BY chain_seq")]
+    assert len(plans) == 3
+    before = ok(cp(capsys, "history", aged, "--verify", "--json")).json()
+    total = before["records"]
+    dry = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--dry-run", "--json"))
+    report = dry.json()
+    old = f"plan_id != '{plans[2]}'"
+    [(actions,)] = sql(aged, f"SELECT count(*) FROM actions WHERE {old}")
+    [(events,)] = sql(aged, f"SELECT count(*) FROM events WHERE {old}")
+    assert report["dryRun"] is True and report["plans"] == 2
+    assert report["actions"] == actions >= 10 and report["events"] == events > actions
+    assert len(sql(aged, "SELECT id FROM plans")) == 3, "a dry run removes nothing"
+    done = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--json")).json()
+    assert {k: v for k, v in done.items() if k not in ("dryRun", "before")} == {
+        k: v for k, v in report.items() if k not in ("dryRun", "before")
+    }
+    assert [pid for (pid,) in sql(aged, "SELECT id FROM plans")] == [plans[2]]
+    assert not sql(aged, f"SELECT id FROM actions WHERE plan_id != '{plans[2]}'")
+    assert not sql(aged, f"SELECT id FROM events WHERE plan_id != '{plans[2]}'")
+    after = ok(cp(capsys, "history", aged, "--verify", "--json")).json()
+    assert after["ok"] is True and after["head"] == before["head"]
+    assert after["prunedThrough"] == done["through"] and after["records"] == total - done["through"]
+    human = ok(cp(capsys, "history", aged, "--verify"))
+    assert f"records 1-{done['through']} pruned" in human.out
+    # pruned again: nothing more is old enough, and the checkpoint stays
+    again = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--json")).json()
+    assert again["plans"] == 0 and again["through"] == done["through"]
+    # what is left still shows an edit, and a record deleted, after the checkpoint
+    first_left = done["through"] + 1
+    sql(aged, f"DELETE FROM events WHERE chain_seq = {first_left + 1}")
+    broken = cp(capsys, "history", aged, "--verify", "--json")
+    assert broken.code == 1 and f"record {first_left + 1} is missing" in broken.json()["problem"]
+
+
+def test_a_checkpoint_removed_shows(aged: Path, capsys: Capsys) -> None:
+    ok(cp(capsys, "store", "prune", aged, "--older-than", "1d"))
+    sql(aged, "DELETE FROM meta WHERE key = 'chain_base'")
+    broken = cp(capsys, "history", aged, "--verify", "--json")
+    assert broken.code == 1 and "record 1 is missing" in broken.json()["problem"]
+
+
+def test_a_plan_whose_jobs_run_stays_with_everything_after_it(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", T0.isoformat()))
+    (specs / "workloads" / "vision.yaml").unlink()
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", (T0 + timedelta(days=1)).isoformat()))
+    [(first,)] = sql(specs, "SELECT id FROM plans WHERE chain_seq = 1")
+    shown = ok(cp(capsys, "store", "prune", specs, "--older-than", "1d"))
+    assert "nothing to prune" in shown.out and f"plan {first} has jobs still running" in shown.out
+    assert len(sql(specs, "SELECT id FROM plans")) == 2
+
+
+def test_a_prune_waits_for_no_apply(aged: Path, capsys: Capsys) -> None:
+    """The apply lease held by another reconciler: the prune is refused, nothing removed."""
+    sql(
+        aged,
+        "INSERT INTO leases (name, holder, expires_at) VALUES "
+        "('apply', 'elsewhere:1 by someone', '2999-01-01 00:00:00')",
+    )
+    refused = cp(capsys, "store", "prune", aged, "--older-than", "1d")
+    assert refused.code != 0 and "another reconciler is applying" in refused.err
+    assert len(sql(aged, "SELECT id FROM plans")) == 3
+
+
+def test_a_bad_age_is_refused(aged: Path, capsys: Capsys) -> None:
+    refused = cp(capsys, "store", "prune", aged, "--older-than", "soon")
+    assert refused.code != 0 and "--older-than" in refused.err
+    assert len(sql(aged, "SELECT id FROM plans")) == 3
