@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from controlplane.store import Store
 from tests.builders.cli import cp
+from tests.controlplane.test_runs_read import check_runs_read_as_recorded
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.postgres
@@ -120,3 +121,8 @@ def test_expired_lease_is_taken_over(db: str) -> None:
     past = datetime.now(UTC) - timedelta(hours=1)
     assert store.acquire_lease("crashed", ttl=60, now=past) is None
     assert store.acquire_lease("fresh") is None, "a crashed holder's lease expires"
+
+
+def test_runs_read_as_recorded_on_postgres(db: str) -> None:
+    """The runs read as the driver's own values (tests/controlplane/test_runs_read.py)."""
+    check_runs_read_as_recorded(Store(db))
