@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.base import AdapterError
-from controlplane import workflow
+from controlplane import pruning, workflow
 from controlplane.errors import CheckoutBehindError, ControlPlaneError, LeaseHeldError
 from controlplane.following import REPLACED, Batch
 from controlplane.plan import Plan
@@ -55,6 +55,7 @@ from specs.files import is_spec_path
 from specs.snapshot import Snapshot
 
 MAX_BACKOFF = 600.0
+PRUNE_EVERY = 86_400.0  # seconds between two prunes of the history (--keep-history)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class WatchOptions:
     max_prune_share: float = 0.25
     db: str | None = None
     policy: Policy = DEFAULT_POLICY  # each cycle's plan: its time limit (--time-limit)
+    keep_history: int | None = None  # seconds of history kept (--keep-history): once a day
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class Watcher:
         self._blocked: str | None = None  # why the prune guard held the last plan back
         self._had_store = False  # whether a cycle saw the SQLite store there
         self._read_as: dict[str, float] | None = None  # the spec files' dates as settled
+        self._pruned_at: float | None = None  # when the history was last pruned (monotonic)
 
     def stop(self) -> None:
         """Finish the action in flight, then end the loop (a signal handler calls this)."""
@@ -123,12 +126,30 @@ class Watcher:
             delay = self.delay()
             retry = f"; retrying in {delay:g}s" if outcome.failed and not once else ""
             self.log(f"{_stamp()} {outcome.line}{retry}")
+            self.prune()
             if once:
                 return
             if changes is None:
                 self.stopping.wait(delay)
             else:
                 self._next(changes, delay)
+
+    def prune(self) -> None:
+        """With ``keep_history``: the history older than it removed, after the first cycle
+        and a day after each prune (a prune the lease keeps waiting is tried next cycle)."""
+        keep, now = self.options.keep_history, time.monotonic()
+        if keep is None or (self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY):
+            return
+        try:
+            _, pruned = pruning.prune(self.spec_dir, self.options.db, keep)
+        except LeaseHeldError:
+            return
+        except ControlPlaneError as exc:
+            self.log(f"{_stamp()} history not pruned: {exc}")
+        else:
+            if pruned.plans:
+                self.log(f"{_stamp()} history pruned: {pruning.told(pruned)}")
+        self._pruned_at = now
 
     def delay(self) -> float:
         """The interval, doubled per failure in a row (at most MAX_BACKOFF)."""

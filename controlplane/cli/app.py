@@ -31,6 +31,7 @@ from controlplane.cli.progress import Spinner
 from controlplane.cli.views import problems
 from controlplane.errors import ControlPlaneError
 from specs.diagnostics import SpecError, sort_diagnostics
+from specs.durations import TooLong, parse_duration
 from specs.loader import LoadResult
 
 # `cp -h` lists the commands in the order people meet them, not the order they register
@@ -197,6 +198,18 @@ ObservedOpt = Annotated[
     Path | None,
     typer.Option(help="plan against this snapshot (JSON/YAML) instead of observing the clusters"),
 ]
+
+
+def age(text: str | None) -> str | None:
+    """An option's age, written as specs write a duration (``90d``, ``12h``): checked."""
+    if text is None:
+        return None
+    try:
+        if parse_duration(text) <= 0:
+            raise ValueError("it is not after zero")
+    except (TooLong, ValueError) as exc:
+        raise typer.BadParameter(f"{text!r} is not an age ({exc}); write e.g. 90d or 12h") from None
+    return text
 
 
 def examples(*commands: str) -> str:

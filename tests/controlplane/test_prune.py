@@ -143,3 +143,39 @@ def test_a_bad_age_is_refused(aged: Path, capsys: Capsys) -> None:
     refused = cp(capsys, "store", "prune", aged, "--older-than", "soon")
     assert refused.code != 0 and "--older-than" in refused.err
     assert len(sql(aged, "SELECT id FROM plans")) == 3
+
+
+def test_watch_keeps_the_history_it_is_told_to(aged: Path, capsys: Capsys) -> None:
+    """A loop left running prunes its own history: after its first cycle, then daily."""
+    kept = [pid for (pid,) in sql(aged, "SELECT id FROM plans ORDER BY chain_seq")][2:]
+    watched = ok(cp(capsys, "watch", aged, "--once", "--auto-approve", "--keep-history", "1d"))
+    assert "history pruned: removed records 1-" in watched.out, watched.out
+    left = [pid for (pid,) in sql(aged, "SELECT id FROM plans ORDER BY chain_seq")]
+    assert left[: len(kept)] == kept
+    assert ok(cp(capsys, "history", aged, "--verify", "--json")).json()["ok"] is True
+    refused = cp(capsys, "watch", aged, "--once", "--keep-history", "now")
+    assert refused.code == 2 and "--keep-history" in refused.err
+
+
+def test_watch_prunes_once_a_day(
+    aged: Path, capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from controlplane import pruning
+    from controlplane.watch import PRUNE_EVERY, Watcher, WatchOptions
+
+    calls: list[int] = []
+    real = pruning.prune
+    monkeypatch.setattr(
+        pruning, "prune", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    )  # a spy: the real prune runs
+    clock = [1000.0]
+    monkeypatch.setattr("controlplane.watch.time.monotonic", lambda: clock[0])
+    lines: list[str] = []
+    watcher = Watcher(aged, WatchOptions(keep_history=86_400), lines.append)
+    watcher.prune()
+    clock[0] += PRUNE_EVERY - 1
+    watcher.prune()
+    assert len(calls) == 1 and any("history pruned" in line for line in lines)
+    clock[0] += 1
+    watcher.prune()
+    assert len(calls) == 2

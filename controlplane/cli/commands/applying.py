@@ -17,6 +17,7 @@ from controlplane.cli.app import (
     DirArg,
     JsonOpt,
     TimeLimitOpt,
+    age,
     app,
     err,
     examples,
@@ -34,6 +35,7 @@ from controlplane.plan import Plan
 from controlplane.unreachable import none_answered
 from solvers.policy import DEFAULT_POLICY, Policy
 from specs.diagnostics import SpecError
+from specs.durations import parse_duration
 from specs.observation import observed_digest
 from specs.snapshot import Snapshot
 
@@ -287,13 +289,23 @@ def watch(
     ] = 0.25,
     once: Annotated[bool, typer.Option(help="one cycle, then exit (for cron and CI)")] = False,
     time_limit: TimeLimitOpt = DEFAULT_POLICY.time_limit,
+    keep_history: Annotated[
+        str | None,
+        typer.Option(
+            "--keep-history",
+            metavar="AGE",
+            callback=age,
+            help="once a day, remove the history older than this (as cp store prune does)",
+        ),
+    ] = None,
     db: DbOpt = None,
 ) -> None:
     """Reconcile continuously: plan (and with --auto-approve apply) on every spec change or
     tick. One timestamped line per cycle; problems are reported and retried with backoff;
     SIGINT/SIGTERM stop after the step in flight (an apply: its action), a second one at
     once. With --once, one cycle: exit 1 if it failed or its plan was held back (a mass
-    prune)."""
+    prune). With --keep-history, the first cycle and one a day after it then remove the
+    oldest history (`cp store prune --older-than AGE`), with a line when some went."""
     if not interval > 0:
         raise typer.BadParameter("give a number of seconds above 0", param_hint="--interval")
 
@@ -309,6 +321,7 @@ def watch(
         allow_mass_prune=allow_mass_prune,
         max_prune_share=max_prune_share,
         db=db,
+        keep_history=parse_duration(keep_history) if keep_history else None,
         policy=Policy(time_limit=time_limit),  # each cycle's plan, as `cp plan` makes it
     )
     watcher = Watcher(

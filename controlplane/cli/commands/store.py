@@ -3,19 +3,19 @@ cluster that is gone, pruning the oldest history)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from controlplane import workflow
+from controlplane import pruning, workflow
 from controlplane.cli.app import (
     DbOpt,
     DirAfterArg,
     DirArg,
     DirOpt,
     JsonOpt,
+    age,
     app,
     examples,
     load,
@@ -24,9 +24,8 @@ from controlplane.cli.app import (
     write_json,
 )
 from controlplane.cli.views.words import counted
-from controlplane.errors import ControlPlaneError, StoreError
-from controlplane.lease import holding_lease
-from specs.durations import TooLong, parse_duration
+from controlplane.errors import ControlPlaneError
+from specs.durations import parse_duration
 
 store_app = typer.Typer(
     help=(
@@ -95,21 +94,12 @@ def forget_cluster(
         )
 
 
-def _age(text: str) -> str:
-    try:
-        if parse_duration(text) <= 0:
-            raise ValueError("it is not after zero")
-    except (TooLong, ValueError) as exc:
-        raise typer.BadParameter(f"{text!r} is not an age ({exc}); write e.g. 90d or 12h") from None
-    return text
-
-
 AgeOpt = Annotated[
     str,
     typer.Option(
         "--older-than",
         metavar="AGE",
-        callback=_age,
+        callback=age,
         help="history older than this goes: 90d, 12h, 2d12h (its first records first)",
     ),
 ]
@@ -140,12 +130,7 @@ def prune(
     stay: usage, budgets and finished work count on them. One transaction, under the apply
     lease: an interrupted prune removes nothing. SQLite reuses the space; `VACUUM` returns
     it to the disk."""
-    store = workflow.open_store(spec_dir, db, reading=True)
-    if store.missing is not None:
-        raise StoreError(f"no store to prune: {store.missing} does not exist")
-    before = datetime.now(UTC) - timedelta(seconds=parse_duration(older_than))
-    with store, holding_lease(store):
-        pruned = store.prune(before, dry_run=dry_run)
+    before, pruned = pruning.prune(spec_dir, db, parse_duration(older_than), dry_run=dry_run)
     if as_json:
         write_json(
             {
@@ -160,15 +145,4 @@ def prune(
             }
         )
         return
-    if pruned.plans == 0:
-        told = "nothing to prune"
-    else:
-        verb = "would remove" if dry_run else "removed"
-        told = (
-            f"{verb} records 1-{pruned.through}: {counted(pruned.plans, 'plan')}, "
-            f"{counted(pruned.actions, 'action')}, {counted(pruned.events, 'event')}, "
-            f"{counted(pruned.observations, 'observation')}"
-        )
-    if pruned.stopped:
-        told += f"; older history stays from {pruned.stopped}"
-    out.print(told, highlight=False, soft_wrap=True)
+    out.print(pruning.told(pruned, dry_run=dry_run), highlight=False, soft_wrap=True)
