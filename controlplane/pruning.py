@@ -1,4 +1,4 @@
-"""Pruning the history, as ``cp store prune`` and ``cp watch --prune-older-than`` do it:
+"""Pruning the history, as ``cp store prune`` and ``cp watch --keep-history`` do it:
 the store opened, the apply lease held, the oldest records removed (store/retention.py),
 and what went told in one line."""
 
@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controlplane import workflow
 from controlplane.errors import StoreError
 from controlplane.lease import holding_lease
-from controlplane.store.retention import Pruned
+
+if TYPE_CHECKING:  # the store (sqlalchemy) loads when one is opened
+    from controlplane.store.retention import Pruned
 
 
 def prune(
@@ -22,21 +25,26 @@ def prune(
     if store.missing is not None:
         raise StoreError(f"no store to prune: {store.missing} does not exist")
     before = datetime.now(UTC) - timedelta(seconds=older_than)
-    with store, holding_lease(store):
-        return before, store.prune(before, dry_run=dry_run)
+    with store:
+        if dry_run:  # it changes nothing: it waits for no apply
+            return before, store.prune(before, dry_run=True)
+        with holding_lease(store):
+            return before, store.prune(before)
 
 
 def told(pruned: Pruned, *, dry_run: bool = False) -> str:
     """What a prune did, in a line."""
-    if pruned.plans == 0:
-        line = "nothing to prune"
-    else:
-        verb = "would remove" if dry_run else "removed"
+    verb = "would remove" if dry_run else "removed"
+    if pruned.plans:
         line = (
-            f"{verb} records 1-{pruned.through}: {_n(pruned.plans, 'plan')}, "
+            f"{verb} records {pruned.since}-{pruned.through}: {_n(pruned.plans, 'plan')}, "
             f"{_n(pruned.actions, 'action')}, {_n(pruned.events, 'event')}, "
             f"{_n(pruned.observations, 'observation')}"
         )
+    elif pruned.observations:
+        line = f"no plan to prune; {verb} {_n(pruned.observations, 'old observation')}"
+    else:
+        line = "nothing to prune"
     if pruned.stopped:
         line += f"; older history stays from {pruned.stopped}"
     return line

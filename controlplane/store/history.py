@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from controlplane.errors import AmbiguousPlanError
+from controlplane.errors import AmbiguousPlanError, StoreError
 from controlplane.plan import Plan
 from controlplane.store import chain, retention
 from controlplane.store.database import Database
-from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow
+from controlplane.store.tables import ActionRow, EventRow, MetaRow, PlanRow, PrunedPlanRow
 from solvers.order import job_id_order
 
 # the ops whose job is a new one, created by the adapter (a placeholder until it runs)
@@ -70,13 +70,19 @@ class History:
             return Plan.from_json(row.text) if row else None
 
     def known_plans(self, ids: Iterable[str]) -> set[str]:
-        """Those of ``ids`` that are plans this store made (or was shown)."""
+        """Those of ``ids`` that are plans this store made (or was shown), pruned or not."""
+        wanted = list(ids)
         with self.db.session() as db:
-            return set(db.exec(select(PlanRow.id).where(col(PlanRow.id).in_(list(ids)))))
+            return {
+                pid
+                for table in (PlanRow, PrunedPlanRow)
+                for pid in db.exec(select(table.id).where(col(table.id).in_(wanted)))
+            }
 
     def plan_status(self, plan_id: str) -> str | None:
+        """The plan's status (None: never stored), as it was when pruned for one pruned."""
         with self.db.session() as db:
-            row = db.get(PlanRow, plan_id)
+            row = db.get(PlanRow, plan_id) or db.get(PrunedPlanRow, plan_id)
             return row.status if row else None
 
     def set_plan_status(
@@ -144,12 +150,15 @@ class History:
     def applied_specs(self, spec_digest: str) -> bool:
         """Whether an apply ever acted on a plan of these specs (the clusters followed them)."""
         with self.db.session() as db:
-            found = db.exec(
-                select(PlanRow.id)
-                .where(PlanRow.spec_digest == spec_digest, PlanRow.status != "planned")
-                .limit(1)
-            ).first()
-            return found is not None
+            return any(
+                db.exec(
+                    select(table.id)
+                    .where(table.spec_digest == spec_digest, table.status != "planned")
+                    .limit(1)
+                ).first()
+                is not None
+                for table in (PlanRow, PrunedPlanRow)
+            )
 
     def reviewed_plan(self, spec_digest: str) -> Plan | None:
         """The last plan made for review (``cp plan --base``) of exactly these specs and
@@ -329,7 +338,7 @@ class History:
                 p.chain_seq or 0,
                 f"plan {p.id}",
                 chain.plan_payload(
-                    p.id, p.created_at, p.spec_digest, p.observed_digest, p.git_commit, p.text
+                    p.id, p.created_at, p.spec_digest, p.observed_digest, p.git_commit, _text(p)
                 ),
                 p.prev_hash or "",
                 p.hash or "",
@@ -398,6 +407,15 @@ def _append(db: Session, row: PlanRow | EventRow, payload: dict[str, object]) ->
     row.hash = chain.link(prev, payload)
     db.add(row)
     db.merge(MetaRow(key="chain_head", value=f"{row.chain_seq}:{row.hash}"))
+
+
+def _text(row: PlanRow) -> str:
+    """A plan's JSON for the chain's check: one damaged beyond reading hashes as nothing
+    it could have been, so the check names it as edited."""
+    try:
+        return row.text
+    except StoreError as exc:
+        return f"<unreadable: {exc}>"
 
 
 def _parse_head(value: str) -> tuple[int, str]:

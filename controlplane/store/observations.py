@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, delete
 
 from controlplane.store.database import Database
-from controlplane.store.tables import ObservationRow
+from controlplane.store.tables import ObservationRow, aware
 from specs.observation import Observation
 
 OBSERVATION_DAYS = 30
@@ -32,15 +32,20 @@ class Observations:
     clock: Callable[[], datetime]
 
     def keep_observation(self, seen: Observation) -> None:
-        """Keep ``seen`` (a plan was made against it), once per digest."""
+        """Keep ``seen`` (a plan was made against it), once per digest, for 30 days from
+        the last plan made against it."""
         now = self.clock()
         digest = seen.digest
         with self.db.session() as db:
             horizon = now - timedelta(days=OBSERVATION_DAYS)
             db.exec(delete(ObservationRow).where(col(ObservationRow.kept_at) < horizon))
-            if db.get(ObservationRow, digest) is None:
+            row = db.get(ObservationRow, digest)
+            if row is None:
                 body = zlib.compress(seen.to_json().encode())
                 db.add(ObservationRow(digest=digest, body=body, kept_at=now))
+            elif aware(row.kept_at) < now:  # seen again: kept from now, for the new plan
+                row.kept_at = now
+                db.add(row)
             try:
                 db.commit()
             except IntegrityError:  # caught here: the session would make it a StoreError

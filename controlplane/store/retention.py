@@ -4,11 +4,15 @@ A store keeps every plan, action and event, so a loop left running grows it for 
 ``cp store prune`` removes a *prefix* of the history chain: its records older than a
 cutoff, up to the first record that must stay, which is one
 - newer than the cutoff;
-- of a plan whose jobs still run, or whose placeholders wait (``cp explain`` names it);
 - of a plan an apply may still resume (applying, failed, interrupted);
-- of the plan applied last (an idle cycle names it; a late apply is checked against it).
+- of the plan applied last (an idle cycle names it; a late apply is checked against it);
+- of a plan whose jobs were placed and not yet seen running (its placeholders).
 A plan goes whole, with its actions and every event of them: the cut stops before a plan
-with a record beyond it. Observations kept since before the cutoff go too.
+with a record beyond it. A removed plan's id, time, specs and status are kept (the
+``pruned_plans`` table): the jobs tagged with it are still known as ours, its specs as
+applied (a checkout behind them is still refused), and its plan file is not applied again.
+Observations kept since before the cutoff go too, but for those a remaining plan was made
+against.
 
 What is left starts after a checkpoint (meta ``chain_base``: the number and hash of the
 last record removed), which ``cp history --verify`` walks from: an edit, or a record
@@ -37,7 +41,7 @@ from controlplane.store.tables import (
     ObservationRow,
     PlaceholderRow,
     PlanRow,
-    RunRow,
+    PrunedPlanRow,
     aware,
 )
 
@@ -50,6 +54,7 @@ ACTED = ("applied", *RESUMABLE)
 class Pruned:
     """What a prune removed (or would, for a dry run)."""
 
+    since: int  # the first record removed (through + 1 when none was)
     through: int  # the checkpoint: the last record removed, ever (0: none)
     plans: int
     events: int
@@ -76,26 +81,26 @@ def cut(
     ordered = sorted(records, key=lambda r: r.seq)
     last = {r.plan: r.seq for r in ordered}
     at = {r.seq: r.at for r in ordered}
-    through, reach, why = 0, 0, None
+    through, reach, stop = 0, 0, None
     for r in ordered:
-        if r.at >= before:
-            break
-        if r.plan in keep:
-            why = f"record {r.seq}: plan {r.plan} {keep[r.plan]}"
+        if r.at >= before or r.plan in keep:
+            stop = r
             break
         reach = max(reach, last[r.plan])
         if reach == r.seq:
             through = r.seq
-    if why is None:
-        stays = [r for r in ordered if through < r.seq and r.at < before]
-        if stays:  # older records a plan's later ones hold back
-            first = stays[0]
-            why = f"record {first.seq}: plan {first.plan} " + (
-                "has records newer than the cutoff"
-                if at[last[first.plan]] >= before
-                else "shares the chain with records that stay"
-            )
-    return through, why
+    held = next((r for r in ordered if through < r.seq and r.at < before), None)
+    if held is None:
+        return through, None
+    if stop is not None and stop.plan in keep:
+        return through, f"record {stop.seq}: plan {stop.plan} {keep[stop.plan]}"
+    if stop is not None and held.seq > stop.seq:  # older records after a newer one
+        return through, f"record {stop.seq}: plan {stop.plan} is dated after the cutoff"
+    newer = at[last[held.plan]] >= before
+    why = (
+        "has records newer than the cutoff" if newer else "shares the chain with records that stay"
+    )
+    return through, f"record {held.seq}: plan {held.plan} {why}"
 
 
 def parse(value: str) -> tuple[int, str]:
@@ -109,12 +114,6 @@ class Retention:
 
     db: Database
 
-    def chain_base(self) -> tuple[int, str] | None:
-        """The checkpoint the chain starts after (None: it starts at its first record)."""
-        with self.db.session() as db:
-            row = db.get(MetaRow, BASE)
-        return parse(row.value) if row is not None else None
-
     def prune(self, before: datetime, *, dry_run: bool = False) -> Pruned:
         """Remove the history older than ``before`` (see the module), in one transaction:
         an interrupted prune removes nothing. The caller holds the apply lease."""
@@ -127,38 +126,57 @@ class Retention:
                     col(PlanRow.chain_seq).is_not(None)
                 )
             ).all()
+            made_against = db.exec(select(PlanRow.id, PlanRow.observed_digest)).all()
             events = db.exec(select(EventRow.plan_id, EventRow.chain_seq, EventRow.at)).all()
             entries = [Entry(seq or 0, pid, aware(at)) for pid, seq, at, _ in plans]
             entries += [Entry(seq, pid, aware(at)) for pid, seq, at in events]
             through, stopped = cut(entries, before, _kept(db, plans))
             base = db.get(MetaRow, BASE)
-            if through == 0:
-                known = parse(base.value)[0] if base is not None else 0
-                return Pruned(known, 0, 0, 0, 0, stopped)
+            known = parse(base.value)[0] if base is not None else 0
             gone = {e.plan for e in entries if e.seq <= through}
-            old = col(ObservationRow.kept_at) < before
+            # an observation a remaining plan was made against stays: a later plan that saw
+            # the same digest points to the row kept when it was first seen
+            needed = {digest for pid, digest in made_against if pid not in gone}
+            old = select(ObservationRow.digest).where(col(ObservationRow.kept_at) < before)
+            unused = set(db.exec(old)) - needed
             pruned = Pruned(
-                through,
+                since=known + 1,
+                through=max(through, known),
                 plans=len(gone),
                 events=sum(1 for _, seq, _ in events if seq <= through),
                 actions=_count(db, ActionRow, gone),
-                observations=db.exec(
-                    select(func.count()).select_from(ObservationRow).where(old)
-                ).one(),
+                observations=len(unused),
                 stopped=stopped,
             )
             if dry_run:
                 return pruned
-            last = _hash_of(db, through)
-            for table in (EventRow, ActionRow):  # before their plans: they refer to them
-                for where in in_chunks(table.plan_id, gone):
-                    db.exec(delete(table).where(where))
-            for where in in_chunks(PlanRow.id, gone):
-                db.exec(delete(PlanRow).where(where))
-            db.exec(delete(ObservationRow).where(old))
-            db.merge(MetaRow(key=BASE, value=f"{through}:{last}"))
+            if gone:
+                self._remove(db, gone, through)
+            for where in in_chunks(ObservationRow.digest, unused):
+                db.exec(delete(ObservationRow).where(where))
             db.commit()
             return pruned
+
+    def _remove(self, db: Session, gone: set[str], through: int) -> None:
+        """Records 1..``through``, the plans ``gone``, removed; what is kept of them kept."""
+        last = _hash_of(db, through)
+        for where in in_chunks(PlanRow.id, gone):
+            for pid, created_at, spec_digest, status in db.exec(
+                select(PlanRow.id, PlanRow.created_at, PlanRow.spec_digest, PlanRow.status).where(
+                    where
+                )
+            ):
+                db.add(
+                    PrunedPlanRow(
+                        id=pid, created_at=created_at, spec_digest=spec_digest, status=status
+                    )
+                )
+        for table in (EventRow, ActionRow):  # before their plans: they refer to them
+            for where in in_chunks(table.plan_id, gone):
+                db.exec(delete(table).where(where))
+        for where in in_chunks(PlanRow.id, gone):
+            db.exec(delete(PlanRow).where(where))
+        db.merge(MetaRow(key=BASE, value=f"{through}:{last}"))
 
 
 def _kept(db: Session, plans: Iterable[tuple[str, Any, Any, str]]) -> dict[str, str]:
@@ -167,10 +185,6 @@ def _kept(db: Session, plans: Iterable[tuple[str, Any, Any, str]]) -> dict[str, 
     for pid, _, _, status in plans:
         if status in RESUMABLE:
             keep[pid] = f"is {status}: its apply may be resumed"
-    running = select(RunRow.plan_id).where(col(RunRow.ended_at).is_(None))
-    for ran in db.exec(running.distinct()):
-        if ran is not None:
-            keep.setdefault(ran, "has jobs still running")
     for placed in db.exec(select(PlaceholderRow.plan_id).distinct()):
         keep.setdefault(placed, "has jobs placed and not yet seen running")
     latest = db.exec(
@@ -179,6 +193,13 @@ def _kept(db: Session, plans: Iterable[tuple[str, Any, Any, str]]) -> dict[str, 
         .order_by(col(EventRow.chain_seq).desc())
         .limit(1)
     ).first()
+    if latest is None:  # a store from before status events: by when plans were made
+        latest = db.exec(
+            select(PlanRow.id)
+            .where(col(PlanRow.status).in_(ACTED))
+            .order_by(col(PlanRow.created_at).desc(), col(PlanRow.chain_seq).desc())
+            .limit(1)
+        ).first()
     if latest is not None:
         keep.setdefault(latest, "is the plan applied last")
     return keep

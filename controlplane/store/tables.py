@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from sqlalchemy import Column, LargeBinary, Text
 from sqlmodel import Field, SQLModel
 
+from controlplane.errors import StoreError
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -62,12 +64,29 @@ class PlanRow(SQLModel, table=True):
 
     @property
     def text(self) -> str:
-        """The plan's JSON, as the chain hashes it."""
-        return zlib.decompress(self.packed).decode() if self.packed is not None else self.body
+        """The plan's JSON, as the chain hashes it (a body that no longer unpacks: a
+        StoreError naming the plan, which ``cp history --verify`` reports as edited)."""
+        if self.packed is None:
+            return self.body
+        try:
+            return zlib.decompress(self.packed).decode()
+        except (zlib.error, UnicodeDecodeError) as exc:
+            raise StoreError(f"plan {self.id}: its stored body is damaged ({exc})") from None
 
     @staticmethod
     def pack(text: str) -> bytes:
         return zlib.compress(text.encode())
+
+
+class PrunedPlanRow(SQLModel, table=True):
+    """A plan ``cp store prune`` removed (14): its id still says the jobs tagged with it are
+    ours, its specs were applied, and it is not to be applied again."""
+
+    __tablename__ = "pruned_plans"
+    id: str = Field(primary_key=True)
+    created_at: datetime
+    spec_digest: str
+    status: str
 
 
 class EventRow(SQLModel, table=True):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.store.retention import Entry, cut
+from controlplane.pruning import told
+from controlplane.store.retention import Entry, Pruned, cut
 from tests.builders.cli import cp, ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +49,17 @@ def test_the_cut_is_a_prefix_of_whole_plans_older_than_the_cutoff() -> None:
         "record 6: plan c is the plan applied last",
     )
     assert cut(records, at(0), {}) == (0, None)
+    # a what-if dated ahead (`cp plan --now` in the future) holds back what follows it
+    ahead = [*records[:5], Entry(6, "w", at(500)), Entry(7, "d", at(6))]
+    assert cut(ahead, at(10), {}) == (5, "record 6: plan w is dated after the cutoff")
+
+
+def test_a_second_prune_tells_its_own_range() -> None:
+    second = Pruned(
+        since=24, through=32, plans=2, events=7, actions=3, observations=0, stopped=None
+    )
+    assert told(second).startswith("removed records 24-32: 2 plans, 3 actions, 7 events")
+    assert told(second, dry_run=True).startswith("would remove records 24-32")
 
 
 def sql(specs: Path, statement: str) -> list[tuple[object, ...]]:
@@ -113,22 +125,35 @@ def test_a_checkpoint_removed_shows(aged: Path, capsys: Capsys) -> None:
     assert broken.code == 1 and "record 1 is missing" in broken.json()["problem"]
 
 
-def test_a_plan_whose_jobs_run_stays_with_everything_after_it(
-    tmp_path: Path, capsys: Capsys
-) -> None:
+def test_a_plan_whose_jobs_run_goes_and_they_stay_ours(tmp_path: Path, capsys: Capsys) -> None:
+    """A plan whose jobs still run used to stop every prune (a months-long job: for good).
+    It goes now, and its id is kept: its jobs, tagged with it, are still ours, so a
+    workload then removed from the specs has them cancelled (a job tagged with a plan the
+    store never made is another control plane's, and left alone)."""
     specs = tmp_path / "q"
     shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
     ok(cp(capsys, "apply", specs, "--auto-approve", "--now", T0.isoformat()))
-    (specs / "workloads" / "vision.yaml").unlink()
+    (specs / "workloads" / "product.yaml").unlink()
     ok(cp(capsys, "apply", specs, "--auto-approve", "--now", (T0 + timedelta(days=1)).isoformat()))
     [(first,)] = sql(specs, "SELECT id FROM plans WHERE chain_seq = 1")
-    shown = ok(cp(capsys, "store", "prune", specs, "--older-than", "1d"))
-    assert "nothing to prune" in shown.out and f"plan {first} has jobs still running" in shown.out
-    assert len(sql(specs, "SELECT id FROM plans")) == 2
+    running = sql(
+        specs,
+        f"SELECT workload FROM runs WHERE plan_id = '{first}' AND ended_at IS NULL "
+        "AND workload LIKE 'vision/%'",
+    )
+    assert running
+    pruned = ok(cp(capsys, "store", "prune", specs, "--older-than", "1d", "--json")).json()
+    assert pruned["plans"] == 1 and not sql(specs, f"SELECT id FROM plans WHERE id = '{first}'")
+    (specs / "workloads" / "vision.yaml").unlink()
+    later = (T0 + timedelta(days=1, hours=1)).isoformat()
+    plan = ok(cp(capsys, "plan", specs, "--json", "--now", later)).json()
+    cancelled = {a["workload"] for a in plan["actions"] if a["op"] == "cancel"}
+    assert cancelled == {w for (w,) in running}
 
 
 def test_a_prune_waits_for_no_apply(aged: Path, capsys: Capsys) -> None:
-    """The apply lease held by another reconciler: the prune is refused, nothing removed."""
+    """The apply lease held by another reconciler: the prune is refused, nothing removed;
+    a dry run, which changes nothing, does not wait for it."""
     sql(
         aged,
         "INSERT INTO leases (name, holder, expires_at) VALUES "
@@ -137,6 +162,51 @@ def test_a_prune_waits_for_no_apply(aged: Path, capsys: Capsys) -> None:
     refused = cp(capsys, "store", "prune", aged, "--older-than", "1d")
     assert refused.code != 0 and "another reconciler is applying" in refused.err
     assert len(sql(aged, "SELECT id FROM plans")) == 3
+    dry = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--dry-run", "--json"))
+    assert dry.json()["plans"] == 2 and len(sql(aged, "SELECT id FROM plans")) == 3
+
+
+def test_a_pruned_plan_is_still_known_applied(aged: Path, capsys: Capsys, tmp_path: Path) -> None:
+    """Its plan file is not applied again, and its specs still count as applied (a
+    checkout behind them is refused: controlplane/lineage.py)."""
+    from controlplane.workflow import open_store
+
+    [(first, digest)] = sql(aged, "SELECT id, spec_digest FROM plans WHERE chain_seq = 1")
+    saved = tmp_path / "first.json"
+    ok(cp(capsys, "show", first, aged, "--json"))
+    with open_store(aged, None) as store:
+        plan = store.get_plan(first)
+        assert plan is not None
+        saved.write_text(plan.to_json())
+    ok(cp(capsys, "store", "prune", aged, "--older-than", "1d"))
+    shutil.rmtree(aged / "workloads")  # the specs it was made of, again
+    shutil.copytree(aged.parent / "aside", aged / "workloads")
+    again = cp(capsys, "apply", saved, "--dir", aged, "--auto-approve", "--json")
+    assert again.code == 0 and again.json()["alreadyApplied"] is True, again.out + again.err
+    with open_store(aged, None) as store:
+        assert store.applied_specs(digest) and store.known_plans([first, "nope"]) == {first}
+        assert store.plan_status(first) == "applied"
+
+
+def test_observations_a_remaining_plan_needs_stay(aged: Path, capsys: Capsys) -> None:
+    """A plan made against clusters unchanged since an old observation points to it."""
+    digest = ok(cp(capsys, "plan", aged, "--json")).json()["observedDigest"]
+    sql(aged, "UPDATE observations SET kept_at = '2026-01-01 00:00:00'")  # kept long ago
+    sql(aged, "INSERT INTO observations VALUES ('unused', X'00', '2026-01-01 00:00:00')")
+    assert {d for (d,) in sql(aged, "SELECT digest FROM observations")} == {digest, "unused"}
+    done = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--json")).json()
+    assert [d for (d,) in sql(aged, "SELECT digest FROM observations")] == [digest]
+    assert done["observations"] == 1
+
+
+def test_a_damaged_plan_body_is_named_not_a_crash(aged: Path, capsys: Capsys) -> None:
+    [(first,)] = sql(aged, "SELECT id FROM plans WHERE chain_seq = 1")
+    with sqlite3.connect(aged / ".cp" / "controlplane.db") as db:
+        db.execute("UPDATE plans SET packed = X'0102' WHERE chain_seq = 1")
+    verdict = cp(capsys, "history", aged, "--verify", "--json")
+    assert verdict.code == 1 and f"record 1, plan {first}" in verdict.json()["problem"]
+    shown = cp(capsys, "show", first, aged)
+    assert shown.code == 1 and "stored body is damaged" in shown.err
 
 
 def test_a_bad_age_is_refused(aged: Path, capsys: Capsys) -> None:

@@ -124,18 +124,21 @@ def prune(
     """Remove the oldest history: plans, their actions and events, older than AGE.
 
     The history is one chain, so what goes is its beginning, up to the first record that
-    must stay: one newer than AGE, or of a plan whose jobs still run or wait to start, that
-    an apply may resume, or that was applied last. What is left verifies from a checkpoint
-    (`cp history --verify` prints it with the head). Runs, completions and failure streaks
-    stay: usage, budgets and finished work count on them. One transaction, under the apply
-    lease: an interrupted prune removes nothing. SQLite reuses the space; `VACUUM` returns
-    it to the disk."""
+    must stay: one newer than AGE, or of a plan an apply may resume, that was applied
+    last, or whose jobs wait to be seen running. A removed plan's id, specs and status are
+    kept: its running jobs stay ours, its specs applied, its plan file not applied again.
+    What is left verifies from a checkpoint (`cp history --verify` prints it with the
+    head). Runs, completions and failure streaks stay: usage, budgets and finished work
+    count on them. One transaction, under the apply lease (not for --dry-run): an
+    interrupted prune removes nothing. SQLite reuses the space; `VACUUM` returns it to the
+    disk."""
     before, pruned = pruning.prune(spec_dir, db, parse_duration(older_than), dry_run=dry_run)
     if as_json:
         write_json(
             {
                 "dryRun": dry_run,
                 "before": before.isoformat(),
+                "since": pruned.since,
                 "through": pruned.through,
                 "plans": pruned.plans,
                 "actions": pruned.actions,
