@@ -4,12 +4,13 @@ and what went told in one line."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from controlplane import workflow
-from controlplane.errors import StoreError
+from controlplane.errors import LeaseHeldError, StoreError
 from controlplane.lease import holding_lease
 
 if TYPE_CHECKING:  # the store (sqlalchemy) loads when one is opened
@@ -17,19 +18,35 @@ if TYPE_CHECKING:  # the store (sqlalchemy) loads when one is opened
 
 
 def prune(
-    spec_dir: Path, db: str | None, older_than: int, *, dry_run: bool = False
-) -> tuple[datetime, Pruned]:
-    """Remove the history older than ``older_than`` seconds before now: the cutoff, and
-    what went (or would, ``dry_run``). A store that is not there is an error."""
+    spec_dir: Path,
+    db: str | None,
+    older_than: int,
+    *,
+    dry_run: bool = False,
+    wait: float = 0.0,
+    vacuum: bool = False,
+) -> tuple[datetime, Pruned, bool]:
+    """Remove the history older than ``older_than`` seconds before now: the cutoff, what
+    went (or would, ``dry_run``) and whether the file was vacuumed (``vacuum``: SQLite).
+    An apply holding the lease is waited for up to ``wait`` seconds (a watch cycle is
+    short). A store that is not there is an error."""
     store = workflow.open_store(spec_dir, db, reading=True)
     if store.missing is not None:
         raise StoreError(f"no store to prune: {store.missing} does not exist")
     before = datetime.now(UTC) - timedelta(seconds=older_than)
+    until = time.monotonic() + wait
     with store:
         if dry_run:  # it changes nothing: it waits for no apply
-            return before, store.prune(before, dry_run=True)
-        with holding_lease(store):
-            return before, store.prune(before)
+            return before, store.prune(before, dry_run=True), False
+        while True:
+            try:
+                with holding_lease(store):
+                    pruned = store.prune(before)
+                    return before, pruned, vacuum and store.vacuum()
+            except LeaseHeldError:
+                if time.monotonic() >= until:
+                    raise
+                time.sleep(min(1.0, max(0.0, until - time.monotonic())))
 
 
 def told(pruned: Pruned, *, dry_run: bool = False) -> str:

@@ -141,7 +141,7 @@ class Watcher:
         if keep is None or (self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY):
             return
         try:
-            _, pruned = pruning.prune(self.spec_dir, self.options.db, keep)
+            _, pruned, _ = pruning.prune(self.spec_dir, self.options.db, keep)
         except LeaseHeldError:
             return
         except ControlPlaneError as exc:

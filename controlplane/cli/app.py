@@ -204,6 +204,8 @@ def age(text: str | None) -> str | None:
     """An option's age, written as specs write a duration (``90d``, ``12h``): checked."""
     if text is None:
         return None
+    if text.strip().isdigit():  # minutes to Slurm, days to someone else: a unit, please
+        raise typer.BadParameter(f"{text!r} has no unit; write e.g. 90d or 12h")
     try:
         if parse_duration(text) <= 0:
             raise ValueError("it is not after zero")

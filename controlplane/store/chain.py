@@ -134,6 +134,13 @@ def _walk(
         where = f"record {record.chain_seq}, {record.name}"
         if record.chain_seq != expected:
             jump = f"record {expected} is missing (the chain jumps to {where})"
+            if count == 1 and base[0] == 0:  # no checkpoint: none, or it was removed
+                return (
+                    count,
+                    prev_hash,
+                    f"{jump}: rows were deleted, or the checkpoint a prune left (meta "
+                    "chain_base) was",
+                )
             return count, prev_hash, f"{jump}: a row was deleted"
         if record.prev_hash != prev_hash:
             return (

@@ -114,6 +114,32 @@ class Retention:
 
     db: Database
 
+    def pruned_through(self) -> int:
+        """The last record a prune removed (0: none ever was)."""
+        with self.db.session() as db:
+            base = db.get(MetaRow, BASE)
+        return parse(base.value)[0] if base is not None else 0
+
+    def pruned_plan(self, ref: str) -> PrunedPlanRow | None:
+        """What is kept of a pruned plan whose id is or begins with ``ref``, if one is."""
+        with self.db.session() as db:
+            begins = col(PrunedPlanRow.id).startswith(ref, autoescape=True)
+            found = db.exec(select(PrunedPlanRow).where(begins).limit(2)).all()
+        return found[0] if len(found) == 1 else None
+
+    def vacuum(self) -> bool:
+        """SQLite: the file rewritten without the pages a prune freed, so it shrinks (it
+        reuses them otherwise). False for another database (PostgreSQL's autovacuum makes
+        the space reusable by itself)."""
+        if self.db.engine.dialect.name != "sqlite":
+            return False
+        raw = self.db.engine.raw_connection()  # outside any transaction: VACUUM needs that
+        try:
+            raw.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
+        finally:
+            raw.close()
+        return True
+
     def prune(self, before: datetime, *, dry_run: bool = False) -> Pruned:
         """Remove the history older than ``before`` (see the module), in one transaction:
         an interrupted prune removes nothing. The caller holds the apply lease."""
@@ -186,7 +212,11 @@ def _kept(db: Session, plans: Iterable[tuple[str, Any, Any, str]]) -> dict[str, 
         if status in RESUMABLE:
             keep[pid] = f"is {status}: its apply may be resumed"
     for placed in db.exec(select(PlaceholderRow.plan_id).distinct()):
-        keep.setdefault(placed, "has jobs placed and not yet seen running")
+        keep.setdefault(
+            placed,
+            "has jobs the store has not yet seen running (the next apply, watch cycle or "
+            "cp observe records them)",
+        )
     latest = db.exec(
         select(EventRow.plan_id)
         .where(col(EventRow.seq).is_(None), col(EventRow.status).in_(ACTED))

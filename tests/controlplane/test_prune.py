@@ -122,7 +122,38 @@ def test_a_checkpoint_removed_shows(aged: Path, capsys: Capsys) -> None:
     ok(cp(capsys, "store", "prune", aged, "--older-than", "1d"))
     sql(aged, "DELETE FROM meta WHERE key = 'chain_base'")
     broken = cp(capsys, "history", aged, "--verify", "--json")
-    assert broken.code == 1 and "record 1 is missing" in broken.json()["problem"]
+    problem = broken.json()["problem"]
+    assert broken.code == 1 and "record 1 is missing" in problem and "checkpoint" in problem
+
+
+def test_pruned_history_is_told_where_it_is_asked_for(aged: Path, capsys: Capsys) -> None:
+    [(first,)] = sql(aged, "SELECT id FROM plans WHERE chain_seq = 1")
+    done = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--json")).json()
+    shown = cp(capsys, "show", first[:8], aged)
+    assert shown.code == 1 and f"plan {first} was pruned from the history" in shown.err
+    assert "applied" in shown.err
+    told = ok(cp(capsys, "history", aged, "--workload", "vision/vit-train"))
+    assert f"the history before record {done['through'] + 1} was pruned" in told.out
+
+
+def test_vacuum_shrinks_the_file(tmp_path: Path, capsys: Capsys) -> None:
+    specs = tmp_path / "q"
+    shutil.copytree(ROOT / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    vision = (specs / "workloads" / "vision.yaml").read_text()
+    for day in range(8):  # a week of history: vision's work removed and added back
+        if day % 2:
+            (specs / "workloads" / "vision.yaml").unlink()
+        else:
+            (specs / "workloads" / "vision.yaml").write_text(vision)
+        at = (T0 + timedelta(days=day)).isoformat()
+        ok(cp(capsys, "apply", specs, "--auto-approve", "--now", at))
+    ok(cp(capsys, "apply", specs, "--auto-approve"))
+    file = specs / ".cp" / "controlplane.db"
+    before = file.stat().st_size
+    done = ok(cp(capsys, "store", "prune", specs, "--older-than", "1d", "--vacuum", "--json"))
+    assert done.json()["plans"] >= 7 and done.json()["vacuumed"] is True
+    assert file.stat().st_size < before
+    assert ok(cp(capsys, "history", specs, "--verify", "--json")).json()["ok"] is True
 
 
 def test_a_plan_whose_jobs_run_goes_and_they_stay_ours(tmp_path: Path, capsys: Capsys) -> None:
@@ -159,11 +190,23 @@ def test_a_prune_waits_for_no_apply(aged: Path, capsys: Capsys) -> None:
         "INSERT INTO leases (name, holder, expires_at) VALUES "
         "('apply', 'elsewhere:1 by someone', '2999-01-01 00:00:00')",
     )
-    refused = cp(capsys, "store", "prune", aged, "--older-than", "1d")
+    refused = cp(capsys, "store", "prune", aged, "--older-than", "1d", "--wait", "0")
     assert refused.code != 0 and "another reconciler is applying" in refused.err
     assert len(sql(aged, "SELECT id FROM plans")) == 3
     dry = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--dry-run", "--json"))
     assert dry.json()["plans"] == 2 and len(sql(aged, "SELECT id FROM plans")) == 3
+
+
+def test_a_prune_waits_for_an_apply_to_finish(aged: Path, capsys: Capsys) -> None:
+    """A cron prune beside a watch loop met its short cycles' lease now and then (trial Y)."""
+    soon = datetime.now(UTC) + timedelta(seconds=2)
+    sql(
+        aged,
+        "INSERT INTO leases (name, holder, expires_at) VALUES "
+        f"('apply', 'elsewhere:1 by someone', '{soon:%Y-%m-%d %H:%M:%S.%f}')",
+    )
+    done = ok(cp(capsys, "store", "prune", aged, "--older-than", "1d", "--wait", "30", "--json"))
+    assert done.json()["plans"] == 2
 
 
 def test_a_pruned_plan_is_still_known_applied(aged: Path, capsys: Capsys, tmp_path: Path) -> None:
@@ -212,6 +255,8 @@ def test_a_damaged_plan_body_is_named_not_a_crash(aged: Path, capsys: Capsys) ->
 def test_a_bad_age_is_refused(aged: Path, capsys: Capsys) -> None:
     refused = cp(capsys, "store", "prune", aged, "--older-than", "soon")
     assert refused.code != 0 and "--older-than" in refused.err
+    bare = cp(capsys, "store", "prune", aged, "--older-than", "90")  # 90 minutes? days?
+    assert bare.code == 2 and "has no unit" in bare.err
     assert len(sql(aged, "SELECT id FROM plans")) == 3
 
 

@@ -224,16 +224,23 @@ def history(
     )
     if as_json:
         write_json(history_json(rows))
-    elif not rows and filters:
-        what = f" for {workload}" if workload else ""
-        out.print(f"No applied actions{what} match {filters}.", highlight=False)
     elif not rows:
-        # a workload may have left the specs and still have a past: no spec check here,
-        # only a name close to one with a past pointed out (a typo)
-        also = workload_hint(workload, store.workloads_in_history()) if workload else ""
-        out.print(
-            f"No applied actions for {workload}{also}." if workload else "No actions applied yet."
-        )
+        through = store.pruned_through()
+        pruned = f" (the history before record {through + 1} was pruned)" if through else ""
+        if filters:
+            what = f" for {workload}" if workload else ""
+            out.print(
+                f"No applied actions{what} match {filters}{pruned}.",
+                highlight=False,
+                soft_wrap=True,
+            )
+        elif workload:
+            # a workload may have left the specs and still have a past: no spec check
+            # here, only a name close to one with a past pointed out (a typo)
+            also = workload_hint(workload, store.workloads_in_history())
+            out.print(f"No applied actions for {workload}{also}{pruned}.", soft_wrap=True)
+        else:
+            out.print(f"No actions applied yet{pruned}.", soft_wrap=True)
     else:
         print_history(out, rows)
 
@@ -282,6 +289,12 @@ def show(
     path = Path(plan_ref)
     store = workflow.open_store(spec_dir, db, reading=True)
     plan = statefiles.read_plan(path) if path.is_file() else store.get_plan(plan_ref)
+    if plan is None and (gone := store.pruned_plan(plan_ref)) is not None:
+        raise PlanNotFoundError(
+            f"plan {gone.id} was pruned from the history (`cp store prune`): made "
+            f"{gone.created_at:%Y-%m-%d %H:%M:%S} UTC, {gone.status}; its actions and events "
+            "are no longer kept"
+        )
     if plan is None:
         raise PlanNotFoundError(f"no stored plan matches {plan_ref!r} (see `cp history`)")
     rows = store.actions(plan.id)

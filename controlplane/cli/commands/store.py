@@ -118,6 +118,16 @@ def prune(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="say what would go; remove nothing")
     ] = False,
+    wait: Annotated[
+        float,
+        typer.Option(min=0.0, help="seconds to wait for an apply in progress to finish"),
+    ] = 60.0,
+    vacuum: Annotated[
+        bool,
+        typer.Option(
+            "--vacuum", help="SQLite: then rewrite the file without the freed space (it shrinks)"
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
@@ -129,10 +139,12 @@ def prune(
     kept: its running jobs stay ours, its specs applied, its plan file not applied again.
     What is left verifies from a checkpoint (`cp history --verify` prints it with the
     head). Runs, completions and failure streaks stay: usage, budgets and finished work
-    count on them. One transaction, under the apply lease (not for --dry-run): an
-    interrupted prune removes nothing. SQLite reuses the space; `VACUUM` returns it to the
-    disk."""
-    before, pruned = pruning.prune(spec_dir, db, parse_duration(older_than), dry_run=dry_run)
+    count on them. One transaction, under the apply lease (an apply in progress is waited
+    for; not for --dry-run): an interrupted prune removes nothing. SQLite reuses the space
+    freed; --vacuum returns it to the disk (the file is rewritten: it takes a while)."""
+    before, pruned, vacuumed = pruning.prune(
+        spec_dir, db, parse_duration(older_than), dry_run=dry_run, wait=wait, vacuum=vacuum
+    )
     if as_json:
         write_json(
             {
@@ -145,7 +157,12 @@ def prune(
                 "events": pruned.events,
                 "observations": pruned.observations,
                 "stopped": pruned.stopped,
+                "vacuumed": vacuumed,
             }
         )
         return
-    out.print(pruning.told(pruned, dry_run=dry_run), highlight=False, soft_wrap=True)
+    vacuumed_note = "; the file was vacuumed" if vacuumed else ""
+    if vacuum and not vacuumed and not dry_run:
+        vacuumed_note = "; not vacuumed: only a SQLite store needs it"
+    told = pruning.told(pruned, dry_run=dry_run) + vacuumed_note
+    out.print(told, highlight=False, soft_wrap=True)
