@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks import history
+from benchmarks import history, storage
 from benchmarks.scale import NEW, measure
 from benchmarks.stages import STAGES
 from controlplane.store import Store
@@ -33,3 +33,11 @@ def test_the_history_benchmark_reads_the_runs_it_wrote(tmp_path: Path) -> None:
     [one, three] = store.progress(workloads, now=history.NOW, seen=seen)
     assert (one.workload, one.segments, three.segments) == ("p001/w00001", 1, 1)
     store.close()
+
+
+def test_the_storage_benchmark_stores_a_loops_cycles(tmp_path: Path) -> None:
+    made = storage.busy_plan(40, tmp_path / "org")
+    steady = storage.cycles(made, 3, actions=2)
+    assert [len(c.actions) for c in steady] == [2, 2, 2] and len({c.id for c in steady}) == 3
+    assert all(c.pending == made.pending for c in steady)
+    assert steady[1].created_at > steady[0].created_at
