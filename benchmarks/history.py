@@ -9,6 +9,10 @@ recorded. This fills a SQLite store with ``--days`` of runs (``--runs-per-day``:
 times one of each read, recorded and read-only (with 2,000 runs seen running now, as a
 busy cluster shows).
 
+Then the same reads as a plan makes them, given each project's half-life: the runs that
+ended before the month before now's are read as their roll-ups (controlplane/store/
+rollups.py), which the first recorded read makes ("rolled up").
+
 Run: .venv/bin/python -m benchmarks.history [--days 0,30,60] [--runs-per-day 1600]
 
 Ratios are against the same reads of a store with no history, in the same process.
@@ -82,9 +86,17 @@ def running_now(count: int) -> dict[str, list[JobRun]]:
     }
 
 
-def timed(store: Store, seen: dict[str, list[JobRun]] | None, segmented: set[str]) -> float:
+HALF_LIVES = {f"p{p:03d}": 7 * 86_400 for p in range(PROJECTS)}  # Slurm's default, each
+
+
+def timed(
+    store: Store,
+    seen: dict[str, list[JobRun]] | None,
+    segmented: set[str],
+    half_lives: dict[str, int] | None = None,
+) -> float:
     start = time.perf_counter()
-    store.usage_records(NOW, seen)
+    store.usage_records(NOW, seen, half_lives)
     store.progress(segmented, now=NOW, seen=seen)
     return time.perf_counter() - start
 
@@ -98,8 +110,11 @@ def main() -> None:
     seen = running_now(2_000)
     segmented = {f"p{p:03d}/w{w:05d}" for p in range(PROJECTS) for w in range(p, 5_000, 400)}
     print(f"segmented workloads: {len(segmented)}; runs seen running: {len(seen['big'])}")
-    print("| days | runs | recorded s | x no history | read-only s | x no history |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| days | runs | recorded s | x no history | read-only s | x no history "
+        "| rolled up: recorded s | read-only s |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     base: tuple[float, float] | None = None
     for days in (int(d) for d in args.days.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
@@ -107,11 +122,14 @@ def main() -> None:
             fill(store, days, args.runs_per_day)
             recorded = min(timed(store, None, segmented) for _ in range(args.repeat))
             read_only = min(timed(store, seen, segmented) for _ in range(args.repeat))
+            store.usage_records(NOW, None, HALF_LIVES)  # the first recorded read rolls up
+            rolled = min(timed(store, None, segmented, HALF_LIVES) for _ in range(args.repeat))
+            rolled_ro = min(timed(store, seen, segmented, HALF_LIVES) for _ in range(args.repeat))
             store.close()
         base = base or (recorded, read_only)
         print(
             f"| {days} | {days * args.runs_per_day:,} | {recorded:.3f} | {recorded / base[0]:.1f}"
-            f" | {read_only:.3f} | {read_only / base[1]:.1f} |"
+            f" | {read_only:.3f} | {read_only / base[1]:.1f} | {rolled:.3f} | {rolled_ro:.3f} |"
         )
 
 

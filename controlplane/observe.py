@@ -35,6 +35,7 @@ from controlplane.statedir import clusters_dir
 from solvers.order import job_id_order, last_completed
 from solvers.segments import segmented
 from solvers.sitepolicy.backoff import CAP_SECONDS, FAILED_STATES
+from solvers.sitepolicy.usage import DEFAULT_HALF_LIFE
 from specs.actions import Op
 from specs.desired import DesiredState
 from specs.renames import aliases, earlier_names, renamed
@@ -141,7 +142,7 @@ def observe(
         store.carry_renames(earlier)  # what was recorded under old names, this time too
     # recorded above, or (read-only) counted from what was just seen, as if recorded
     unrecorded = None if record else seen
-    snap.usage = store.usage_records(now, unrecorded)
+    snap.usage = store.usage_records(now, unrecorded, half_lives(desired))
     segmented_ones = {k for k in workloads if segmented(desired.workloads[earlier.get(k, k)].spec)}
     snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded, prices=prices)
     snap.failures = store.failures(workloads)
@@ -179,6 +180,18 @@ def _lost_places(snap: Snapshot) -> dict[str, datetime]:
 
 
 _NOT_ITS_DOING = frozenset({JobState.NODE_FAIL, JobState.PREEMPTED})
+
+
+def half_lives(desired: DesiredState) -> dict[str, int]:
+    """Each project's fair-share half-life, in seconds, by its name and the names it had
+    (its runs recorded under them decay as its own)."""
+    out: dict[str, int] = {}
+    for name, project in desired.projects.items():
+        fs = project.spec.fairshare
+        half_life = fs.half_life if fs is not None and fs.half_life else DEFAULT_HALF_LIFE
+        for known in (name, *project.spec.renamed_from):
+            out[known] = half_life
+    return out
 
 
 def _spec_since(snap: Snapshot, desired: DesiredState, store: Store) -> dict[str, datetime]:

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, bindparam, text
 from sqlmodel import col, or_, select
 
-from controlplane.store import pricebook
+from controlplane.store import pieces, pricebook, rollups
 from controlplane.store.database import Database
 from controlplane.store.tables import MetaRow, RunRow
 from controlplane.store.tables import aware as _aware
@@ -72,6 +72,7 @@ class Runs:
                 key = (row.cluster, row.job, _aware(row.started_at))
                 if row.ended_at is None or key in reported:  # a past run keeps its price
                     row.price = (prices or {}).get((row.cluster, row.gpu_type or ""), row.price)
+                    row.rolled = False  # a roll-up that counted it no longer holds
                 if row.ended_at is None and row.cluster in complete and key not in reported:
                     # its job is gone unreported (a deleted Kubernetes job, a Slurm job
                     # forgotten without accounting): it ended after it was last seen
@@ -100,14 +101,35 @@ class Runs:
                 db.add(row)
             db.commit()
 
-    def usage_records(self, now: datetime, seen: Seen | None = None) -> list[UsageRecord]:
+    def usage_records(
+        self,
+        now: datetime,
+        seen: Seen | None = None,
+        half_lives: Mapping[str, int] | None = None,
+    ) -> list[UsageRecord]:
         """Usage as snapshot records, one per run and calendar month (budgets are monthly).
-        With ``seen``, the runs it holds count as if recorded (a read-only plan)."""
-        rows = self._rows(now, seen)
+        With ``seen``, the runs it holds count as if recorded (a read-only plan). Given each
+        project's fair-share ``half_lives`` (seconds), the runs that ended before ``now``'s
+        month are read as their roll-ups where those hold, and a recorded read
+        (no ``seen``) makes the ones that do not (store/rollups.py)."""
+        half_lives = half_lives or {}
+        through = rollups.through_for(now)
         with self.db.session() as db:
             known = db.get(MetaRow, pricebook.KEY)
+            held = rollups.holding(db, half_lives, through) if half_lives else {}
+            # a run seen that ended before then may be one a roll-up counts: not read so
+            for cluster_runs in (seen or {}).values():
+                for run in cluster_runs:
+                    if run.ended_at is not None and _aware(run.ended_at) < through:
+                        held.pop(run.workload.split("/", 1)[0], None)
+            rolled = rollups.records(db, held, half_lives, through)
         book = pricebook.loads(known.value if known is not None else None)
-        return [record for row in rows if row.gpus > 0 for record in _monthly(row, book)]
+        rows = self._rows(now, seen, skip=(through, set(held)) if held else None)
+        made = [record for row in rows if row.gpus > 0 for record in pieces.monthly(row, book)]
+        if seen is None and half_lives:  # recorded: the roll-ups that do not hold, made
+            with self.db.session() as db:
+                rollups.roll_up_all(db, rows, book, half_lives, through, set(held))
+        return rolled + made
 
     def retire_runs(self, workloads: set[str]) -> None:
         """The runs of workloads no longer in the specs stop counting as their progress
@@ -210,14 +232,24 @@ class Runs:
         return out
 
     def _rows(
-        self, now: datetime, seen: Seen | None, workloads: set[str] | None = None
+        self,
+        now: datetime,
+        seen: Seen | None,
+        workloads: set[str] | None = None,
+        skip: tuple[datetime, set[str]] | None = None,
     ) -> list[Run]:
         """Every run (of ``workloads``, if given) as plain values, with those ``seen``
         reports merged in as if recorded. Read as the database's own values, not as ORM
         rows or typed columns: a plan reads the whole history, and a row object costs ~30x
         the values in it, a typed time ~3x its parse."""
         with self.db.session() as db:
-            if workloads is None:
+            if workloads is None and skip is not None:  # less those a roll-up holds
+                through, projects = skip
+                read = db.connection().execute(
+                    _RUNS_BUT_ROLLED, {"through": through, "names": sorted(projects)}
+                )
+                runs = [Run.read(values) for values in read.all()]
+            elif workloads is None:
                 runs = [Run.read(values) for values in db.connection().execute(_ALL_RUNS).all()]
             else:
                 runs = [
@@ -320,6 +352,12 @@ _RUNS_OF_WORKLOADS = text(f"{_SELECT} WHERE workload IN :names").bindparams(
 _RUNS_OF_JOBS = text(f"{_SELECT} WHERE job IN :names").bindparams(
     bindparam("names", expanding=True)
 )
+_RUNS_BUT_ROLLED = text(
+    f"{_SELECT} WHERE ended_at IS NULL OR ended_at >= :through OR project NOT IN :names"
+).bindparams(
+    bindparam("through", type_=RunRow.__table__.c.ended_at.type),  # type: ignore[attr-defined]
+    bindparam("names", expanding=True),
+)
 
 
 def _time(value: datetime | str) -> datetime:
@@ -383,34 +421,3 @@ def _absorb(row: RunRow | Run, run: JobRun, now: datetime) -> None:
     row.gpu_type = run.gpu_type or row.gpu_type
     row.plan_id = run.plan_id or row.plan_id
     row.last_seen = max(_aware(row.last_seen), run.ended_at or now)
-
-
-def _monthly(row: Run, book: pricebook.Book) -> list[UsageRecord]:
-    """The run's GPU-hours, cut at month boundaries (a budget is per calendar month) and
-    where its GPU type's price changed (each piece at the price of its day)."""
-    out = []
-    start, end = row.started_at, row.ended_at or row.last_seen  # aware, as read
-    while start < end:
-        month_end = min(end, _next_month(start))
-        for low, stop, price in pricebook.stretches(
-            book, row.cluster, row.gpu_type, start, month_end, row.price
-        ):
-            out.append(
-                UsageRecord(
-                    project=row.project,
-                    gpu_hours=row.gpus * (stop - low).total_seconds() / 3600,
-                    ended_at=stop,
-                    gpu_type=row.gpu_type,
-                    cluster=row.cluster,
-                    price=price,
-                    started_at=low,
-                )
-            )
-        start = month_end
-    return out
-
-
-def _next_month(dt: datetime) -> datetime:
-    """The start of the month after ``dt``'s, in its zone."""
-    year, month = (dt.year + 1, 1) if dt.month == 12 else (dt.year, dt.month + 1)
-    return datetime(year, month, 1, tzinfo=dt.tzinfo)

@@ -184,6 +184,25 @@ class RunRow(SQLModel, table=True):
     # its workload left the specs: the run still counts as usage, no longer as progress
     # (a workload added again starts its segments from zero)
     retired: bool = False
+    # 14: counted in its project's roll-up (RollupRow); whatever changes the run clears it
+    rolled: bool = False
+
+
+class RollupRow(SQLModel, table=True):
+    """The usage of a project's runs that ended before ``through`` (the start of the current
+    month), decayed to then by its half-life, per price group (14): a plan reads these in
+    place of those runs (store/rollups.py)."""
+
+    __tablename__ = "rollups"
+    id: int | None = Field(default=None, primary_key=True)
+    project: str = Field(index=True)
+    half_life: int  # seconds
+    through: datetime
+    cluster: str
+    gpu_type: str | None = None
+    price: float | None = None
+    gpu_hours: float  # decayed to ``through``
+    runs: int  # the runs it holds, all groups together: a count that differs says it is stale
 
 
 class ObservationRow(SQLModel, table=True):

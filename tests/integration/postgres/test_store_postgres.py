@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from controlplane.store import Store
 from tests.builders.cli import cp
+from tests.controlplane import test_rollups as rollups
 from tests.controlplane.test_runs_read import check_runs_read_as_recorded
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,7 +27,7 @@ def db(postgres_url: str) -> str:
         conn.execute(
             text(
                 "TRUNCATE plans, actions, events, queue, placeholders, leases, "
-                "completions, runs, failures CASCADE"
+                "completions, runs, failures, rollups, pruned_plans CASCADE"
             )
         )
         conn.execute(
@@ -126,3 +127,14 @@ def test_expired_lease_is_taken_over(db: str) -> None:
 def test_runs_read_as_recorded_on_postgres(db: str) -> None:
     """The runs read as the driver's own values (tests/controlplane/test_runs_read.py)."""
     check_runs_read_as_recorded(Store(db))
+
+
+def test_rollups_on_postgres(db: str) -> None:
+    """Roll-ups made and read on PostgreSQL (tests/controlplane/test_rollups.py)."""
+    store = Store(db)
+    rollups.fill(store)
+    plain = store.usage_records(rollups.NOW)
+    assert store.usage_records(rollups.NOW, None, rollups.HALF_LIVES) == plain
+    read = store.usage_records(rollups.NOW, None, rollups.HALF_LIVES)
+    assert any(r.started_at is None for r in read)
+    rollups.assert_same_usage(read, plain, rollups.NOW)
