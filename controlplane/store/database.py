@@ -38,6 +38,9 @@ from controlplane.errors import StoreError
 from controlplane.store.tables import SCHEMA_VERSION, MetaRow
 
 BUSY_SECONDS = 30  # SQLite: how long a writer waits for another one
+# values bound in one IN list: a database binds a parameter per value (PostgreSQL at most
+# 65,535 a statement, older SQLite 999)
+IN_CHUNK = 900
 _PG_LOCK = 0x63705F7374  # "cp_st": the advisory lock that guards schema changes
 
 

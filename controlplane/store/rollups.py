@@ -31,9 +31,10 @@ from sqlalchemy import case, func
 from sqlmodel import Session, col, delete, select, update
 
 from controlplane.store import pieces, pricebook
-from controlplane.store.tables import RollupRow, RunRow
+from controlplane.store.database import IN_CHUNK
+from controlplane.store.tables import RollupRow, RunRow, aware
 from solvers.sitepolicy.usage import decayed_gpu_hours
-from specs.snapshot import UsageRecord
+from specs.snapshot import JobRun, UsageRecord
 
 if TYPE_CHECKING:
     from controlplane.store.runs import Run
@@ -67,6 +68,30 @@ def holding(db: Session, half_lives: Mapping[str, int], through: datetime) -> di
         for project, half_life, runs in counted
         if half_lives.get(project) == half_life and ended.get(project) == (runs, 0)
     }
+
+
+def counted(db: Session, seen: Mapping[str, Iterable[JobRun]], through: datetime) -> set[str]:
+    """The projects of the runs ``seen`` reports that a roll-up counts (stored, rolled): a
+    read-only plan reads those projects' runs, or it would count such a run twice."""
+    early: dict[str, set[str]] = defaultdict(set)  # cluster -> jobs started before then
+    for cluster, runs in seen.items():
+        for run in runs:
+            if aware(run.started_at) < through:
+                early[cluster].add(run.job)
+    projects: set[str] = set()
+    for cluster, jobs in sorted(early.items()):
+        for at in range(0, len(jobs), IN_CHUNK):
+            chunk = sorted(jobs)[at : at + IN_CHUNK]
+            projects.update(
+                db.exec(
+                    select(RunRow.project).where(
+                        col(RunRow.cluster) == cluster,
+                        col(RunRow.job).in_(chunk),
+                        col(RunRow.rolled),
+                    )
+                )
+            )
+    return projects
 
 
 def records(

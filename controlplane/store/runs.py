@@ -22,7 +22,7 @@ from sqlalchemy import ColumnElement, bindparam, text
 from sqlmodel import col, or_, select
 
 from controlplane.store import pieces, pricebook, rollups
-from controlplane.store.database import Database
+from controlplane.store.database import IN_CHUNK, Database
 from controlplane.store.tables import MetaRow, RunRow
 from controlplane.store.tables import aware as _aware
 from solvers.segments import SegmentRun, progress_of
@@ -30,7 +30,6 @@ from specs.snapshot import JobRun, Progress, UsageRecord
 
 Seen = Mapping[str, Iterable[JobRun]]  # cluster -> runs an observation reports
 STOPPED = "STOPPED"  # a run our apply cancelled, until an observation says how it ended
-IN_CHUNK = 900  # values bound in one IN list (see in_chunks)
 # an ended job as a listing asks for its run: cluster, job id, workload, when it ended
 Ended = tuple[str, str, str | None, datetime | None]
 
@@ -117,11 +116,9 @@ class Runs:
         with self.db.session() as db:
             known = db.get(MetaRow, pricebook.KEY)
             held = rollups.holding(db, half_lives, through) if half_lives else {}
-            # a run seen that ended before then may be one a roll-up counts: not read so
-            for cluster_runs in (seen or {}).values():
-                for run in cluster_runs:
-                    if run.ended_at is not None and _aware(run.ended_at) < through:
-                        held.pop(run.workload.split("/", 1)[0], None)
+            if held and seen:  # a run seen again that a roll-up counts: its project's read
+                for project in rollups.counted(db, seen, through):
+                    held.pop(project, None)
             rolled = rollups.records(db, held, half_lives, through)
         book = pricebook.loads(known.value if known is not None else None)
         rows = self._rows(now, seen, skip=(through, set(held)) if held else None)

@@ -153,13 +153,21 @@ def test_a_renamed_project_or_a_new_half_life_reads_the_runs(store: Store) -> No
 def test_a_read_only_plan_uses_rollups_and_writes_none(store: Store) -> None:
     store.usage_records(NOW, None, HALF_LIVES)
     through = through_for(NOW)
-    seen = {
+    with store.db.session() as db:
+        cluster, job, start = db.execute(
+            text(
+                "SELECT cluster, job, started_at FROM runs WHERE rolled AND gpus > 0 "
+                "AND project = 'p2' ORDER BY job LIMIT 1"
+            )
+        ).one()
+        before = db.execute(text("SELECT count(*) FROM rollups")).scalar()
+    seen: dict[str, list[JobRun]] = {
         "east": [
             JobRun(job="new", workload="p0/w0", started_at=NOW - timedelta(hours=2), gpus=4),
-            # one reported again that a roll-up may count: p2's runs are read, not rolled
+            # a run from before the month that no store holds: counted with p1's roll-up
             JobRun(
                 job="old",
-                workload="p2/w2",
+                workload="p1/w1",
                 state=JobState.COMPLETED,
                 started_at=through - timedelta(days=3),
                 ended_at=through - timedelta(days=2),
@@ -167,8 +175,16 @@ def test_a_read_only_plan_uses_rollups_and_writes_none(store: Store) -> None:
             ),
         ]
     }
-    with store.db.session() as db:
-        before = db.execute(text("SELECT count(*) FROM rollups")).scalar()
+    # and one a roll-up counts, seen again with a later end: p2's runs are read instead
+    again = JobRun(
+        job=job,
+        workload="p2/w2",
+        state=JobState.COMPLETED,
+        started_at=datetime.fromisoformat(start).replace(tzinfo=UTC),
+        ended_at=through + timedelta(days=1),
+        gpus=2,
+    )
+    seen.setdefault(cluster, []).append(again)
     rolled = store.usage_records(NOW, seen, HALF_LIVES)
     assert_same_usage(rolled, store.usage_records(NOW, seen), NOW)
     assert {r.project for r in rolled if r.started_at is None} == {"p0", "p1"}
