@@ -149,6 +149,8 @@ class Watcher:
         else:
             if pruned.plans:
                 self.log(f"{_stamp()} history pruned: {pruning.told(pruned)}")
+            elif pruned.stopped:  # older history it may not remove: said, once a day
+                self.log(f"{_stamp()} history not pruned: {pruning.told(pruned)}")
         self._pruned_at = now
 
     def delay(self) -> float:

@@ -141,7 +141,16 @@ def _walk(
                     f"{jump}: rows were deleted, or the checkpoint a prune left (meta "
                     "chain_base) was",
                 )
+            if count == 1:
+                return count, prev_hash, f"{jump}: a row was deleted, or the checkpoint moved"
             return count, prev_hash, f"{jump}: a row was deleted"
+        if record.prev_hash != prev_hash and count == 1 and base[0] > 0:
+            return (
+                count,
+                prev_hash,
+                f"{where}: its link to the checkpoint (meta chain_base) does not match: the "
+                "checkpoint was edited, or the record",
+            )
         if record.prev_hash != prev_hash:
             return (
                 count,
@@ -174,10 +183,14 @@ def actions_of(text: str) -> list[Action]:
 
 
 def state_problem(
-    plans: Iterable[PlanRow], events: Iterable[EventRow], actions: Iterable[ActionRow]
+    plans: Iterable[PlanRow],
+    events: Iterable[EventRow],
+    actions: Iterable[ActionRow],
+    early: set[str] | None = None,
 ) -> str | None:
     """The first row of current state (a plan's status, an action's row) that disagrees
-    with the records it comes from: the stored plan and the events of the chain."""
+    with the records it comes from: the stored plan and the events of the chain. ``early``:
+    the plans from before the chain (schema 1), whose actions nothing records."""
     latest: dict[tuple[str, int | None], EventRow] = {}
     for e in sorted(events, key=lambda e: e.chain_seq):
         latest[e.plan_id, e.seq] = e
@@ -208,8 +221,10 @@ def state_problem(
             "plan has it, and its row is gone"
         )
     for a in sorted(actions, key=lambda a: (a.plan_id, a.seq)):
-        if a.plan_id not in bodies:
+        if a.plan_id in (early or set()):
             continue  # a plan from before the chain (schema 1)
+        if a.plan_id not in bodies:  # a row added, or one of a plan a prune removed
+            return f"action {a.seq} of plan {a.plan_id} ({a.op} {a.workload}): no such plan"
         name = f"action {a.seq} of plan {a.plan_id} ({a.op} {a.workload})"
         written = {
             "op": a.op,

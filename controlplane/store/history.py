@@ -64,8 +64,9 @@ class History:
         with self.db.session() as db:
             begins = col(PlanRow.id).startswith(ref, autoescape=True)  # '_', '%': no wildcards
             ids = sorted(db.exec(select(PlanRow.id).where(begins)).all())
-            if len(ids) > 1:
-                raise AmbiguousPlanError(ref, ids)
+            gone = col(PrunedPlanRow.id).startswith(ref, autoescape=True)  # named as pruned
+            if len(ids) + len(pruned := db.exec(select(PrunedPlanRow.id).where(gone)).all()) > 1:
+                raise AmbiguousPlanError(ref, sorted([*ids, *pruned]))
             row = db.get(PlanRow, ids[0]) if ids else None
             return Plan.from_json(row.text) if row else None
 
@@ -356,7 +357,11 @@ class History:
         )
         if not verdict.ok:
             return verdict
-        problem = chain.state_problem(plans, events, actions)
+        with self.db.session() as db:
+            early = set(db.exec(select(PlanRow.id).where(col(PlanRow.chain_seq).is_(None))))
+            problem = chain.state_problem(plans, events, actions, early) or (
+                retention.pruned_problem(db)
+            )
         return chain.Verdict(verdict.records, verdict.head, problem, verdict.base)
 
 

@@ -5,8 +5,9 @@ A store keeps every plan, action and event, so a loop left running grows it for 
 cutoff, up to the first record that must stay, which is one
 - newer than the cutoff;
 - of a plan an apply may still resume (applying, failed, interrupted);
-- of the plan applied last (an idle cycle names it; a late apply is checked against it);
-- of a plan whose jobs were placed and not yet seen running (its placeholders).
+- of the plan applied last (an idle cycle names it; a late apply is checked against it).
+A record is as old as the oldest record stored after it: a what-if dated ahead of the
+clock goes with the records around it.
 A plan goes whole, with its actions and every event of them: the cut stops before a plan
 with a record beyond it. A removed plan's id, time, specs and status are kept (the
 ``pruned_plans`` table): the jobs tagged with it are still known as ours, its specs as
@@ -24,6 +25,7 @@ usage, budgets and what plans remember of finished work, not history.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +34,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, delete, select
 
+from controlplane.store.chain import stamp
 from controlplane.store.database import Database
 from controlplane.store.runs import in_chunks
 from controlplane.store.tables import (
@@ -39,13 +42,13 @@ from controlplane.store.tables import (
     EventRow,
     MetaRow,
     ObservationRow,
-    PlaceholderRow,
     PlanRow,
     PrunedPlanRow,
     aware,
 )
 
 BASE = "chain_base"  # meta key: "<number>:<hash>" of the last record removed
+SEAL = "pruned_digest"  # meta key: the digest of what is kept of the plans removed
 RESUMABLE = ("applying", "failed", "interrupted")
 ACTED = ("applied", *RESUMABLE)
 
@@ -77,25 +80,31 @@ def cut(
 ) -> tuple[int, str | None]:
     """The last record of the longest prefix of ``records`` that may go (0: none): each
     older than ``before``, none of a plan in ``keep`` (plan -> why it stays), every plan
-    in it whole. And why the prefix ends there, if a record older than ``before`` stays."""
+    in it whole. And why the prefix ends there, if a record older than ``before`` stays.
+
+    A record is as old as the oldest after it in the chain: it was stored before them. A
+    what-if dated ahead of the clock (``cp plan --now`` in a later year) goes with the
+    records stored around it, instead of holding back all history after it until then."""
     ordered = sorted(records, key=lambda r: r.seq)
     last = {r.plan: r.seq for r in ordered}
-    at = {r.seq: r.at for r in ordered}
+    at: dict[int, datetime] = {}
+    oldest: datetime | None = None  # of the records after this one
+    for r in reversed(ordered):
+        oldest = r.at if oldest is None else min(r.at, oldest)
+        at[r.seq] = oldest
     through, reach, stop = 0, 0, None
     for r in ordered:
-        if r.at >= before or r.plan in keep:
+        if at[r.seq] >= before or r.plan in keep:
             stop = r
             break
         reach = max(reach, last[r.plan])
         if reach == r.seq:
             through = r.seq
-    held = next((r for r in ordered if through < r.seq and r.at < before), None)
+    held = next((r for r in ordered if through < r.seq and at[r.seq] < before), None)
     if held is None:
         return through, None
     if stop is not None and stop.plan in keep:
         return through, f"record {stop.seq}: plan {stop.plan} {keep[stop.plan]}"
-    if stop is not None and held.seq > stop.seq:  # older records after a newer one
-        return through, f"record {stop.seq}: plan {stop.plan} is dated after the cutoff"
     newer = at[last[held.plan]] >= before
     why = (
         "has records newer than the cutoff" if newer else "shares the chain with records that stay"
@@ -203,6 +212,41 @@ class Retention:
         for where in in_chunks(PlanRow.id, gone):
             db.exec(delete(PlanRow).where(where))
         db.merge(MetaRow(key=BASE, value=f"{through}:{last}"))
+        db.flush()
+        db.merge(MetaRow(key=SEAL, value=_sealed(db)))
+
+
+def pruned_problem(db: Session) -> str | None:
+    """What is kept of the plans prunes removed, if it is not as the last prune left it
+    (it says which jobs are ours, which specs were applied): the first problem, or None."""
+    seal = db.get(MetaRow, SEAL)
+    have = _sealed(db)
+    if seal is None:
+        empty = have == _digest([])
+        return None if empty else "pruned plans are recorded, but no prune sealed them"
+    if seal.value != have:
+        return (
+            "the plans prunes removed (pruned_plans) are not as the last prune left them: "
+            "a row was edited, added or removed"
+        )
+    return None
+
+
+def _sealed(db: Session) -> str:
+    rows = db.exec(
+        select(
+            PrunedPlanRow.id,
+            PrunedPlanRow.created_at,
+            PrunedPlanRow.spec_digest,
+            PrunedPlanRow.status,
+        )
+    ).all()
+    return _digest(rows)
+
+
+def _digest(rows: Iterable[tuple[str, datetime, str, str]]) -> str:
+    lines = sorted(f"{pid}|{stamp(at)}|{spec}|{status}" for pid, at, spec, status in rows)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def _kept(db: Session, plans: Iterable[tuple[str, Any, Any, str]]) -> dict[str, str]:
@@ -211,12 +255,6 @@ def _kept(db: Session, plans: Iterable[tuple[str, Any, Any, str]]) -> dict[str, 
     for pid, _, _, status in plans:
         if status in RESUMABLE:
             keep[pid] = f"is {status}: its apply may be resumed"
-    for placed in db.exec(select(PlaceholderRow.plan_id).distinct()):
-        keep.setdefault(
-            placed,
-            "has jobs the store has not yet seen running (the next apply, watch cycle or "
-            "cp observe records them)",
-        )
     latest = db.exec(
         select(EventRow.plan_id)
         .where(col(EventRow.seq).is_(None), col(EventRow.status).in_(ACTED))

@@ -49,9 +49,11 @@ def test_the_cut_is_a_prefix_of_whole_plans_older_than_the_cutoff() -> None:
         "record 6: plan c is the plan applied last",
     )
     assert cut(records, at(0), {}) == (0, None)
-    # a what-if dated ahead (`cp plan --now` in the future) holds back what follows it
+    # a what-if dated ahead (`cp plan --now` in a later year) held back all that followed
+    # it until then: it is as old as the records stored after it (trials Y and Z)
     ahead = [*records[:5], Entry(6, "w", at(500)), Entry(7, "d", at(6))]
-    assert cut(ahead, at(10), {}) == (5, "record 6: plan w is dated after the cutoff")
+    assert cut(ahead, at(10), {}) == (7, None)
+    assert cut(ahead[:6], at(10), {}) == (5, None)  # the newest record: it stays
 
 
 def test_a_second_prune_tells_its_own_range() -> None:
@@ -294,3 +296,43 @@ def test_watch_prunes_once_a_day(
     clock[0] += 1
     watcher.prune()
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        ("DELETE FROM pruned_plans", "pruned_plans"),
+        ("UPDATE pruned_plans SET status = 'planned'", "pruned_plans"),
+        (
+            "INSERT INTO actions (plan_id, seq, op, workload, cluster, reason_code, reason, "
+            "status, message) SELECT id, 99, 'cancel', 'nlp/x', 'sim', 'pruned', 'r', 'done', "
+            "'' FROM pruned_plans LIMIT 1",
+            "no such plan",
+        ),
+        (
+            "UPDATE meta SET value = replace(value, ':', ':0') WHERE key = 'chain_base'",
+            "checkpoint",
+        ),
+    ],
+    ids=["pruned plans deleted", "pruned plan edited", "action of a pruned plan", "checkpoint"],
+)
+def test_what_a_prune_keeps_is_sealed(aged: Path, capsys: Capsys, tamper: str, named: str) -> None:
+    """What is kept of the pruned plans says which running jobs are ours: deleting it made
+    a job another control plane's, and verify said intact (trial Z)."""
+    ok(cp(capsys, "store", "prune", aged, "--older-than", "1d"))
+    assert ok(cp(capsys, "history", aged, "--verify", "--json")).json()["ok"] is True
+    sql(aged, tamper)
+    broken = cp(capsys, "history", aged, "--verify", "--json")
+    assert broken.code == 1 and named in broken.json()["problem"], broken.out
+
+
+def test_a_prefix_of_pruned_plans_is_ambiguous(aged: Path, capsys: Capsys) -> None:
+    """A prefix a kept and a pruned plan's ids begin with showed the kept one (trial Z)."""
+    ok(cp(capsys, "store", "prune", aged, "--older-than", "1d"))
+    [(kept,)] = sql(aged, "SELECT id FROM plans")
+    pruned = sorted(pid for (pid,) in sql(aged, "SELECT id FROM pruned_plans"))
+    twin = kept[:4] + pruned[0][4:]  # a pruned plan whose id begins as the kept one's
+    sql(aged, f"UPDATE pruned_plans SET id = '{twin}' WHERE id = '{pruned[0]}'")
+    shown = cp(capsys, "show", kept[:4], aged)
+    assert shown.code == 1 and kept in shown.err and twin in shown.err, shown.err
+    assert f"plan {pruned[1]} was pruned" in cp(capsys, "show", pruned[1][:12], aged).err

@@ -134,9 +134,10 @@ def prune(
     """Remove the oldest history: plans, their actions and events, older than AGE.
 
     The history is one chain, so what goes is its beginning, up to the first record that
-    must stay: one newer than AGE, or of a plan an apply may resume, that was applied
-    last, or whose jobs wait to be seen running. A removed plan's id, specs and status are
-    kept: its running jobs stay ours, its specs applied, its plan file not applied again.
+    must stay: one newer than AGE, or of a plan an apply may resume or that was applied
+    last. A removed plan's id, specs and status are kept (sealed for `cp history
+    --verify`): its running jobs stay ours, its specs applied, its plan file not applied
+    again.
     What is left verifies from a checkpoint (`cp history --verify` prints it with the
     head). Runs, completions and failure streaks stay: usage, budgets and finished work
     count on them. One transaction, under the apply lease (an apply in progress is waited
