@@ -56,6 +56,9 @@ def recall_completions(
     ids = {(c.name, j.id): j for c in snap.clusters for j in c.jobs}
     remembered = store.completions(workloads, prune=record)
     rounds = _rivals(snap, [r for r in remembered if r.workload in shown], store)
+    # when each forgotten one started, from the store's runs: an edit is told from a
+    # revert by it (a spec seen before the job started was not edited while it ran)
+    began = _starts(store, [r for r in remembered if r.workload not in shown])
     extra: dict[str, list[Job]] = {}
     renamed: dict[tuple[str, str], str] = {}  # (cluster, id) -> its workload's name now
     for row in remembered:
@@ -64,7 +67,9 @@ def recall_completions(
             renamed[row.cluster, row.job] = row.workload  # tagged with a name since dropped
             continue
         if row.workload not in shown or (row.cluster, row.job) in rounds:
-            plan_id, started = rounds.get((row.cluster, row.job), (None, None))
+            plan_id, started = rounds.get(
+                (row.cluster, row.job), (None, began.get((row.cluster, row.job)))
+            )
             # an id the cluster gave again (numbered afresh after it lost its state, or
             # wrapped at its largest): the live job keeps it, the memory takes another
             again = (row.cluster, row.job) in ids
@@ -97,6 +102,19 @@ def recall_completions(
         if name not in observed
     ]
     return snap.model_copy(update={"clusters": clusters})
+
+
+def _starts(store: Store, rows: list[CompletionRow]) -> dict[tuple[str, str], datetime]:
+    """(cluster, job) -> when each remembered completed job began: its latest run's start,
+    of its runs of its workload that began by its end (an id may name other jobs since)."""
+    if not rows:
+        return {}
+    asked = [(r.cluster, r.job, r.workload, _aware(r.seen_at)) for r in rows]
+    return {(c, j): start for (c, j, _, _), (_, start, _) in store.last_runs(asked).items()}
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=moment.tzinfo or UTC)
 
 
 def _same(seen: Job, row: CompletionRow, workloads: set[str]) -> bool:

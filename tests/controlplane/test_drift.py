@@ -761,3 +761,21 @@ def test_an_edit_to_a_running_fan_out_workload_is_told_while_its_job_runs(
     assert told["reason"]["code"] == "spec-changed"
     assert "gpus: 2 -> 1" in told["reason"]["message"], told["reason"]["message"]
     assert "fan-out" in told["reason"]["message"]
+
+
+def test_a_completed_workload_reverted_to_an_earlier_spec_stays_done(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    """Version 1 ran, version 2 replaced it and completed; then the spec went back to
+    version 1. The apply said the workload "does not run again", and the plan a second
+    later started it (trial Z): the cluster had forgotten the completed job, and the
+    store's memory of it had no start, so the revert looked like an edit while it ran."""
+    root = org(tmp_path / "s", walltime="1h")
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", "2026-06-01T00:00:00Z"))
+    org(root, walltime="1h", gpus=4)  # a new job replaces the first
+    ok(cp(capsys, "apply", root, "--auto-approve", "--now", "2026-06-01T00:10:00Z"))
+    org(root, walltime="1h")  # back to the first version, days after the second completed
+    applied = ok(cp(capsys, "apply", root, "--auto-approve", "--now", "2026-06-04T00:00:00Z"))
+    assert "does not run again" in applied.out
+    later = plan(capsys, root, "2026-06-04T00:00:01Z")
+    assert later["actions"] == [] and [f["workload"] for f in later["finished"]] == ["p/w"]
