@@ -94,11 +94,14 @@ def observe(
     store: Store | None = None,
     *,
     record: bool = True,
+    rollups: bool = True,
 ) -> Snapshot:
     """The clusters' state as of ``now``, with what the store remembers: lagging
     placeholders injected, forgotten completions recalled, queue times, usage, progress
     and failure streaks. With ``record`` (observe, apply, watch) the store learns from it
-    too; without (plan), nothing is written. A cluster whose adapter fails is reported
+    too; without (plan), nothing is written. ``rollups``: the usage of past months as the
+    store's roll-ups, which hold for these specs' half-lives only (a snapshot that leaves
+    the process, or plans specs with others, has every run's instead). A cluster whose adapter fails is reported
     unreachable, with the error, and the others are still observed."""
     clusters = []
     for name in sorted(adapters):
@@ -142,7 +145,7 @@ def observe(
         store.carry_renames(earlier)  # what was recorded under old names, this time too
     # recorded above, or (read-only) counted from what was just seen, as if recorded
     unrecorded = None if record else seen
-    snap.usage = store.usage_records(now, unrecorded, half_lives(desired))
+    snap.usage = store.usage_records(now, unrecorded, half_lives(desired) if rollups else None)
     segmented_ones = {k for k in workloads if segmented(desired.workloads[earlier.get(k, k)].spec)}
     snap.progress = store.progress(segmented_ones, now=now, seen=unrecorded, prices=prices)
     snap.failures = store.failures(workloads)

@@ -21,7 +21,7 @@ from controlplane.basehardware import base_world
 from controlplane.basespecs import BaseSpecs
 from controlplane.errors import PlanNotFoundError
 from controlplane.impact import base_diff
-from controlplane.observe import adapters_for, edited, observe
+from controlplane.observe import adapters_for, edited, half_lives, observe
 from controlplane.plan import Plan, PolicyDiff, review_id
 from controlplane.statefiles import read_snapshot
 from controlplane.workflow import clock, open_store, plan_for, resolve_now, survey, with_policy
@@ -55,7 +55,9 @@ def plan_change(
         store = open_store(spec_dir, db, noting=True)
         desired = _union_clusters(loaded, base.loaded)
         adapters = adapters_for(desired, spec_dir / ".cp", clock(now), read_only=True, db=db)
-        snap = observe(desired, adapters, when, store, record=False)
+        # the base's specs are planned against it too: roll-ups only if they hold for both
+        same = half_lives(base.loaded.desired) == half_lives(loaded.desired)
+        snap = observe(desired, adapters, when, store, record=False, rollups=same)
         # the versions running jobs have where the base's specs differ from them too (the
         # change reverts an edit): the base's plan reads them
         snap.versions = {**store.versions(edited(snap, base.loaded.desired)), **snap.versions}
@@ -69,7 +71,7 @@ def plan_change(
     if store is not None and len(mine) < len(adapters or {}):  # the change removes a cluster
         # planned as merged: the cluster gone from the specs, its work held (the apply
         # after the merge observes the same)
-        snap = observe(loaded.desired, mine, when, store, record=False)
+        snap = observe(loaded.desired, mine, when, store, record=False, rollups=same)
     head = plan_for(spec_dir, loaded, snap, when, use, policy)
     before = plan_for(spec_dir, base.loaded, world, when, use, policy)
     diff = base_diff(base.loaded.desired, loaded.desired, before, head, base.label)

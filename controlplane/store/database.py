@@ -189,7 +189,7 @@ def migrate(engine: Engine, version: int) -> None:
             "retired BOOLEAN DEFAULT FALSE",
             "price FLOAT",  # 10: the price it ran at
             "plan_id VARCHAR",  # 11: the plan that submitted it
-            "rolled BOOLEAN DEFAULT FALSE",  # 14: counted in a roll-up
+            "rolled BOOLEAN DEFAULT FALSE",  # 15: counted in a roll-up
         ),
     }
     # 14: a plan's body kept compressed

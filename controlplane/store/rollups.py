@@ -22,12 +22,13 @@ bits of a float (1e-16 of it).
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import case, func
+from sqlalchemy import case, func, text
 from sqlmodel import Session, col, delete, select, update
 
 from controlplane.store import pieces, pricebook
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from controlplane.store.runs import Run
 
 Group = tuple[str, str | None, float | None]  # cluster, GPU type, price
+_PG_ROLLUPS = 0x63705F726F6C  # "cp_rol": the advisory lock a rebuild of roll-ups takes
 
 
 def through_for(now: datetime) -> datetime:
@@ -49,9 +51,11 @@ def through_for(now: datetime) -> datetime:
     return datetime(at.year, at.month, 1, tzinfo=UTC)
 
 
-def holding(db: Session, half_lives: Mapping[str, int], through: datetime) -> dict[str, int]:
-    """The projects whose roll-up at ``through`` holds for their half-life: project -> the
-    number of runs it stands for."""
+def holding(
+    db: Session, half_lives: Mapping[str, int], through: datetime, book: str
+) -> dict[str, int]:
+    """The projects whose roll-up at ``through`` holds for their half-life and the price
+    book of digest ``book``: project -> the number of runs it stands for."""
     rows = db.exec(
         select(RunRow.project, func.count(), func.sum(case((col(RunRow.rolled), 0), else_=1)))
         .where(col(RunRow.ended_at) < through)
@@ -60,7 +64,7 @@ def holding(db: Session, half_lives: Mapping[str, int], through: datetime) -> di
     ended = {project: (count, unrolled) for project, count, unrolled in rows}
     counted = db.exec(
         select(RollupRow.project, RollupRow.half_life, func.max(RollupRow.runs))
-        .where(RollupRow.through == through)
+        .where(RollupRow.through == through, RollupRow.book == book)
         .group_by(col(RollupRow.project), col(RollupRow.half_life))
     ).all()
     return {
@@ -126,6 +130,7 @@ def roll_up(
     through: datetime,
     runs: int,
     pieces: Iterable[UsageRecord],
+    book: str,
 ) -> None:
     """Make ``project``'s roll-up at ``through`` from the usage ``pieces`` of its ``runs``
     runs that ended before then, and mark those runs as counted in it (the caller holds
@@ -148,6 +153,7 @@ def roll_up(
                 price=price,
                 gpu_hours=hours,
                 runs=runs,
+                book=book,
             )
         )
     db.exec(
@@ -173,11 +179,19 @@ def roll_up_all(
         if row.ended_at is not None and row.ended_at < through and row.project not in held:
             old.setdefault(row.project, []).append(row)
     todo = {p: runs for p, runs in old.items() if p in half_lives}
+    if not todo:
+        return
+    if db.get_bind().dialect.name == "postgresql":  # two rebuilds at once: one after the other
+        db.connection().execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_ROLLUPS})
     for project, runs in sorted(todo.items()):
         usage = (piece for run in runs if run.gpus > 0 for piece in pieces.monthly(run, book))
-        roll_up(db, project, half_lives[project], through, len(runs), usage)
-    if todo:
-        db.commit()
+        roll_up(db, project, half_lives[project], through, len(runs), usage, digest(book))
+    db.commit()
+
+
+def digest(book: pricebook.Book) -> str:
+    """A price book's digest: a roll-up holds for the book it was made with."""
+    return hashlib.sha256(pricebook.dumps(book).encode()).hexdigest()
 
 
 def _group_order(item: tuple[Group, float]) -> tuple[str, str, float]:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, bindparam, text
-from sqlmodel import col, or_, select
+from sqlmodel import Session, col, or_, select
 
 from controlplane.store import pieces, pricebook, rollups
 from controlplane.store.database import IN_CHUNK, Database
@@ -113,15 +113,21 @@ class Runs:
         (no ``seen``) makes the ones that do not (store/rollups.py)."""
         half_lives = half_lives or {}
         through = rollups.through_for(now)
-        with self.db.session() as db:
+        with self.db.session() as db:  # one read: the roll-ups held and the runs beside them
+            if db.get_bind().dialect.name == "postgresql":  # one snapshot for all statements
+                db.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             known = db.get(MetaRow, pricebook.KEY)
-            held = rollups.holding(db, half_lives, through) if half_lives else {}
+            book = pricebook.loads(known.value if known is not None else None)
+            held: dict[str, int] = {}
+            if half_lives:
+                held = rollups.holding(db, half_lives, through, rollups.digest(book))
             if held and seen:  # a run seen again that a roll-up counts: its project's read
                 for project in rollups.counted(db, seen, through):
                     held.pop(project, None)
             rolled = rollups.records(db, held, half_lives, through)
-        book = pricebook.loads(known.value if known is not None else None)
-        rows = self._rows(now, seen, skip=(through, set(held)) if held else None)
+            rows = _all_runs(db, (through, set(held)) if held else None)
+        if seen is not None:
+            rows = _merged_runs(rows, seen, now)
         made = [record for row in rows if row.gpus > 0 for record in pieces.monthly(row, book)]
         if seen is None and half_lives:  # recorded: the roll-ups that do not hold, made
             with self.db.session() as db:
@@ -229,25 +235,15 @@ class Runs:
         return out
 
     def _rows(
-        self,
-        now: datetime,
-        seen: Seen | None,
-        workloads: set[str] | None = None,
-        skip: tuple[datetime, set[str]] | None = None,
+        self, now: datetime, seen: Seen | None, workloads: set[str] | None = None
     ) -> list[Run]:
         """Every run (of ``workloads``, if given) as plain values, with those ``seen``
         reports merged in as if recorded. Read as the database's own values, not as ORM
         rows or typed columns: a plan reads the whole history, and a row object costs ~30x
         the values in it, a typed time ~3x its parse."""
         with self.db.session() as db:
-            if workloads is None and skip is not None:  # less those a roll-up holds
-                through, projects = skip
-                read = db.connection().execute(
-                    _RUNS_BUT_ROLLED, {"through": through, "names": sorted(projects)}
-                )
-                runs = [Run.read(values) for values in read.all()]
-            elif workloads is None:
-                runs = [Run.read(values) for values in db.connection().execute(_ALL_RUNS).all()]
+            if workloads is None:
+                runs = _all_runs(db, None)
             else:
                 runs = [
                     Run.read(values)
@@ -276,6 +272,18 @@ class Runs:
         if seen is not None:
             runs = _merged_runs(runs, seen, now)
         return runs if workloads is None else [r for r in runs if r.workload in workloads]
+
+
+def _all_runs(db: Session, skip: tuple[datetime, set[str]] | None) -> list[Run]:
+    """Every run, less (``skip``) those that ended before a moment of projects whose
+    roll-ups hold."""
+    if skip is None:
+        return [Run.read(values) for values in db.connection().execute(_ALL_RUNS).all()]
+    through, projects = skip
+    read = db.connection().execute(
+        _RUNS_BUT_ROLLED, {"through": through, "names": sorted(projects)}
+    )
+    return [Run.read(values) for values in read.all()]
 
 
 def in_chunks(column: Any, values: Iterable[str]) -> Iterator[ColumnElement[bool]]:

@@ -32,7 +32,7 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 
 class MetaRow(SQLModel, table=True):
@@ -184,13 +184,13 @@ class RunRow(SQLModel, table=True):
     # its workload left the specs: the run still counts as usage, no longer as progress
     # (a workload added again starts its segments from zero)
     retired: bool = False
-    # 14: counted in its project's roll-up (RollupRow); whatever changes the run clears it
+    # 15: counted in its project's roll-up (RollupRow); whatever changes the run clears it
     rolled: bool = False
 
 
 class RollupRow(SQLModel, table=True):
     """The usage of a project's runs that ended before ``through`` (the start of the current
-    month), decayed to then by its half-life, per price group (14): a plan reads these in
+    month), decayed to then by its half-life, per price group (15): a plan reads these in
     place of those runs (store/rollups.py)."""
 
     __tablename__ = "rollups"
@@ -203,6 +203,7 @@ class RollupRow(SQLModel, table=True):
     price: float | None = None
     gpu_hours: float  # decayed to ``through``
     runs: int  # the runs it holds, all groups together: a count that differs says it is stale
+    book: str  # the digest of the price book it was made with (a run's pieces follow it)
 
 
 class ObservationRow(SQLModel, table=True):

@@ -7,6 +7,7 @@ set aside by anything that changes one of those runs."""
 from __future__ import annotations
 
 import random
+import shutil
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -21,12 +22,18 @@ from controlplane.store.tables import RunRow
 from solvers.sitepolicy.budgets import usage_this_month
 from solvers.sitepolicy.usage import decayed_gpu_hours
 from specs.snapshot import JobRun, JobState, UsageRecord
+from tests.builders.cli import cp, ok
 
 NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 HALF_LIVES = {"p0": 7 * 86_400, "p1": 2 * 86_400, "p2": 30 * 86_400}
 
 
-def fill(store: Store, count: int = 400, seed: int = 3) -> None:
+def fill(
+    store: Store,
+    count: int = 400,
+    seed: int = 3,
+    projects: tuple[str, ...] = ("p0", "p1", "p2", "p3"),
+) -> None:
     """Runs over five months before NOW, some across a month's end, some still open, some
     without GPUs, on two clusters, at several prices."""
     rng = random.Random(seed)
@@ -35,7 +42,7 @@ def fill(store: Store, count: int = 400, seed: int = 3) -> None:
         start = NOW - timedelta(seconds=rng.randrange(150 * 86_400))
         hours = rng.choice([1, 5, 30, 200])
         end = start + timedelta(hours=hours)
-        project = f"p{i % 4}"  # p3: a project without a half-life given (not rolled up)
+        project = projects[i % len(projects)]  # p3: no half-life given (not rolled up)
         rows.append(
             {
                 "cluster": rng.choice(["east", "west"]),
@@ -197,3 +204,35 @@ def test_the_rollups_reach_to_the_months_start() -> None:
     assert through_for(datetime(2027, 1, 31, 23, tzinfo=UTC)) == datetime(2027, 1, 1, tzinfo=UTC)
     later = datetime(2027, 2, 1, 0, 30, tzinfo=timezone(timedelta(hours=2)))  # Jan 31 in UTC
     assert through_for(later) == datetime(2027, 1, 1, tzinfo=UTC)
+
+
+def test_a_new_price_sets_the_rollups_aside(store: Store) -> None:
+    """A run recorded without a price takes its type's first price once one is noted:
+    a roll-up made before then no longer holds (review)."""
+    store.usage_records(NOW, None, HALF_LIVES)
+    store.record_runs({}, NOW, complete=[], prices={("east", "a100"): 4.0})
+    by_cost = store.usage_records(NOW, None, HALF_LIVES)
+    assert_same_usage(by_cost, store.usage_records(NOW), NOW)
+    again = store.usage_records(NOW, None, HALF_LIVES)  # made again, with the new book
+    assert any(r.started_at is None for r in again)
+    assert_same_usage(again, store.usage_records(NOW), NOW)
+
+
+def test_a_snapshot_kept_by_cp_observe_has_every_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot leaves the process (`cp plan --observed` plans it, with any specs): its
+    usage is every run's, not roll-ups that hold for these specs' half-lives only."""
+    specs = tmp_path / "q"
+    root = Path(__file__).resolve().parents[2]
+    shutil.copytree(root / "examples" / "quickstart", specs, ignore=shutil.ignore_patterns(".cp"))
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", NOW.isoformat()))
+    url = f"sqlite:///{specs / '.cp' / 'controlplane.db'}"
+    with Store(url) as store:
+        fill(store, count=40, projects=("nlp", "vision"))
+    later = (NOW + timedelta(hours=1)).isoformat()
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", later))  # makes the roll-ups
+    with Store(url) as store, store.db.session() as db:
+        assert db.execute(text("SELECT count(*) FROM rollups")).scalar()
+    usage = ok(cp(capsys, "observe", specs, "--now", later)).json()["usage"]
+    assert usage and all("startedAt" in u for u in usage)

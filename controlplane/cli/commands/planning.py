@@ -85,7 +85,8 @@ def observe_cmd(
         adapters = adapters_for(
             loaded.desired, spec_dir / ".cp", clock, read_only=not record, db=db
         )
-        return observe(loaded.desired, adapters, when, store, record=record)
+        # a snapshot to keep (--observed plans it later, with any specs): every run's usage
+        return observe(loaded.desired, adapters, when, store, record=record, rollups=False)
 
     try:  # what it records is written under the apply lease, as apply and watch write it
         with holding_lease(store, observing=True):
