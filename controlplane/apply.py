@@ -60,6 +60,7 @@ class ApplyReport:
     stopped: bool = False  # asked to stop before the end: the plan is interrupted
     already_applied: bool = False  # applied to the end before: nothing was run again
     followed_by: str | None = None  # another plan of the same specs was applied: not run
+    pruned: bool = False  # applied before, and its history pruned since (cp store prune)
     # changes in the clusters since the plan was made that it does not depend on
     unaffected: list[str] = field(default_factory=list)
 
@@ -165,7 +166,8 @@ def run_plan(
     done = {r.seq for r in store.actions(plan.id) if r.status == "done"} if status else set()
     resumed = status in RESUMABLE or bool(done)
     if status == "applied":
-        return ApplyReport(plan.id, already_applied=True)
+        gone = store.pruned_plan(plan.id) is not None
+        return ApplyReport(plan.id, already_applied=True, pruned=gone)
     if status == "superseded":
         raise StalePlanError(
             f"plan {plan.id} stopped before it finished, and {store.status_message(plan.id)}"

@@ -131,6 +131,14 @@ def reviewed_plan(spec_dir: Path, loaded: LoadResult, db: str | None) -> Plan:
         plan = store.reviewed_plan(loaded.desired.digest)
         applied = plan is not None and store.plan_status(plan.id) == "applied"
         last = store.last_applied_plan() if applied else None
+        pruned = plan is None and store.pruned_for(loaded.desired.digest)
+    if pruned:
+        raise PlanNotFoundError(
+            f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}) in this "
+            "store; plans of them were pruned from the history (`cp store prune`), the pull "
+            "request's perhaps: make one again (cp plan --base REF), or apply without "
+            "--reviewed"
+        )
     if plan is None:
         raise PlanNotFoundError(
             f"no reviewed plan for these specs (digest {loaded.desired.digest[:12]}): a "

@@ -136,6 +136,12 @@ class Retention:
             found = db.exec(select(PrunedPlanRow).where(begins).limit(2)).all()
         return found[0] if len(found) == 1 else None
 
+    def pruned_for(self, spec_digest: str) -> bool:
+        """Whether a prune removed plans of the specs of ``spec_digest``."""
+        with self.db.session() as db:
+            found = select(PrunedPlanRow.id).where(PrunedPlanRow.spec_digest == spec_digest)
+            return db.exec(found.limit(1)).first() is not None
+
     def vacuum(self) -> bool:
         """SQLite: the file rewritten without the pages a prune freed, so it shrinks (it
         reuses them otherwise). False for another database (PostgreSQL's autovacuum makes

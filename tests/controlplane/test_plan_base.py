@@ -690,3 +690,14 @@ def test_apply_reviewed_after_a_plain_plan_says_what_a_reviewed_plan_is(
     said = " ".join(res.err.split())
     assert "cp plan --base REF" in said and "a plain `cp plan` is not one" in said, said
     assert "changed after" not in said
+
+
+def test_a_reviewed_plan_pruned_is_said_so(repo: Path, capsys: Capsys) -> None:
+    """A pull request left open longer than the history kept: `apply --reviewed` said only
+    that no plan was made for review (trial Z)."""
+    specs = repo / "specs"
+    review_the_cut(repo, capsys)
+    ok(cp(capsys, "apply", specs, "--auto-approve", "--now", "2026-11-23T10:00:00+00:00"))
+    ok(cp(capsys, "store", "prune", specs, "--older-than", "1d"))
+    refused = cp(capsys, "apply", specs, "--reviewed", "--auto-approve")
+    assert refused.code == 1 and "were pruned from the history" in refused.err, refused.err

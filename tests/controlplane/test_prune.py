@@ -228,6 +228,8 @@ def test_a_pruned_plan_is_still_known_applied(aged: Path, capsys: Capsys, tmp_pa
     shutil.copytree(aged.parent / "aside", aged / "workloads")
     again = cp(capsys, "apply", saved, "--dir", aged, "--auto-approve", "--json")
     assert again.code == 0 and again.json()["alreadyApplied"] is True, again.out + again.err
+    told = " ".join(ok(cp(capsys, "apply", saved, "--dir", aged, "--auto-approve")).out.split())
+    assert "was applied already (its history has been pruned since)" in told
     with open_store(aged, None) as store:
         assert store.applied_specs(digest) and store.known_plans([first, "nope"]) == {first}
         assert store.plan_status(first) == "applied"

@@ -38,9 +38,13 @@ def typed_here(command: str, spec_dir: Path | None) -> str:
 def verdict(console: Console, report: ApplyReport, spec_dir: Path | None = None) -> None:
     if report.already_applied:
         show = typed_here(f"cp show {report.plan_id}", spec_dir)
+        told = (
+            "its history has been pruned since"
+            if report.pruned
+            else f"`{escape(show)}` lists what it did"
+        )
         console.print(
-            f"Nothing to do: plan {report.plan_id} was applied already "
-            f"(`{escape(show)}` lists what it did).",
+            f"Nothing to do: plan {report.plan_id} was applied already ({told}).",
             highlight=False,
         )
         return
