@@ -136,6 +136,12 @@ def test_pruned_history_is_told_where_it_is_asked_for(aged: Path, capsys: Capsys
     assert "applied" in shown.err
     told = ok(cp(capsys, "history", aged, "--workload", "vision/vit-train"))
     assert f"the history before record {done['through'] + 1} was pruned" in told.out
+    explained = " ".join(ok(cp(capsys, "explain", "nlp/llm-finetune", aged)).out.split())
+    assert f"(the history before record {done['through'] + 1} was pruned)" in explained
+    doc = ok(cp(capsys, "explain", "nlp/llm-finetune", aged, "--json")).json()
+    assert doc["historyPrunedThrough"] == done["through"]
+    gone = cp(capsys, "explain", "vision/vit-train", aged)  # its whole past was pruned
+    assert gone.code == 1 and f"before record {done['through'] + 1} was pruned" in gone.err
 
 
 def test_vacuum_shrinks_the_file(tmp_path: Path, capsys: Capsys) -> None:

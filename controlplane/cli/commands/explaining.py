@@ -54,11 +54,13 @@ def _past(store: Store | None, names: list[str]) -> tuple[list[HistoryRow], bool
     return rows[:SHOWN], len(rows) > SHOWN
 
 
-def _more(spec_dir: Path, workload: str, older: bool, db: str | None) -> None:
+def _more(spec_dir: Path, workload: str, older: bool, db: str | None, pruned: int) -> None:
     if older:
         where = ["--db", db] if db else []
         command = shlex.join(["cp", "history", str(spec_dir), "--workload", workload, *where])
         out.print(f"  … older records: {command} --limit 200", highlight=False)
+    if pruned:
+        out.print(f"  (the history before record {pruned + 1} was pruned)", highlight=False)
 
 
 def _explain_gone(
@@ -82,8 +84,10 @@ def _explain_gone(
     actions = [a for a in found.plan.actions if a.workload in names]
     if not past and not jobs and not actions:
         hint = workload_hint(workload, {*loaded.desired.workloads, *store.workloads_in_history()})
+        through = store.pruned_through()
+        pruned = f"; the history before record {through + 1} was pruned" if through else ""
         raise WorkloadNotFoundError(
-            f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME)"
+            f"no workload {workload!r} in the specs{hint} (use PROJECT/NAME){pruned}"
         )
     state = "not-in-specs"
     if any(j.state.holds_gpus for _, j in jobs):
@@ -100,6 +104,7 @@ def _explain_gone(
             "pending": [],
             "history": history_json(past),
             "historyMore": older,
+            "historyPrunedThrough": store.pruned_through(),
             "inSpecs": False,
             "jobs": [j for name in names for j in jobs_json(found.snapshot, name)],
             "finished": None,
@@ -122,7 +127,7 @@ def _explain_gone(
     if past:
         out.print("\nWhat was done to it, newest first:")
         print_history(out, past)
-        _more(spec_dir, workload, older, db)
+    _more(spec_dir, workload, older, db, store.pruned_through())
 
 
 # the states in which the plan may still place a workload (a blocked one waits for a limit,
@@ -196,6 +201,7 @@ def explain(
         doc["unreachable"] = silent
         doc["reservations"] = reservations_json(reserved)
         doc["historyMore"] = older
+        doc["historyPrunedThrough"] = found.store.pruned_through() if found.store else 0
         write_json(doc)
     else:
         waiting_jobs = [
@@ -219,4 +225,4 @@ def explain(
             reserved,
             placing,
         )
-        _more(spec_dir, workload, older, db)
+        _more(spec_dir, workload, older, db, found.store.pruned_through() if found.store else 0)
