@@ -25,14 +25,14 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, inspect, text
+from sqlalchemy import ColumnElement, Engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
-from sqlmodel import Session, SQLModel, create_engine
+from sqlmodel import Session, SQLModel, col, create_engine
 
 from controlplane.errors import StoreError
 from controlplane.store.tables import SCHEMA_VERSION, MetaRow
@@ -41,6 +41,21 @@ BUSY_SECONDS = 30  # SQLite: how long a writer waits for another one
 # values bound in one IN list: a database binds a parameter per value (PostgreSQL at most
 # 65,535 a statement, older SQLite 999)
 IN_CHUNK = 900
+
+
+def chunks(values: Iterable[str]) -> Iterator[list[str]]:
+    """``values``, sorted, in lists of at most ``IN_CHUNK`` (one IN list each)."""
+    ordered = sorted(values)
+    for at in range(0, len(ordered), IN_CHUNK):
+        yield ordered[at : at + IN_CHUNK]
+
+
+def in_chunks(column: Any, values: Iterable[str]) -> Iterator[ColumnElement[bool]]:
+    """``column IN values``, as conditions of at most ``IN_CHUNK`` values each."""
+    for chunk in chunks(values):
+        yield col(column).in_(chunk)
+
+
 _PG_LOCK = 0x63705F7374  # "cp_st": the advisory lock that guards schema changes
 
 

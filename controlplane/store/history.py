@@ -352,8 +352,8 @@ class History:
         ]
         verdict = chain.check(
             records,
-            _parse_head(head.value) if head else None,
-            _parse_head(base.value) if base else None,
+            retention.parse(head.value) if head else None,
+            retention.parse(base.value) if base else None,
         )
         if not verdict.ok:
             return verdict
@@ -407,7 +407,7 @@ def _append(db: Session, row: PlanRow | EventRow, payload: dict[str, object]) ->
     """Chain ``row`` after the current head, in the caller's transaction (which holds the
     write lock: SQLite begins IMMEDIATE, PostgreSQL locks the head row)."""
     head = db.exec(select(MetaRow).where(MetaRow.key == "chain_head").with_for_update()).first()
-    seq, prev = _parse_head(head.value) if head is not None else (0, chain.GENESIS)
+    seq, prev = retention.parse(head.value) if head is not None else (0, chain.GENESIS)
     row.chain_seq, row.prev_hash = seq + 1, prev
     row.hash = chain.link(prev, payload)
     db.add(row)
@@ -421,11 +421,6 @@ def _text(row: PlanRow) -> str:
         return row.text
     except StoreError as exc:
         return f"<unreadable: {exc}>"
-
-
-def _parse_head(value: str) -> tuple[int, str]:
-    seq, _, digest = value.partition(":")
-    return int(seq), digest
 
 
 def _event_payload(e: EventRow) -> dict[str, object]:

@@ -35,8 +35,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, delete, select
 
 from controlplane.store.chain import stamp
-from controlplane.store.database import Database
-from controlplane.store.runs import in_chunks
+from controlplane.store.database import Database, in_chunks
 from controlplane.store.tables import (
     ActionRow,
     EventRow,

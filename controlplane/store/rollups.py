@@ -32,7 +32,7 @@ from sqlalchemy import case, func, text
 from sqlmodel import Session, col, delete, select, update
 
 from controlplane.store import pieces, pricebook
-from controlplane.store.database import IN_CHUNK
+from controlplane.store.database import chunks
 from controlplane.store.tables import RollupRow, RunRow, aware
 from solvers.sitepolicy.usage import decayed_gpu_hours
 from specs.snapshot import JobRun, UsageRecord
@@ -84,8 +84,7 @@ def counted(db: Session, seen: Mapping[str, Iterable[JobRun]], through: datetime
                 early[cluster].add(run.job)
     projects: set[str] = set()
     for cluster, jobs in sorted(early.items()):
-        for at in range(0, len(jobs), IN_CHUNK):
-            chunk = sorted(jobs)[at : at + IN_CHUNK]
+        for chunk in chunks(jobs):
             projects.update(
                 db.exec(
                     select(RunRow.project).where(

@@ -13,7 +13,7 @@ if recorded, and writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +22,7 @@ from sqlalchemy import ColumnElement, bindparam, text
 from sqlmodel import Session, col, or_, select
 
 from controlplane.store import pieces, pricebook, rollups
-from controlplane.store.database import IN_CHUNK, Database
+from controlplane.store.database import Database, chunks, in_chunks
 from controlplane.store.tables import MetaRow, RunRow
 from controlplane.store.tables import aware as _aware
 from solvers.segments import SegmentRun, progress_of
@@ -247,7 +247,7 @@ class Runs:
             else:
                 runs = [
                     Run.read(values)
-                    for chunk in _chunks(workloads)
+                    for chunk in chunks(workloads)
                     for values in db.connection()
                     .execute(_RUNS_OF_WORKLOADS, {"names": chunk})
                     .all()
@@ -265,7 +265,7 @@ class Runs:
                 }
                 runs += [
                     run
-                    for chunk in _chunks(elsewhere)
+                    for chunk in chunks(elsewhere)
                     for values in db.connection().execute(_RUNS_OF_JOBS, {"names": chunk}).all()
                     if (run := Run.read(values)).workload not in workloads
                 ]
@@ -284,19 +284,6 @@ def _all_runs(db: Session, skip: tuple[datetime, set[str]] | None) -> list[Run]:
         _RUNS_BUT_ROLLED, {"through": through, "names": sorted(projects)}
     )
     return [Run.read(values) for values in read.all()]
-
-
-def in_chunks(column: Any, values: Iterable[str]) -> Iterator[ColumnElement[bool]]:
-    """``column IN values``, as conditions of at most ``IN_CHUNK`` values each: a database
-    binds a parameter per value (PostgreSQL at most 65,535 a statement, older SQLite 999)."""
-    for chunk in _chunks(values):
-        yield col(column).in_(chunk)
-
-
-def _chunks(values: Iterable[str]) -> Iterator[list[str]]:
-    ordered = sorted(values)
-    for at in range(0, len(ordered), IN_CHUNK):
-        yield ordered[at : at + IN_CHUNK]
 
 
 @dataclass(slots=True)

@@ -348,7 +348,7 @@ def test_a_read_only_plan_counts_the_progress_a_recorded_one_would(
         ("new/z", 1, 2 * 3600),
     ]
     # the names and jobs asked for go to the database in lists of a bounded length
-    monkeypatch.setattr("controlplane.store.runs.IN_CHUNK", 1)
+    monkeypatch.setattr("controlplane.store.database.IN_CHUNK", 1)
     assert read_only.progress(wanted, now=end, seen=seen) == told
 
 
